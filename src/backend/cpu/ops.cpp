@@ -1,0 +1,154 @@
+#include "backend/cpu/ops.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "backend/cpu/quant.h"
+#include "backend/cpu/vec_f32.h"
+#include "core/check.h"
+
+namespace deepinfer::cpu {
+
+namespace {
+// Rows handed to one thread at a time: enough to amortise the split, small enough that two
+// threads share a 576-row matrix evenly.
+constexpr int64_t kRowGrain = 8;
+// Rows of the weight kept hot in L1/L2 while every token of the batch streams past them.
+constexpr int64_t kRowTile = 16;
+}  // namespace
+
+void matmul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, const float* bias,
+            QuantScratch& scratch, ThreadPool& pool) {
+  const DType act_type = vec_dot_type(w.dtype);
+  const size_t act_row_bytes = dtype_row_bytes(act_type, w.n_in);
+  const uint8_t* act = reinterpret_cast<const uint8_t*>(x);
+  if (act_type != DType::kF32) {
+    const size_t need = act_row_bytes * static_cast<size_t>(n_tokens);
+    if (scratch.bytes.size() < need) scratch.bytes.resize(need);
+    pool.parallel_for(n_tokens, [&](int, int64_t begin, int64_t end) {
+      for (int64_t t = begin; t < end; ++t) {
+        quantize_row(act_type, x + t * w.n_in, scratch.bytes.data() + t * act_row_bytes, w.n_in);
+      }
+    });
+    act = scratch.bytes.data();
+  }
+  const size_t w_row_bytes = w.row_bytes();
+  pool.parallel_for(
+      w.n_out,
+      [&](int, int64_t begin, int64_t end) {
+        for (int64_t o0 = begin; o0 < end; o0 += kRowTile) {
+          const int64_t o1 = std::min(end, o0 + kRowTile);
+          for (int64_t t = 0; t < n_tokens; ++t) {
+            const uint8_t* a = act + t * act_row_bytes;
+            float* yt = y + t * w.n_out;
+            for (int64_t o = o0; o < o1; ++o) {
+              const float b = bias ? bias[o] : 0.0f;
+              yt[o] = vec_dot(w.dtype, w.data + o * w_row_bytes, a, w.n_in) + b;
+            }
+          }
+        }
+      },
+      kRowGrain);
+}
+
+void gather_rows(const WeightMatrix& w, std::span<const int32_t> ids, float* y) {
+  const size_t row_bytes = w.row_bytes();
+  for (size_t t = 0; t < ids.size(); ++t) {
+    DI_ICHECK(ids[t] >= 0 && ids[t] < w.n_out);
+    dequantize_row(w.dtype, w.data + static_cast<size_t>(ids[t]) * row_bytes, y + t * w.n_in, w.n_in);
+  }
+}
+
+void rms_norm(const float* x, const float* w, float eps, int64_t n_rows, int64_t n, float* out) {
+  for (int64_t r = 0; r < n_rows; ++r) {
+    const float* xr = x + r * n;
+    float* yr = out + r * n;
+    // Accumulate in double: the reference (PyTorch) reduces in float32 with pairwise sums,
+    // and double keeps us at least as close to the exact value as it is.
+    double ss = 0.0;
+    for (int64_t i = 0; i < n; ++i) ss += static_cast<double>(xr[i]) * xr[i];
+    const float inv = 1.0f / std::sqrt(static_cast<float>(ss / static_cast<double>(n)) + eps);
+    for (int64_t i = 0; i < n; ++i) yr[i] = xr[i] * inv * w[i];
+  }
+}
+
+void rope(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, int64_t n_rot,
+          std::span<const int32_t> positions, std::span<const float> inv_freq,
+          RotaryPairing pairing) {
+  DI_ICHECK(static_cast<int64_t>(inv_freq.size()) * 2 == n_rot && n_rot <= head_dim);
+  const int64_t half = n_rot / 2;
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    const float pos = static_cast<float>(positions[t]);
+    for (int64_t i = 0; i < half; ++i) {
+      const float theta = pos * inv_freq[i];
+      const float c = std::cos(theta), s = std::sin(theta);
+      for (int64_t h = 0; h < n_heads; ++h) {
+        float* xh = x + (t * n_heads + h) * head_dim;
+        const int64_t a = pairing == RotaryPairing::kInterleaved ? 2 * i : i;
+        const int64_t b = pairing == RotaryPairing::kInterleaved ? 2 * i + 1 : i + half;
+        const float x0 = xh[a], x1 = xh[b];
+        xh[a] = x0 * c - x1 * s;
+        xh[b] = x0 * s + x1 * c;
+      }
+    }
+  }
+}
+
+void silu_mul(float* gate, const float* up, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = gate[i];
+    gate[i] = g / (1.0f + std::exp(-g)) * up[i];
+  }
+}
+
+void softmax(float* x, int64_t n) {
+  float m = -std::numeric_limits<float>::infinity();
+  for (int64_t i = 0; i < n; ++i) m = std::max(m, x[i]);
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i) {
+    x[i] = std::exp(x[i] - m);
+    sum += x[i];
+  }
+  const float inv = static_cast<float>(1.0 / sum);
+  for (int64_t i = 0; i < n; ++i) x[i] *= inv;
+}
+
+void attention(const AttentionShape& shape, const float* q, int64_t n_tokens,
+               std::span<const int32_t> positions, const float* k, const float* v, float* out,
+               ThreadPool& pool) {
+  const int64_t d = shape.head_dim;
+  const int64_t group = shape.n_head / shape.n_head_kv;
+  const int64_t kv_stride = shape.n_head_kv * d;
+  DI_ICHECK(d <= 1024 && shape.n_head % shape.n_head_kv == 0);
+  pool.parallel_for(n_tokens * shape.n_head, [&](int, int64_t begin, int64_t end) {
+    float acc[1024];
+    for (int64_t item = begin; item < end; ++item) {
+      const int64_t t = item / shape.n_head;
+      const int64_t h = item % shape.n_head;
+      const int64_t kv_h = h / group;
+      const float* qh = q + (t * shape.n_head + h) * d;
+      // Online softmax (one pass, running max): no score buffer, exact up to rounding.
+      float m = -std::numeric_limits<float>::infinity();
+      float l = 0.0f;
+      std::fill(acc, acc + d, 0.0f);
+      for (int64_t j = 0; j <= positions[t]; ++j) {
+        const float s = dot_f32(qh, k + j * kv_stride + kv_h * d, d) * shape.scale;
+        float rescale = 1.0f;
+        if (s > m) {
+          rescale = std::exp(m - s);
+          l *= rescale;
+          m = s;
+        }
+        const float p = std::exp(s - m);
+        l += p;
+        scale_add_f32(acc, rescale, p, v + j * kv_stride + kv_h * d, d);
+      }
+      float* oh = out + (t * shape.n_head + h) * d;
+      const float inv = 1.0f / l;
+      for (int64_t i = 0; i < d; ++i) oh[i] = acc[i] * inv;
+    }
+  });
+}
+
+}  // namespace deepinfer::cpu

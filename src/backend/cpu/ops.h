@@ -1,0 +1,71 @@
+// CPU operators of the forward pass. Each has a plain scalar implementation that doubles as
+// the reference in tests/unit/backend/ops_test.cpp; the heavy ones (matmul, attention) fan out
+// over a ThreadPool. Activations are float32 rows, row-major.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/thread_pool.h"
+
+namespace deepinfer::cpu {
+
+// A weight matrix in its stored format: n_out rows of n_in elements each, row-major, rows of
+// dtype_row_bytes(dtype, n_in) bytes.
+struct WeightMatrix {
+  DType dtype = DType::kF32;
+  const uint8_t* data = nullptr;
+  int64_t n_out = 0;
+  int64_t n_in = 0;
+  size_t row_bytes() const { return dtype_row_bytes(dtype, n_in); }
+};
+
+// Reusable buffer for activations quantized to a weight's vec_dot_type. Grows, never shrinks,
+// so a forward pass allocates only on its first call with a given batch size.
+struct QuantScratch {
+  std::vector<uint8_t> bytes;
+};
+
+// y[t, o] = sum_i w[o, i] * x[t, i] (+ bias[o] when bias is non-null).
+// x: [n_tokens, n_in], y: [n_tokens, n_out], bias: [n_out] or null.
+void matmul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, const float* bias,
+            QuantScratch& scratch, ThreadPool& pool);
+
+// Row t of y = weight row ids[t] dequantized (embedding lookup). y: [n_ids, n_in].
+void gather_rows(const WeightMatrix& w, std::span<const int32_t> ids, float* y);
+
+// out[i] = x[i] / rms(x) * w[i] for each of n_rows rows of n elements; in place allowed.
+void rms_norm(const float* x, const float* w, float eps, int64_t n_rows, int64_t n, float* out);
+
+// Rotary position embedding applied in place to x: [n_tokens, n_heads, head_dim]. The first
+// n_rot channels of each head rotate with angle positions[t] * inv_freq[i] (inv_freq: n_rot/2).
+enum class RotaryPairing { kInterleaved, kHalf };
+void rope(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, int64_t n_rot,
+          std::span<const int32_t> positions, std::span<const float> inv_freq,
+          RotaryPairing pairing);
+
+// gate[i] = silu(gate[i]) * up[i], n elements.
+void silu_mul(float* gate, const float* up, int64_t n);
+
+// In-place softmax over n elements.
+void softmax(float* x, int64_t n);
+
+// Causal attention of n_tokens queries against a sequence's KV cache.
+// q:   [n_tokens, n_head, head_dim]           (already rotated and not yet scaled)
+// k,v: [n_kv_positions, n_head_kv * head_dim] (row p = position p of the sequence)
+// out: [n_tokens, n_head, head_dim]
+// Query t sits at positions[t] and attends to cache rows 0..positions[t]. Heads share KV in
+// groups of n_head / n_head_kv (GQA). `scale` multiplies q·k.
+struct AttentionShape {
+  int64_t n_head = 0;
+  int64_t n_head_kv = 0;
+  int64_t head_dim = 0;
+  float scale = 1.0f;
+};
+void attention(const AttentionShape& shape, const float* q, int64_t n_tokens,
+               std::span<const int32_t> positions, const float* k, const float* v, float* out,
+               ThreadPool& pool);
+
+}  // namespace deepinfer::cpu

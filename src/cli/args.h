@@ -1,0 +1,40 @@
+// Command-line flags of one subcommand: "--name value", "--name=value", "-x value" and
+// boolean switches. Unknown flags and missing values are errors naming the flag.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "deepinfer/status.h"
+
+namespace deepinfer::cli {
+
+struct FlagSpec {
+  std::set<std::string> with_value;  // "--model", "-m", ...
+  std::set<std::string> switches;    // "--json", ...
+  std::map<std::string, std::string> aliases;  // "-m" -> "--model"
+};
+
+class Args {
+ public:
+  static Result<Args> parse(const std::vector<std::string>& argv, const FlagSpec& spec);
+
+  bool has(const std::string& flag) const { return values_.count(flag) > 0; }
+  std::optional<std::string> get(const std::string& flag) const;
+  Result<int64_t> get_int(const std::string& flag, int64_t fallback) const;
+  Result<double> get_float(const std::string& flag, double fallback) const;
+  const std::vector<std::string>& positional() const { return positional_; }
+
+ private:
+  std::map<std::string, std::string> values_;
+  std::vector<std::string> positional_;
+};
+
+// "1,2,3" -> {1, 2, 3}; INVALID_ARGUMENT naming the bad item.
+Result<std::vector<int32_t>> parse_token_list(const std::string& text, const std::string& flag);
+
+}  // namespace deepinfer::cli

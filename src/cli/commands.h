@@ -1,0 +1,16 @@
+// The deepinfer subcommands. Each takes its arguments after the subcommand name and returns
+// the process exit code (0 success, 1 runtime error, 2 usage error).
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace deepinfer::cli {
+
+int run_command(const std::vector<std::string>& args);
+int score_command(const std::vector<std::string>& args);
+
+// Prints "deepinfer: <message>" to stderr and returns `code`.
+int fail(const std::string& message, int code = 1);
+
+}  // namespace deepinfer::cli

@@ -1,0 +1,24 @@
+#include "cli/loading.h"
+
+#include <chrono>
+
+#include "model/catalog.h"
+
+namespace deepinfer::cli {
+
+Result<LoadedModel> load_model(const std::optional<std::string>& model_arg) {
+  const auto start = std::chrono::steady_clock::now();
+  LoadedModel out;
+  DI_ASSIGN_OR_RETURN(out.path, resolve_model_path(model_arg ? *model_arg : std::string(kDefaultModelName)));
+  DI_ASSIGN_OR_RETURN(out.model, Model::load(out.path));
+  const Metadata& md = out.model->source().metadata();
+  if (md.has("tokenizer.ggml.tokens")) {
+    auto tok = Tokenizer::from_metadata(md);
+    if (!tok.ok()) return Status(tok.status().code(), out.path + ": " + tok.status().message());
+    out.tokenizer = std::move(tok).value();
+  }
+  out.load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  return out;
+}
+
+}  // namespace deepinfer::cli

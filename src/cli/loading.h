@@ -1,0 +1,24 @@
+// Model and tokenizer loading shared by the commands.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "deepinfer/status.h"
+#include "model/model.h"
+#include "tokenizer/tokenizer.h"
+
+namespace deepinfer::cli {
+
+struct LoadedModel {
+  std::string path;
+  std::unique_ptr<Model> model;
+  std::unique_ptr<Tokenizer> tokenizer;  // null when the model carries no tokenizer
+  double load_ms = 0.0;
+};
+
+// `model_arg` is a path or a known model name; none means the default model.
+Result<LoadedModel> load_model(const std::optional<std::string>& model_arg);
+
+}  // namespace deepinfer::cli

@@ -1,0 +1,50 @@
+// The deepinfer command: dispatches to one subcommand.
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "cli/commands.h"
+#include "cli/pull.h"
+
+namespace {
+
+const char* kUsage = R"(deepinfer: LLM inference engine
+
+usage: deepinfer <command> [options]      (deepinfer <command> --help for its options)
+
+commands:
+  run      generate text from one prompt, streamed to the terminal
+  score    teacher-forced log-probabilities of given token ids (JSON)
+  pull     fetch a known model into the local cache (pull --list shows them)
+  version  print the version
+)";
+
+}  // namespace
+
+namespace deepinfer::cli {
+int fail(const std::string& message, int code) {
+  std::fprintf(stderr, "deepinfer: %s\n", message.c_str());
+  return code;
+}
+}  // namespace deepinfer::cli
+
+int main(int argc, char** argv) {
+  using namespace deepinfer::cli;
+  if (argc < 2 || std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0 ||
+      std::strcmp(argv[1], "help") == 0) {
+    std::fputs(kUsage, stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  const std::string command = argv[1];
+  std::vector<std::string> args(argv + 2, argv + argc);
+  if (command == "run") return run_command(args);
+  if (command == "score") return score_command(args);
+  if (command == "pull") return run_pull(argc - 1, argv + 1);
+  if (command == "version" || command == "--version") {
+    std::puts("deepinfer 0.1.0");
+    return 0;
+  }
+  std::fprintf(stderr, "deepinfer: unknown command '%s'\n\n%s", command.c_str(), kUsage);
+  return 2;
+}

@@ -1,0 +1,54 @@
+// A pool of persistent worker threads for data-parallel kernels.
+//
+// parallel_for splits [0, n) into one contiguous range per thread and runs them at once, the
+// calling thread taking the first range; it returns when all ranges are done. Workers spin
+// briefly before sleeping, so the back-to-back calls of a forward pass do not pay a futex wake
+// per op. One caller at a time: the pool is owned by the thread that runs the model.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace deepinfer {
+
+class ThreadPool {
+ public:
+  // fn(thread_index, begin, end) processes the half-open range [begin, end).
+  using RangeFn = std::function<void(int, int64_t, int64_t)>;
+
+  explicit ThreadPool(int n_threads);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  int n_threads() const { return n_threads_; }
+
+  // Ranges are aligned to `grain` elements (except the last) so block-quantized rows or cache
+  // lines are not split between threads.
+  void parallel_for(int64_t n, const RangeFn& fn, int64_t grain = 1);
+
+  // Default thread count: the number of online CPUs.
+  static int default_threads();
+
+ private:
+  void worker_loop(int index);
+  void run_range(int index);
+
+  int n_threads_;
+  std::vector<std::thread> workers_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<int> pending_{0};
+  std::atomic<bool> stop_{false};
+  const RangeFn* job_ = nullptr;
+  int64_t job_n_ = 0;
+  int64_t job_grain_ = 1;
+};
+
+}  // namespace deepinfer

@@ -1,0 +1,387 @@
+// Llama-family decoder: Llama 2/3, SmolLM2, Mistral (full attention), Qwen2.
+//
+// Per layer: x += Wo · attn(rope(Wq·n(x)), rope(Wk·n(x)), Wv·n(x));  x += Wd · (silu(Wg·n(x)) * Wu·n(x))
+// with n = RMSNorm. Weights stay in their stored format; activations are float32.
+#include <cmath>
+#include <numbers>
+#include <vector>
+
+#include "backend/cpu/ops.h"
+#include "backend/cpu/quant.h"
+#include "core/check.h"
+#include "model/arch/registry.h"
+
+namespace deepinfer {
+
+namespace {
+
+using cpu::WeightMatrix;
+
+struct LayerWeights {
+  std::vector<float> attn_norm;        // [n_embd]
+  WeightMatrix wq, wk, wv, wo;         // [n_head*hd, n_embd], [n_head_kv*hd, n_embd] x2, [n_embd, n_head*hd]
+  std::vector<float> bq, bk, bv;       // empty unless the architecture has attention biases
+  std::vector<float> ffn_norm;         // [n_embd]
+  WeightMatrix w_gate, w_up, w_down;   // [n_ff, n_embd] x2, [n_embd, n_ff]
+};
+
+class LlamaFamilyModel;
+
+// One sequence: contiguous KV cache per layer plus the scratch of one batch.
+class LlamaContext final : public InferenceContext {
+ public:
+  LlamaContext(const LlamaFamilyModel& model, int64_t n_ctx);
+
+  Status eval(std::span<const int32_t> tokens, LogitsMode mode, ThreadPool& pool) override;
+  std::span<const float> logits(int64_t i) const override;
+  int64_t n_logit_rows() const override { return n_logit_rows_; }
+  int64_t n_past() const override { return n_past_; }
+  int64_t n_ctx() const override { return n_ctx_; }
+  void reset() override { n_past_ = 0; n_logit_rows_ = 0; }
+
+ private:
+  void ensure_batch(int64_t n_tokens);
+  // Runs one batch of at most kMaxBatch tokens at positions n_past_..; appends the kept rows'
+  // logits to logits_.
+  enum class BatchLogits { kNone, kLast, kAll };
+  void forward_batch(std::span<const int32_t> tokens, BatchLogits keep, ThreadPool& pool);
+
+  static constexpr int64_t kMaxBatch = 512;
+
+  const LlamaFamilyModel& model_;
+  int64_t n_ctx_;
+  int64_t n_past_ = 0;
+  std::vector<float> k_cache_, v_cache_;  // [n_layer, n_ctx, n_head_kv * head_dim]
+  // Batch scratch, sized for the largest batch seen so far.
+  int64_t batch_capacity_ = 0;
+  std::vector<float> x_, h_, q_, k_, v_, att_, gate_, up_;
+  std::vector<int32_t> positions_;
+  cpu::QuantScratch quant_scratch_;
+  std::vector<float> logits_;  // [n_logit_rows_, n_vocab]
+  int64_t n_logit_rows_ = 0;
+};
+
+class LlamaFamilyModel final : public Model {
+ public:
+  static Result<std::unique_ptr<Model>> create(std::unique_ptr<TensorSource> source);
+
+  const ModelConfig& config() const override { return config_; }
+  const TensorSource& source() const override { return *source_; }
+  Result<std::unique_ptr<InferenceContext>> new_context(int64_t n_ctx) const override {
+    if (n_ctx <= 0) return invalid_argument("context size must be positive, got " + std::to_string(n_ctx));
+    return std::unique_ptr<InferenceContext>(new LlamaContext(*this, n_ctx));
+  }
+
+  ModelConfig config_;
+  std::unique_ptr<TensorSource> source_;
+  WeightMatrix token_embd;  // [n_vocab, n_embd]
+  WeightMatrix output;      // [n_vocab, n_embd], token_embd when tied
+  std::vector<float> output_norm;
+  std::vector<LayerWeights> layers;
+  std::vector<float> inv_freq;  // [n_rot / 2]
+
+ private:
+  Status read_config();
+  Status bind_weights();
+  Status compute_rope_frequencies();
+  Result<WeightMatrix> bind_matrix(const std::string& name, int64_t n_out, int64_t n_in) const;
+  Result<std::vector<float>> read_vector(const std::string& name, int64_t n) const;
+  bool has_tensor(const std::string& name) const { return source_->find(name) != nullptr; }
+};
+
+Status LlamaFamilyModel::read_config() {
+  const Metadata& md = source_->metadata();
+  ModelConfig& c = config_;
+  DI_ASSIGN_OR_RETURN(c.architecture, md.get_string("general.architecture"));
+  DI_ASSIGN_OR_RETURN(c.name, md.get_string_or("general.name", c.architecture));
+  const std::string p = c.architecture + ".";
+  auto get_int = [&](const std::string& key) -> Result<int64_t> {
+    auto r = md.get_int(key);
+    if (!r.ok()) return Status(r.status().code(), source_->path() + ": " + r.status().message());
+    if (*r <= 0) return invalid_argument(source_->path() + ": metadata key '" + key + "' must be positive");
+    return *r;
+  };
+  DI_ASSIGN_OR_RETURN(c.n_embd, get_int(p + "embedding_length"));
+  DI_ASSIGN_OR_RETURN(c.n_layer, get_int(p + "block_count"));
+  DI_ASSIGN_OR_RETURN(c.n_ff, get_int(p + "feed_forward_length"));
+  DI_ASSIGN_OR_RETURN(c.n_head, get_int(p + "attention.head_count"));
+  DI_ASSIGN_OR_RETURN(c.n_ctx_train, get_int(p + "context_length"));
+  c.n_head_kv = c.n_head;
+  if (md.has(p + "attention.head_count_kv")) {
+    DI_ASSIGN_OR_RETURN(c.n_head_kv, get_int(p + "attention.head_count_kv"));
+  }
+  c.head_dim = c.n_embd / c.n_head;
+  if (md.has(p + "attention.key_length")) {
+    DI_ASSIGN_OR_RETURN(c.head_dim, get_int(p + "attention.key_length"));
+  }
+  c.n_rot = c.head_dim;
+  if (md.has(p + "rope.dimension_count")) {
+    DI_ASSIGN_OR_RETURN(c.n_rot, get_int(p + "rope.dimension_count"));
+  }
+  DI_ASSIGN_OR_RETURN(c.rms_norm_eps, md.get_float_or(p + "attention.layer_norm_rms_epsilon", 1e-5));
+  DI_ASSIGN_OR_RETURN(c.rope_theta, md.get_float_or(p + "rope.freq_base", 10000.0));
+  if (c.n_head % c.n_head_kv != 0) {
+    return invalid_argument(source_->path() + ": head_count " + std::to_string(c.n_head) +
+                            " is not a multiple of head_count_kv " + std::to_string(c.n_head_kv));
+  }
+  if (c.n_rot > c.head_dim || c.n_rot % 2 != 0) {
+    return invalid_argument(source_->path() + ": rope dimension " + std::to_string(c.n_rot) +
+                            " must be even and at most the head size " + std::to_string(c.head_dim));
+  }
+  if (c.head_dim > 1024) return unimplemented(source_->path() + ": head size above 1024 is not supported");
+
+  // GGUF "llama" weights have Q/K rows permuted for interleaved pairs; Hugging Face checkpoints
+  // (and GGUF qwen2) rotate halves. The safetensors loader marks its sources.
+  DI_ASSIGN_OR_RETURN(std::string style, md.get_string_or("deepinfer.rope_style", ""));
+  if (style == "half" || c.architecture == "qwen2") {
+    c.rope_style = RopeStyle::kHalf;
+  } else {
+    c.rope_style = RopeStyle::kInterleaved;
+  }
+  DI_ASSIGN_OR_RETURN(std::string scaling, md.get_string_or(p + "rope.scaling.type", "none"));
+  if (scaling == "llama3") {
+    c.rope_scaling.kind = RopeScaling::Kind::kLlama3;
+    DI_ASSIGN_OR_RETURN(c.rope_scaling.factor, md.get_float(p + "rope.scaling.factor"));
+    DI_ASSIGN_OR_RETURN(c.rope_scaling.low_freq_factor, md.get_float_or(p + "rope.scaling.low_freq_factor", 1.0));
+    DI_ASSIGN_OR_RETURN(c.rope_scaling.high_freq_factor, md.get_float_or(p + "rope.scaling.high_freq_factor", 4.0));
+    DI_ASSIGN_OR_RETURN(uint64_t orig, md.get_uint(p + "rope.scaling.original_context_length"));
+    c.rope_scaling.original_context = static_cast<int64_t>(orig);
+  } else if (scaling == "linear") {
+    c.rope_scaling.kind = RopeScaling::Kind::kLinear;
+    DI_ASSIGN_OR_RETURN(c.rope_scaling.factor, md.get_float(p + "rope.scaling.factor"));
+  } else if (scaling != "none") {
+    return unimplemented(source_->path() + ": rope scaling '" + scaling + "' is not supported");
+  }
+  c.attn_bias = has_tensor("blk.0.attn_q.bias");
+  c.tied_embeddings = !has_tensor("output.weight");
+  DI_ASSIGN_OR_RETURN(const TensorView* embd, source_->get("token_embd.weight"));
+  if (embd->shape.size() != 2) {
+    return invalid_argument(source_->path() + ": tensor 'token_embd.weight' has shape " + embd->shape_string() +
+                            ", expected [n_vocab, " + std::to_string(c.n_embd) + "]");
+  }
+  c.n_vocab = embd->shape[0];
+  return {};
+}
+
+Result<WeightMatrix> LlamaFamilyModel::bind_matrix(const std::string& name, int64_t n_out, int64_t n_in) const {
+  DI_ASSIGN_OR_RETURN(const TensorView* t, source_->get(name));
+  if (t->shape.size() != 2 || t->shape[0] != n_out || t->shape[1] != n_in) {
+    return invalid_argument(source_->path() + ": tensor '" + name + "' has shape " + t->shape_string() +
+                            ", but the architecture needs [" + std::to_string(n_out) + ", " +
+                            std::to_string(n_in) + "]");
+  }
+  if (!cpu::quant_supported(t->dtype)) {
+    return unimplemented(source_->path() + ": tensor '" + name + "' has type " +
+                         std::string(dtype_name(t->dtype)) + ", which the CPU backend does not support");
+  }
+  return WeightMatrix{t->dtype, t->data, n_out, n_in};
+}
+
+Result<std::vector<float>> LlamaFamilyModel::read_vector(const std::string& name, int64_t n) const {
+  DI_ASSIGN_OR_RETURN(const TensorView* t, source_->get(name));
+  if (t->n_elements() != n || t->shape.size() != 1) {
+    return invalid_argument(source_->path() + ": tensor '" + name + "' has shape " + t->shape_string() +
+                            ", but the architecture needs [" + std::to_string(n) + "]");
+  }
+  if (t->dtype != DType::kF32 && t->dtype != DType::kF16 && t->dtype != DType::kBF16) {
+    return unimplemented(source_->path() + ": tensor '" + name + "' has type " +
+                         std::string(dtype_name(t->dtype)) + "; a norm or bias must be f32, f16 or bf16");
+  }
+  std::vector<float> out(static_cast<size_t>(n));
+  cpu::dequantize_row(t->dtype, t->data, out.data(), n);
+  return out;
+}
+
+Status LlamaFamilyModel::bind_weights() {
+  const ModelConfig& c = config_;
+  const int64_t q_dim = c.n_head * c.head_dim;
+  const int64_t kv_dim = c.n_head_kv * c.head_dim;
+  DI_ASSIGN_OR_RETURN(token_embd, bind_matrix("token_embd.weight", c.n_vocab, c.n_embd));
+  DI_ASSIGN_OR_RETURN(output_norm, read_vector("output_norm.weight", c.n_embd));
+  if (c.tied_embeddings) {
+    output = token_embd;
+  } else {
+    DI_ASSIGN_OR_RETURN(output, bind_matrix("output.weight", c.n_vocab, c.n_embd));
+  }
+  layers.resize(static_cast<size_t>(c.n_layer));
+  for (int64_t l = 0; l < c.n_layer; ++l) {
+    LayerWeights& L = layers[static_cast<size_t>(l)];
+    const std::string b = "blk." + std::to_string(l) + ".";
+    DI_ASSIGN_OR_RETURN(L.attn_norm, read_vector(b + "attn_norm.weight", c.n_embd));
+    DI_ASSIGN_OR_RETURN(L.wq, bind_matrix(b + "attn_q.weight", q_dim, c.n_embd));
+    DI_ASSIGN_OR_RETURN(L.wk, bind_matrix(b + "attn_k.weight", kv_dim, c.n_embd));
+    DI_ASSIGN_OR_RETURN(L.wv, bind_matrix(b + "attn_v.weight", kv_dim, c.n_embd));
+    DI_ASSIGN_OR_RETURN(L.wo, bind_matrix(b + "attn_output.weight", c.n_embd, q_dim));
+    if (c.attn_bias) {
+      DI_ASSIGN_OR_RETURN(L.bq, read_vector(b + "attn_q.bias", q_dim));
+      DI_ASSIGN_OR_RETURN(L.bk, read_vector(b + "attn_k.bias", kv_dim));
+      DI_ASSIGN_OR_RETURN(L.bv, read_vector(b + "attn_v.bias", kv_dim));
+    }
+    DI_ASSIGN_OR_RETURN(L.ffn_norm, read_vector(b + "ffn_norm.weight", c.n_embd));
+    DI_ASSIGN_OR_RETURN(L.w_gate, bind_matrix(b + "ffn_gate.weight", c.n_ff, c.n_embd));
+    DI_ASSIGN_OR_RETURN(L.w_up, bind_matrix(b + "ffn_up.weight", c.n_ff, c.n_embd));
+    DI_ASSIGN_OR_RETURN(L.w_down, bind_matrix(b + "ffn_down.weight", c.n_embd, c.n_ff));
+  }
+  return {};
+}
+
+Status LlamaFamilyModel::compute_rope_frequencies() {
+  const ModelConfig& c = config_;
+  const int64_t half = c.n_rot / 2;
+  inv_freq.resize(static_cast<size_t>(half));
+  for (int64_t i = 0; i < half; ++i) {
+    inv_freq[i] = static_cast<float>(std::pow(c.rope_theta, -2.0 * static_cast<double>(i) / static_cast<double>(c.n_rot)));
+  }
+  const RopeScaling& s = c.rope_scaling;
+  if (s.kind == RopeScaling::Kind::kLinear) {
+    for (float& f : inv_freq) f = static_cast<float>(f / s.factor);
+  } else if (s.kind == RopeScaling::Kind::kLlama3) {
+    // Long wavelengths are slowed by `factor`, short ones kept, the band between blended.
+    const double low_wavelen = static_cast<double>(s.original_context) / s.low_freq_factor;
+    const double high_wavelen = static_cast<double>(s.original_context) / s.high_freq_factor;
+    for (float& f : inv_freq) {
+      const double freq = f;
+      const double wavelen = 2.0 * std::numbers::pi / freq;
+      double out = freq;
+      if (wavelen > low_wavelen) {
+        out = freq / s.factor;
+      } else if (wavelen >= high_wavelen) {
+        const double smooth = (static_cast<double>(s.original_context) / wavelen - s.low_freq_factor) /
+                              (s.high_freq_factor - s.low_freq_factor);
+        out = (1.0 - smooth) * freq / s.factor + smooth * freq;
+      }
+      f = static_cast<float>(out);
+    }
+  }
+  // GGUF Llama 3 files carry the same adjustment precomputed as divisors.
+  if (has_tensor("rope_freqs.weight")) {
+    DI_ASSIGN_OR_RETURN(std::vector<float> factors, read_vector("rope_freqs.weight", half));
+    for (int64_t i = 0; i < half; ++i) inv_freq[i] /= factors[i];
+  }
+  return {};
+}
+
+Result<std::unique_ptr<Model>> LlamaFamilyModel::create(std::unique_ptr<TensorSource> source) {
+  auto model = std::make_unique<LlamaFamilyModel>();
+  model->source_ = std::move(source);
+  DI_RETURN_IF_ERROR(model->read_config());
+  DI_RETURN_IF_ERROR(model->bind_weights());
+  DI_RETURN_IF_ERROR(model->compute_rope_frequencies());
+  return std::unique_ptr<Model>(std::move(model));
+}
+
+LlamaContext::LlamaContext(const LlamaFamilyModel& model, int64_t n_ctx) : model_(model), n_ctx_(n_ctx) {
+  const ModelConfig& c = model.config();
+  const size_t kv = static_cast<size_t>(c.n_layer * n_ctx * c.n_head_kv * c.head_dim);
+  k_cache_.assign(kv, 0.0f);
+  v_cache_.assign(kv, 0.0f);
+}
+
+void LlamaContext::ensure_batch(int64_t n) {
+  if (n <= batch_capacity_) return;
+  const ModelConfig& c = model_.config();
+  const auto sz = [n](int64_t per_token) { return static_cast<size_t>(n * per_token); };
+  x_.resize(sz(c.n_embd));
+  h_.resize(sz(c.n_embd));
+  q_.resize(sz(c.n_head * c.head_dim));
+  k_.resize(sz(c.n_head_kv * c.head_dim));
+  v_.resize(sz(c.n_head_kv * c.head_dim));
+  att_.resize(sz(c.n_head * c.head_dim));
+  gate_.resize(sz(c.n_ff));
+  up_.resize(sz(c.n_ff));
+  positions_.resize(static_cast<size_t>(n));
+  batch_capacity_ = n;
+}
+
+Status LlamaContext::eval(std::span<const int32_t> tokens, LogitsMode mode, ThreadPool& pool) {
+  const ModelConfig& c = model_.config();
+  if (tokens.empty()) return invalid_argument("eval needs at least one token");
+  if (n_past_ + static_cast<int64_t>(tokens.size()) > n_ctx_) {
+    return out_of_range("the sequence needs " + std::to_string(n_past_ + tokens.size()) +
+                        " positions but the context holds " + std::to_string(n_ctx_));
+  }
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    if (tokens[i] < 0 || tokens[i] >= c.n_vocab) {
+      return invalid_argument("token id " + std::to_string(tokens[i]) + " at index " + std::to_string(i) +
+                              " is outside the vocabulary [0, " + std::to_string(c.n_vocab) + ")");
+    }
+  }
+  const int64_t n_rows = mode == LogitsMode::kAll ? static_cast<int64_t>(tokens.size()) : 1;
+  logits_.resize(static_cast<size_t>(n_rows * c.n_vocab));
+  n_logit_rows_ = 0;
+  for (size_t begin = 0; begin < tokens.size(); begin += kMaxBatch) {
+    const size_t count = std::min<size_t>(kMaxBatch, tokens.size() - begin);
+    const bool last_batch = begin + count == tokens.size();
+    BatchLogits keep = BatchLogits::kAll;
+    if (mode == LogitsMode::kLast) keep = last_batch ? BatchLogits::kLast : BatchLogits::kNone;
+    forward_batch(tokens.subspan(begin, count), keep, pool);
+  }
+  return {};
+}
+
+void LlamaContext::forward_batch(std::span<const int32_t> tokens, BatchLogits keep, ThreadPool& pool) {
+  const LlamaFamilyModel& m = model_;
+  const ModelConfig& c = m.config();
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  const int64_t q_dim = c.n_head * c.head_dim;
+  const int64_t kv_dim = c.n_head_kv * c.head_dim;
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  const auto pairing = c.rope_style == RopeStyle::kInterleaved ? cpu::RotaryPairing::kInterleaved
+                                                               : cpu::RotaryPairing::kHalf;
+  ensure_batch(n);
+  for (int64_t t = 0; t < n; ++t) positions_[t] = static_cast<int32_t>(n_past_ + t);
+  const std::span<const int32_t> positions(positions_.data(), static_cast<size_t>(n));
+
+  cpu::gather_rows(m.token_embd, tokens, x_.data());
+  const cpu::AttentionShape att_shape{c.n_head, c.n_head_kv, c.head_dim,
+                                      1.0f / std::sqrt(static_cast<float>(c.head_dim))};
+  for (int64_t l = 0; l < c.n_layer; ++l) {
+    const LayerWeights& L = m.layers[static_cast<size_t>(l)];
+    float* k_layer = k_cache_.data() + l * n_ctx_ * kv_dim;
+    float* v_layer = v_cache_.data() + l * n_ctx_ * kv_dim;
+
+    cpu::rms_norm(x_.data(), L.attn_norm.data(), eps, n, c.n_embd, h_.data());
+    cpu::matmul(L.wq, h_.data(), n, q_.data(), c.attn_bias ? L.bq.data() : nullptr, quant_scratch_, pool);
+    // K and V go straight into the cache rows of their positions.
+    float* k_rows = k_layer + n_past_ * kv_dim;
+    float* v_rows = v_layer + n_past_ * kv_dim;
+    cpu::matmul(L.wk, h_.data(), n, k_rows, c.attn_bias ? L.bk.data() : nullptr, quant_scratch_, pool);
+    cpu::matmul(L.wv, h_.data(), n, v_rows, c.attn_bias ? L.bv.data() : nullptr, quant_scratch_, pool);
+    cpu::rope(q_.data(), n, c.n_head, c.head_dim, c.n_rot, positions, m.inv_freq, pairing);
+    cpu::rope(k_rows, n, c.n_head_kv, c.head_dim, c.n_rot, positions, m.inv_freq, pairing);
+    cpu::attention(att_shape, q_.data(), n, positions, k_layer, v_layer, att_.data(), pool);
+    cpu::matmul(L.wo, att_.data(), n, h_.data(), nullptr, quant_scratch_, pool);
+    for (int64_t i = 0; i < n * c.n_embd; ++i) x_[i] += h_[i];
+
+    cpu::rms_norm(x_.data(), L.ffn_norm.data(), eps, n, c.n_embd, h_.data());
+    cpu::matmul(L.w_gate, h_.data(), n, gate_.data(), nullptr, quant_scratch_, pool);
+    cpu::matmul(L.w_up, h_.data(), n, up_.data(), nullptr, quant_scratch_, pool);
+    cpu::silu_mul(gate_.data(), up_.data(), n * c.n_ff);
+    cpu::matmul(L.w_down, gate_.data(), n, h_.data(), nullptr, quant_scratch_, pool);
+    for (int64_t i = 0; i < n * c.n_embd; ++i) x_[i] += h_[i];
+  }
+  n_past_ += n;
+
+  // Only the rows whose logits are wanted go through the final norm and the output head.
+  if (keep == BatchLogits::kNone) return;
+  const int64_t first = keep == BatchLogits::kAll ? 0 : n - 1;
+  const int64_t rows = n - first;
+  cpu::rms_norm(x_.data() + first * c.n_embd, m.output_norm.data(), eps, rows, c.n_embd, h_.data());
+  float* dst = logits_.data() + n_logit_rows_ * c.n_vocab;
+  cpu::matmul(m.output, h_.data(), rows, dst, nullptr, quant_scratch_, pool);
+  n_logit_rows_ += rows;
+}
+
+std::span<const float> LlamaContext::logits(int64_t i) const {
+  const int64_t n_vocab = model_.config().n_vocab;
+  DI_ICHECK(i >= 0 && i < n_logit_rows_);
+  return {logits_.data() + i * n_vocab, static_cast<size_t>(n_vocab)};
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Model>> create_llama_family_model(std::unique_ptr<TensorSource> source) {
+  return LlamaFamilyModel::create(std::move(source));
+}
+
+}  // namespace deepinfer

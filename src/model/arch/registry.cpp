@@ -1,0 +1,25 @@
+#include "model/arch/registry.h"
+
+#include <array>
+
+namespace deepinfer {
+
+namespace {
+// Llama 2/3, SmolLM2, Mistral (GGUF and HF both say "llama" after loading) and Qwen2 share
+// one implementation; their differences (biases, rotary pairing, tied head) are hyperparameters.
+constexpr std::array kArchitectures = {
+    ArchEntry{"llama", &create_llama_family_model},
+    ArchEntry{"qwen2", &create_llama_family_model},
+};
+}  // namespace
+
+std::span<const ArchEntry> registered_architectures() { return kArchitectures; }
+
+const ArchEntry* find_architecture(std::string_view name) {
+  for (const ArchEntry& e : kArchitectures) {
+    if (e.name == name) return &e;
+  }
+  return nullptr;
+}
+
+}  // namespace deepinfer
