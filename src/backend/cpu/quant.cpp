@@ -1,0 +1,105 @@
+// Public entry points of quant.h: each picks, once per process, the fastest kernel this build
+// has for a type (AVX-512, then AVX2, then the scalar reference) and calls it through a table
+// indexed by the GGML type id, so a call costs one indirect jump.
+#include "backend/cpu/quant.h"
+
+#include <array>
+
+#include "backend/cpu/quant_kernels.h"
+#include "core/check.h"
+
+namespace deepinfer::cpu {
+
+namespace {
+
+constexpr size_t kNumTypeIds = 64;  // above every GGML type id that dtype.h knows
+
+struct KernelTable {
+  std::array<DequantizeRowFn, kNumTypeIds> dequantize{};
+  std::array<QuantizeRowFn, kNumTypeIds> quantize{};
+  std::array<VecDotFn, kNumTypeIds> vec_dot{};
+  std::array<int64_t, kNumTypeIds> block_size{};
+};
+
+template <typename Fn>
+Fn first_of(Fn a, Fn b, Fn c) {
+  return a ? a : b ? b : c;
+}
+
+KernelTable build_table() {
+  KernelTable t;
+  for (uint32_t id = 0; id < kNumTypeIds; ++id) {
+    const auto type = dtype_from_ggml_id(id);
+    if (!type) continue;
+    t.block_size[id] = dtype_traits(*type)->block_size;
+    t.dequantize[id] = ref::dequantize_row_fn(*type);
+    t.quantize[id] = first_of(avx512::quantize_row_fn(*type), avx2::quantize_row_fn(*type),
+                              ref::quantize_row_fn(*type));
+    t.vec_dot[id] = first_of(avx512::vec_dot_fn(*type), avx2::vec_dot_fn(*type), ref::vec_dot_fn(*type));
+  }
+  return t;
+}
+
+const KernelTable& table() {
+  static const KernelTable t = build_table();
+  return t;
+}
+
+size_t index_of(DType type) {
+  const auto id = static_cast<size_t>(type);
+  DI_ICHECK(id < kNumTypeIds);
+  return id;
+}
+
+}  // namespace
+
+bool quant_supported(DType type) {
+  const auto id = static_cast<size_t>(type);
+  return id < kNumTypeIds && table().vec_dot[id] != nullptr;
+}
+
+DType vec_dot_type(DType weight_type) {
+  switch (weight_type) {
+    case DType::kF32:
+    case DType::kF16:
+    case DType::kBF16: return DType::kF32;
+    case DType::kQ4_0:
+    case DType::kQ5_0:
+    case DType::kQ8_0: return DType::kQ8_0;
+    case DType::kQ4_1:
+    case DType::kQ5_1: return DType::kQ8_1;
+    case DType::kQ2_K:
+    case DType::kQ3_K:
+    case DType::kQ4_K:
+    case DType::kQ5_K:
+    case DType::kQ6_K: return DType::kQ8_K;
+    default: break;
+  }
+  DI_ICHECK(false && "vec_dot_type of a type without a dot product");
+  return DType::kF32;
+}
+
+void dequantize_row(DType type, const void* src, float* dst, int64_t n) {
+  const KernelTable& t = table();
+  const size_t id = index_of(type);
+  DI_ICHECK(t.dequantize[id] != nullptr && n % t.block_size[id] == 0);
+  t.dequantize[id](src, dst, n);
+}
+
+void quantize_row(DType type, const float* src, void* dst, int64_t n) {
+  const KernelTable& t = table();
+  const size_t id = index_of(type);
+  DI_ICHECK(t.quantize[id] != nullptr && n % t.block_size[id] == 0);
+  t.quantize[id](src, dst, n);
+}
+
+float vec_dot(DType weight_type, const void* weight_row, const void* activation_row, int64_t n) {
+  const KernelTable& t = table();
+  const size_t id = index_of(weight_type);
+  // The block-size check is a division, too dear per row in release builds.
+  DI_ICHECK(t.vec_dot[id] != nullptr);
+  DI_DCHECK(n % t.block_size[id] == 0);
+  return t.vec_dot[id](weight_row, activation_row, n);
+}
+
+}  // namespace deepinfer::cpu

@@ -1,0 +1,70 @@
+// The quantization kernels by name, below the dispatching functions of quant.h.
+//
+// quant.h picks the fastest implementation this build has; tests and benchmarks use this
+// header to call each implementation directly and compare it with the scalar reference.
+// Every kernel takes n elements, n a multiple of the type's block size (any n for the plain
+// types F32, F16 and BF16), and is safe to call from several threads at once.
+#pragma once
+
+#include <cstdint>
+
+#include "backend/cpu/quant_blocks.h"
+#include "core/dtype.h"
+
+namespace deepinfer::cpu {
+
+using DequantizeRowFn = void (*)(const void* src, float* dst, int64_t n);
+using QuantizeRowFn = void (*)(const float* src, void* dst, int64_t n);
+// weight_row in the weight type, activation_row in vec_dot_type(weight type).
+using VecDotFn = float (*)(const void* weight_row, const void* activation_row, int64_t n);
+
+// Scalar reference: the oracle. Written for clarity; integer sums per block as llama.cpp
+// forms them, so a SIMD path differs from it only in the order of float additions.
+// A lookup gives nullptr for a type without that kernel.
+namespace ref {
+DequantizeRowFn dequantize_row_fn(DType type);
+QuantizeRowFn quantize_row_fn(DType type);
+VecDotFn vec_dot_fn(DType weight_type);
+
+// The same, aborting on an unsupported type.
+void dequantize_row(DType type, const void* src, float* dst, int64_t n);
+void quantize_row(DType type, const float* src, void* dst, int64_t n);
+float vec_dot(DType weight_type, const void* weight_row, const void* activation_row, int64_t n);
+}  // namespace ref
+
+// AVX2 + FMA + F16C. Every lookup gives nullptr when the build targets a CPU without them.
+namespace avx2 {
+QuantizeRowFn quantize_row_fn(DType type);
+VecDotFn vec_dot_fn(DType weight_type);
+}  // namespace avx2
+
+// AVX-512 (F, BW, VL, VNNI): 512-bit float paths and VNNI byte dots. nullptr where it has
+// nothing faster than avx2, and for every type when the build lacks those extensions.
+namespace avx512 {
+QuantizeRowFn quantize_row_fn(DType type);
+VecDotFn vec_dot_fn(DType weight_type);
+}  // namespace avx512
+
+// Sub-block scales and mins of the k-quants, unpacked from their 6-bit packing (layouts in
+// quant_blocks.h). Shared by the reference and the SIMD paths so both read the format alike.
+inline void unpack_q4_k_scales(const uint8_t* packed, uint8_t* sc, uint8_t* mn) {  // 12 -> 8 + 8
+  for (int k = 0; k < 4; ++k) {
+    sc[k] = packed[k] & 63;
+    mn[k] = packed[k + 4] & 63;
+  }
+  for (int k = 4; k < 8; ++k) {
+    sc[k] = static_cast<uint8_t>((packed[k + 4] & 15) | ((packed[k - 4] >> 6) << 4));
+    mn[k] = static_cast<uint8_t>((packed[k + 4] >> 4) | ((packed[k] >> 6) << 4));
+  }
+}
+
+// Q3_K: 16 scales, already offset by -32.
+inline void unpack_q3_k_scales(const uint8_t* packed, int8_t* sc) {  // 12 -> 16
+  for (int k = 0; k < 16; ++k) {
+    const int low = k < 8 ? packed[k] & 15 : packed[k - 8] >> 4;
+    const int high = (packed[8 + k % 4] >> (2 * (k / 4))) & 3;
+    sc[k] = static_cast<int8_t>((low | (high << 4)) - 32);
+  }
+}
+
+}  // namespace deepinfer::cpu

@@ -1,0 +1,455 @@
+// x86 SIMD paths of the block formats: AVX2 (+FMA, F16C) and AVX-512 (F, BW, VL, VNNI).
+//
+// The integer part of every dot product is exact and equal to the reference's (each block's
+// sum of code products, times its integer sub-scales), so a SIMD result differs from
+// ref::vec_dot only by the order of float additions; the quantizers are bit-exact.
+//
+// Byte dot products of the 32-element formats are written once, on a `Dot` policy: AVX2
+// multiplies unsigned by signed bytes with vpmaddubsw then widens with vpmaddwd; AVX-512 VNNI
+// does both in one vpdpbusd. The k-quants keep vpmaddubsw + vpmaddwd in both, since the
+// vpmaddwd that widens also applies the sub-block scale for free.
+#include <cmath>
+#include <cstring>
+
+#include "backend/cpu/quant_kernels.h"
+#include "core/half.h"
+
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+#define DI_QUANT_AVX2 1
+#include <immintrin.h>
+#endif
+#if defined(DI_QUANT_AVX2) && defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && \
+    defined(__AVX512VNNI__)
+#define DI_QUANT_AVX512 1
+#endif
+
+namespace deepinfer::cpu {
+
+#if defined(DI_QUANT_AVX2)
+namespace {
+
+inline float hsum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+inline __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+
+// 16 bytes of packed nibbles -> 32 codes 0..15: low nibbles in bytes 0..15, high in 16..31,
+// which is the element order of the 32-element formats.
+inline __m256i unpack_nibbles(const uint8_t* qs) {
+  const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+  return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(raw, 4), raw), _mm256_set1_epi8(0x0F));
+}
+
+// 32 bits (little-endian) -> 32 bytes, 0xFF where the bit is set. Byte i takes byte i / 8 of
+// the word (a shuffle within each 128-bit lane of the broadcast word) and tests bit i % 8.
+inline __m256i expand_bits(const uint8_t* qh) {
+  uint32_t bits;
+  std::memcpy(&bits, qh, 4);
+  const __m256i select = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,  //
+                                          2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+  const __m256i bit = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201ULL));
+  const __m256i bytes = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(bits)), select);
+  return _mm256_cmpeq_epi8(_mm256_and_si256(bytes, bit), bit);
+}
+
+struct MaddubsDot {
+  // 8 int32 lanes, each the sum of 4 products of unsigned u by signed s.
+  static __m256i dot_u8_i8(__m256i u, __m256i s) {
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
+  }
+};
+
+#if defined(DI_QUANT_AVX512)
+struct VnniDot {
+  static __m256i dot_u8_i8(__m256i u, __m256i s) { return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s); }
+};
+#endif
+
+// Signed by signed: |a| times b with a's sign moved onto b. Products of the pairs stay below
+// 2 * 128 * 127, so vpmaddubsw never saturates (activations never hold -128).
+template <typename Dot>
+inline __m256i dot_i8_i8(__m256i a, __m256i b) {
+  return Dot::dot_u8_i8(_mm256_sign_epi8(a, a), _mm256_sign_epi8(b, a));
+}
+
+// ---- 32-element formats --------------------------------------------------------------------
+
+// Shared loop: block i adds dx * dy * sum(codes(x[i]) * y[i].qs); two blocks per iteration
+// for two independent FMA chains. `extra` is added at the end (the mins of Q4_1/Q5_1).
+template <typename Dot, bool kSigned, typename XBlock, typename YBlock, typename Codes>
+inline float dot_blocks_32(const XBlock* x, const YBlock* y, int64_t nb, Codes codes, float extra) {
+  auto block = [&](int64_t i, __m256 acc) {
+    const __m256i qx = codes(x[i]);
+    const __m256i qy = load256(y[i].qs);
+    const __m256i p = kSigned ? dot_i8_i8<Dot>(qx, qy) : Dot::dot_u8_i8(qx, qy);
+    const __m256 d = _mm256_set1_ps(fp16_to_fp32(x[i].d) * fp16_to_fp32(y[i].d));
+    return _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc);
+  };
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 1 < nb; i += 2) {
+    acc0 = block(i, acc0);
+    acc1 = block(i + 1, acc1);
+  }
+  if (i < nb) acc0 = block(i, acc0);
+  return hsum(_mm256_add_ps(acc0, acc1)) + extra;
+}
+
+template <typename Dot>
+float vec_dot_q4_0(const void* w, const void* a, int64_t n) {
+  const __m256i eight = _mm256_set1_epi8(8);
+  return dot_blocks_32<Dot, true>(
+      static_cast<const BlockQ4_0*>(w), static_cast<const BlockQ8_0*>(a), n / kQK,
+      [&](const BlockQ4_0& b) { return _mm256_sub_epi8(unpack_nibbles(b.qs), eight); }, 0.0f);
+}
+
+template <typename Dot>
+float vec_dot_q5_0(const void* w, const void* a, int64_t n) {
+  // q - 16 = nibble | 0xF0 (as int8) when the fifth bit is clear, the nibble itself when set.
+  const __m256i high = _mm256_set1_epi8(static_cast<char>(0xF0));
+  return dot_blocks_32<Dot, true>(
+      static_cast<const BlockQ5_0*>(w), static_cast<const BlockQ8_0*>(a), n / kQK,
+      [&](const BlockQ5_0& b) {
+        return _mm256_or_si256(unpack_nibbles(b.qs), _mm256_andnot_si256(expand_bits(b.qh), high));
+      },
+      0.0f);
+}
+
+template <typename Dot>
+float vec_dot_q8_0(const void* w, const void* a, int64_t n) {
+  return dot_blocks_32<Dot, true>(static_cast<const BlockQ8_0*>(w), static_cast<const BlockQ8_0*>(a), n / kQK,
+                                  [](const BlockQ8_0& b) { return load256(b.qs); }, 0.0f);
+}
+
+// Formats with a min m: sum(x * y) = dx * dy * sum(q * qy) + m * s (s from Q8_1).
+template <typename Block>
+float sum_of_mins(const Block* x, const BlockQ8_1* y, int64_t nb) {
+  float sum = 0.0f;
+  for (int64_t i = 0; i < nb; ++i) sum += fp16_to_fp32(x[i].m) * fp16_to_fp32(y[i].s);
+  return sum;
+}
+
+template <typename Dot>
+float vec_dot_q4_1(const void* w, const void* a, int64_t n) {
+  const auto* x = static_cast<const BlockQ4_1*>(w);
+  const auto* y = static_cast<const BlockQ8_1*>(a);
+  const float mins = sum_of_mins(x, y, n / kQK);
+  return dot_blocks_32<Dot, false>(x, y, n / kQK, [](const BlockQ4_1& b) { return unpack_nibbles(b.qs); }, mins);
+}
+
+template <typename Dot>
+float vec_dot_q5_1(const void* w, const void* a, int64_t n) {
+  const auto* x = static_cast<const BlockQ5_1*>(w);
+  const auto* y = static_cast<const BlockQ8_1*>(a);
+  const __m256i fifth = _mm256_set1_epi8(0x10);
+  const float mins = sum_of_mins(x, y, n / kQK);
+  return dot_blocks_32<Dot, false>(
+      x, y, n / kQK,
+      [&](const BlockQ5_1& b) { return _mm256_or_si256(unpack_nibbles(b.qs), _mm256_and_si256(expand_bits(b.qh), fifth)); },
+      mins);
+}
+
+// ---- k-quants --------------------------------------------------------------------------------
+//
+// Per super-block the integer sum is reduced to one int32 and scaled exactly as the reference
+// does (two fmas: + d * sumi, - dmin * summ), so these agree with ref::vec_dot bit for bit.
+
+inline int hsum_i32(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(1, 0, 3, 2)));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(2, 3, 0, 1)));
+  return _mm_cvtsi128_si32(s);
+}
+
+inline __m256i scale_by(__m256i products16, int scale) {
+  return _mm256_madd_epi16(products16, _mm256_set1_epi16(static_cast<int16_t>(scale)));
+}
+
+// Q4_K and Q5_K: each 32-byte load of codes is one sub-block of 32 elements, so one vpmaddwd by
+// the broadcast sub-scale finishes it. Codes are at most 31 and activations at most 127 in
+// magnitude, so vpmaddubsw's int16 pair sums cannot saturate.
+template <bool kFifthBit, typename Block>
+float vec_dot_q45_k(const void* w, const void* a, int64_t n) {
+  const auto* x = static_cast<const Block*>(w);
+  const auto* y = static_cast<const BlockQ8_K*>(a);
+  const __m256i low4 = _mm256_set1_epi8(0x0F);
+  const __m256i one = _mm256_set1_epi8(1);
+  float sum = 0.0f;
+  for (int64_t i = 0; i < n / kQKK; ++i) {
+    uint8_t sc[8], mn[8];
+    unpack_q4_k_scales(x[i].scales, sc, mn);
+    int summ = 0;
+    for (int k = 0; k < 8; ++k) summ += mn[k] * (y[i].bsums[2 * k] + y[i].bsums[2 * k + 1]);
+
+    __m256i sumi = _mm256_setzero_si256();
+    __m256i qh = _mm256_setzero_si256();
+    if constexpr (kFifthBit) qh = load256(x[i].qh);
+    for (int p = 0; p < 4; ++p) {
+      const __m256i q = load256(x[i].qs + 32 * p);
+      __m256i lo = _mm256_and_si256(q, low4);
+      __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), low4);
+      if constexpr (kFifthBit) {
+        // Bit 2p of qh[l] is bit 4 of the low-nibble element, bit 2p + 1 that of the high one.
+        lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * p), one), 4));
+        hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * p + 1), one), 4));
+      }
+      const __m256i p_lo = _mm256_maddubs_epi16(lo, load256(y[i].qs + 64 * p));
+      const __m256i p_hi = _mm256_maddubs_epi16(hi, load256(y[i].qs + 64 * p + 32));
+      sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(scale_by(p_lo, sc[2 * p]), scale_by(p_hi, sc[2 * p + 1])));
+    }
+    sum = std::fma(y[i].d * fp16_to_fp32(x[i].d), static_cast<float>(hsum_i32(sumi)), sum);
+    sum = std::fma(-(y[i].d * fp16_to_fp32(x[i].dmin)), static_cast<float>(summ), sum);
+  }
+  return sum;
+}
+
+// Q6_K: codes are taken as 0..63 and the -32 offset folded in afterwards as
+// -32 * sum_k sc[k] * bsums[k]. A 32-byte load spans two 16-element sub-blocks, so the scale
+// vector holds two values, one per 128-bit lane.
+float vec_dot_q6_k(const void* w, const void* a, int64_t n) {
+  const auto* x = static_cast<const BlockQ6_K*>(w);
+  const auto* y = static_cast<const BlockQ8_K*>(a);
+  const __m256i low4 = _mm256_set1_epi8(0x0F);
+  const __m256i two_bits = _mm256_set1_epi8(0x03);
+  auto high_bits = [&](__m256i qh, int shift) {  // bits shift..shift+1 of each byte, moved to 4..5
+    return _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, shift), two_bits), 4);
+  };
+  float sum = 0.0f;
+  for (int64_t i = 0; i < n / kQKK; ++i) {
+    const int8_t* sc = x[i].scales;
+    int offset = 0;
+    for (int k = 0; k < 16; ++k) offset += sc[k] * y[i].bsums[k];
+
+    __m256i sumi = _mm256_setzero_si256();
+    for (int h = 0; h < 2; ++h) {
+      const __m256i ql0 = load256(x[i].ql + 64 * h);
+      const __m256i ql1 = load256(x[i].ql + 64 * h + 32);
+      const __m256i qh = load256(x[i].qh + 32 * h);
+      const __m256i q[4] = {
+          _mm256_or_si256(_mm256_and_si256(ql0, low4), high_bits(qh, 0)),
+          _mm256_or_si256(_mm256_and_si256(ql1, low4), high_bits(qh, 2)),
+          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), low4), high_bits(qh, 4)),
+          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), low4), high_bits(qh, 6)),
+      };
+      for (int s = 0; s < 4; ++s) {
+        const int k = 8 * h + 2 * s;
+        const __m256i scales = _mm256_set_m128i(_mm_set1_epi16(sc[k + 1]), _mm_set1_epi16(sc[k]));
+        const __m256i p = _mm256_maddubs_epi16(q[s], load256(y[i].qs + 128 * h + 32 * s));
+        sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, scales));
+      }
+    }
+    sum = std::fma(y[i].d * fp16_to_fp32(x[i].d), static_cast<float>(hsum_i32(sumi) - 32 * offset), sum);
+  }
+  return sum;
+}
+
+// ---- plain weight types against float activations ---------------------------------------------
+
+// load8(i) gives weight elements i..i+7 as floats, scalar(i) element i.
+template <typename Load8, typename Scalar>
+inline float dot_plain(const float* y, int64_t n, Load8 load8, Scalar scalar) {
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    acc0 = _mm256_fmadd_ps(load8(i), _mm256_loadu_ps(y + i), acc0);
+    acc1 = _mm256_fmadd_ps(load8(i + 8), _mm256_loadu_ps(y + i + 8), acc1);
+  }
+  for (; i + 8 <= n; i += 8) acc0 = _mm256_fmadd_ps(load8(i), _mm256_loadu_ps(y + i), acc0);
+  float sum = hsum(_mm256_add_ps(acc0, acc1));
+  for (; i < n; ++i) sum += scalar(i) * y[i];
+  return sum;
+}
+
+float vec_dot_f32(const void* w, const void* a, int64_t n) {
+  const auto* x = static_cast<const float*>(w);
+  return dot_plain(
+      static_cast<const float*>(a), n, [x](int64_t i) { return _mm256_loadu_ps(x + i); },
+      [x](int64_t i) { return x[i]; });
+}
+
+float vec_dot_f16(const void* w, const void* a, int64_t n) {
+  const auto* x = static_cast<const uint16_t*>(w);
+  return dot_plain(
+      static_cast<const float*>(a), n,
+      [x](int64_t i) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + i))); },
+      [x](int64_t i) { return fp16_to_fp32(x[i]); });
+}
+
+float vec_dot_bf16(const void* w, const void* a, int64_t n) {
+  const auto* x = static_cast<const uint16_t*>(w);
+  return dot_plain(
+      static_cast<const float*>(a), n,
+      [x](int64_t i) {
+        const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + i)));
+        return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
+      },
+      [x](int64_t i) { return bf16_to_fp32(x[i]); });
+}
+
+// ---- activation quantizers -------------------------------------------------------------------
+
+inline float hmax(__m256 v) {
+  __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+  m = _mm_max_ss(m, _mm_movehdup_ps(m));
+  return _mm_cvtss_f32(m);
+}
+
+inline __m256 abs_ps(__m256 v) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v); }
+
+// roundf: half away from zero. vroundps has no such mode, so truncate and step one away from
+// zero when the dropped fraction (exact in float) is at least one half.
+inline __m256 round_half_away(__m256 v) {
+  const __m256 t = _mm256_round_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+  const __m256 up = _mm256_cmp_ps(abs_ps(_mm256_sub_ps(v, t)), _mm256_set1_ps(0.5f), _CMP_GE_OQ);
+  const __m256 step = _mm256_or_ps(_mm256_set1_ps(1.0f), _mm256_and_ps(v, _mm256_set1_ps(-0.0f)));
+  return _mm256_add_ps(t, _mm256_and_ps(up, step));
+}
+
+// Four vectors of 8 int32 (elements 0..31 in order) -> 32 saturated int8 in order. The packs
+// work within 128-bit lanes and leave 4-byte groups in the order 0 2 4 6 1 3 5 7.
+inline __m256i pack_i32_to_i8(__m256i a, __m256i b, __m256i c, __m256i d) {
+  const __m256i ab = _mm256_packs_epi32(a, b);
+  const __m256i cd = _mm256_packs_epi32(c, d);
+  return _mm256_permutevar8x32_epi32(_mm256_packs_epi16(ab, cd), _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+// Q8_0 / Q8_1 block: same arithmetic as the reference (d = amax / 127, codes = roundf(x / d)
+// with the unrounded d). Returns d and stores the codes; *sum gets sum(codes) when non-null.
+inline float quantize_block_8(const float* x, int8_t* q, int* sum) {
+  __m256 v[4];
+  __m256 amax = _mm256_setzero_ps();
+  for (int k = 0; k < 4; ++k) {
+    v[k] = _mm256_loadu_ps(x + 8 * k);
+    amax = _mm256_max_ps(amax, abs_ps(v[k]));
+  }
+  const float d = hmax(amax) / 127.0f;
+  const __m256 id = _mm256_set1_ps(d != 0.0f ? 1.0f / d : 0.0f);
+  __m256i qi[4];
+  for (int k = 0; k < 4; ++k) qi[k] = _mm256_cvttps_epi32(round_half_away(_mm256_mul_ps(v[k], id)));
+  if (sum != nullptr) {
+    const __m256i s = _mm256_add_epi32(_mm256_add_epi32(qi[0], qi[1]), _mm256_add_epi32(qi[2], qi[3]));
+    *sum = hsum_i32(s);
+  }
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(q), pack_i32_to_i8(qi[0], qi[1], qi[2], qi[3]));
+  return d;
+}
+
+void quantize_q8_0(const float* src, void* dst, int64_t n) {
+  auto* y = static_cast<BlockQ8_0*>(dst);
+  for (int64_t i = 0; i < n / kQK; ++i) y[i].d = fp32_to_fp16(quantize_block_8(src + i * kQK, y[i].qs, nullptr));
+}
+
+void quantize_q8_1(const float* src, void* dst, int64_t n) {
+  auto* y = static_cast<BlockQ8_1*>(dst);
+  for (int64_t i = 0; i < n / kQK; ++i) {
+    int sum = 0;
+    const float d = quantize_block_8(src + i * kQK, y[i].qs, &sum);
+    y[i].d = fp32_to_fp16(d);
+    y[i].s = fp32_to_fp16(d * static_cast<float>(sum));
+  }
+}
+
+// Q8_K: as the reference. The signed max is the first element of greatest magnitude; codes
+// round half to even (vcvtps2dq in the default rounding mode).
+void quantize_q8_k(const float* src, void* dst, int64_t n) {
+  auto* y = static_cast<BlockQ8_K*>(dst);
+  for (int64_t i = 0; i < n / kQKK; ++i) {
+    const float* x = src + i * kQKK;
+    __m256 amax_v = _mm256_setzero_ps();
+    for (int j = 0; j < kQKK; j += 8) amax_v = _mm256_max_ps(amax_v, abs_ps(_mm256_loadu_ps(x + j)));
+    const float amax = hmax(amax_v);
+    if (amax == 0.0f) {
+      std::memset(&y[i], 0, sizeof(BlockQ8_K));
+      continue;
+    }
+    float max = 0.0f;
+    for (int j = 0; j < kQKK; j += 8) {
+      const int hits = _mm256_movemask_ps(_mm256_cmp_ps(abs_ps(_mm256_loadu_ps(x + j)), _mm256_set1_ps(amax), _CMP_EQ_OQ));
+      if (hits != 0) {
+        max = x[j + __builtin_ctz(static_cast<unsigned>(hits))];
+        break;
+      }
+    }
+    const float iscale = -127.0f / max;
+    const __m256 vs = _mm256_set1_ps(iscale);
+    for (int j = 0; j < kQKK; j += 32) {
+      __m256i qi[4];
+      for (int k = 0; k < 4; ++k) qi[k] = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + j + 8 * k), vs));
+      // Each 16 codes are one bsum; the packing saturates at 127 as the reference's MIN does,
+      // and no code goes below -127.
+      const __m256i q = pack_i32_to_i8(qi[0], qi[1], qi[2], qi[3]);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(y[i].qs + j), q);
+      const __m256i q16_lo = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(q));
+      const __m256i q16_hi = _mm256_cvtepi8_epi16(_mm256_extracti128_si256(q, 1));
+      y[i].bsums[j / 16] = static_cast<int16_t>(hsum_i32(_mm256_madd_epi16(q16_lo, _mm256_set1_epi16(1))));
+      y[i].bsums[j / 16 + 1] = static_cast<int16_t>(hsum_i32(_mm256_madd_epi16(q16_hi, _mm256_set1_epi16(1))));
+    }
+    y[i].d = 1.0f / iscale;
+  }
+}
+
+}  // namespace
+#endif  // DI_QUANT_AVX2
+
+namespace avx2 {
+
+QuantizeRowFn quantize_row_fn(DType type) {
+#if defined(DI_QUANT_AVX2)
+  switch (type) {
+    case DType::kQ8_0: return quantize_q8_0;
+    case DType::kQ8_1: return quantize_q8_1;
+    case DType::kQ8_K: return quantize_q8_k;
+    default: break;
+  }
+#endif
+  return nullptr;
+}
+
+VecDotFn vec_dot_fn(DType weight_type) {
+#if defined(DI_QUANT_AVX2)
+  switch (weight_type) {
+    case DType::kF32: return vec_dot_f32;
+    case DType::kF16: return vec_dot_f16;
+    case DType::kBF16: return vec_dot_bf16;
+    case DType::kQ4_0: return vec_dot_q4_0<MaddubsDot>;
+    case DType::kQ4_1: return vec_dot_q4_1<MaddubsDot>;
+    case DType::kQ5_0: return vec_dot_q5_0<MaddubsDot>;
+    case DType::kQ5_1: return vec_dot_q5_1<MaddubsDot>;
+    case DType::kQ8_0: return vec_dot_q8_0<MaddubsDot>;
+    case DType::kQ4_K: return vec_dot_q45_k<false, BlockQ4_K>;
+    case DType::kQ5_K: return vec_dot_q45_k<true, BlockQ5_K>;
+    case DType::kQ6_K: return vec_dot_q6_k;
+    default: break;
+  }
+#endif
+  return nullptr;
+}
+
+}  // namespace avx2
+
+namespace avx512 {
+
+QuantizeRowFn quantize_row_fn(DType) { return nullptr; }
+
+VecDotFn vec_dot_fn(DType weight_type) {
+#if defined(DI_QUANT_AVX512)
+  switch (weight_type) {
+    case DType::kQ4_0: return vec_dot_q4_0<VnniDot>;
+    case DType::kQ4_1: return vec_dot_q4_1<VnniDot>;
+    case DType::kQ5_0: return vec_dot_q5_0<VnniDot>;
+    case DType::kQ5_1: return vec_dot_q5_1<VnniDot>;
+    case DType::kQ8_0: return vec_dot_q8_0<VnniDot>;
+    default: break;
+  }
+#endif
+  return nullptr;
+}
+
+}  // namespace avx512
+
+}  // namespace deepinfer::cpu

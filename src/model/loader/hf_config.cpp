@@ -1,0 +1,372 @@
+#include "model/loader/hf_config.h"
+
+#include <cmath>
+#include <cstdint>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "core/mapped_file.h"
+
+namespace deepinfer {
+namespace {
+
+using nlohmann::json;
+
+// Hyperparameter defaults of the transformers config classes, used when config.json leaves a
+// field out (transformers then falls back to the same values).
+struct ArchInfo {
+  std::string_view hf_name;
+  std::string_view gguf_arch;
+  int64_t default_context;
+  bool has_sliding_window;  // MistralConfig: sliding_window defaults to 4096, null turns it off
+};
+
+constexpr ArchInfo kArchitectures[] = {
+    {"LlamaForCausalLM", "llama", 2048, false},
+    {"MistralForCausalLM", "llama", 4096 * 32, true},
+    {"Qwen2ForCausalLM", "qwen2", 32768, false},
+};
+constexpr std::string_view kModelTypes[][2] = {
+    {"llama", "LlamaForCausalLM"}, {"mistral", "MistralForCausalLM"}, {"qwen2", "Qwen2ForCausalLM"}};
+constexpr double kDefaultRmsEps = 1e-6;
+constexpr double kDefaultRopeTheta = 10000.0;
+constexpr int64_t kMistralDefaultWindow = 4096;
+
+// Reads typed fields of one JSON object, naming the file in every error.
+class ConfigReader {
+ public:
+  ConfigReader(const json& obj, const std::string& path, std::string prefix = "")
+      : obj_(obj), path_(path), prefix_(std::move(prefix)) {}
+
+  bool has(const char* key) const {
+    auto it = obj_.find(key);
+    return it != obj_.end() && !it->is_null();
+  }
+  const json* get(const char* key) const {
+    auto it = obj_.find(key);
+    return it == obj_.end() || it->is_null() ? nullptr : &*it;
+  }
+
+  Result<std::optional<int64_t>> opt_int(const char* key) const {
+    const json* v = get(key);
+    if (!v) return std::optional<int64_t>();
+    if (v->is_number_integer()) return std::optional<int64_t>(v->get<int64_t>());
+    // 4096.0 is written by some exporters; accept integral floats only.
+    if (v->is_number_float()) {
+      const double d = v->get<double>();
+      if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9e15) {
+        return std::optional<int64_t>(static_cast<int64_t>(d));
+      }
+    }
+    return bad(key, "an integer");
+  }
+  Result<int64_t> positive_int(const char* key) const {
+    DI_ASSIGN_OR_RETURN(std::optional<int64_t> v, opt_int(key));
+    if (!v) return not_found(path_ + ": required field '" + name(key) + "' is missing");
+    if (*v <= 0) return bad(key, "a positive integer");
+    return *v;
+  }
+  Result<int64_t> positive_int_or(const char* key, int64_t fallback) const {
+    if (!has(key)) return fallback;
+    return positive_int(key);
+  }
+  Result<std::optional<double>> opt_float(const char* key) const {
+    const json* v = get(key);
+    if (!v) return std::optional<double>();
+    if (!v->is_number()) return bad(key, "a number");
+    return std::optional<double>(v->get<double>());
+  }
+  Result<double> positive_float_or(const char* key, double fallback) const {
+    DI_ASSIGN_OR_RETURN(std::optional<double> v, opt_float(key));
+    if (!v) return fallback;
+    if (!(*v > 0) || !std::isfinite(*v)) return bad(key, "a positive number");
+    return *v;
+  }
+  Result<std::optional<bool>> opt_bool(const char* key) const {
+    const json* v = get(key);
+    if (!v) return std::optional<bool>();
+    if (!v->is_boolean()) return bad(key, "true or false");
+    return std::optional<bool>(v->get<bool>());
+  }
+  Result<std::optional<std::string>> opt_string(const char* key) const {
+    const json* v = get(key);
+    if (!v) return std::optional<std::string>();
+    if (!v->is_string()) return bad(key, "a string");
+    return std::optional<std::string>(v->get<std::string>());
+  }
+
+  Status bad(const char* key, const char* want) const {
+    return invalid_argument(path_ + ": field '" + name(key) + "' must be " + want + ", got " + get_dump(key));
+  }
+
+ private:
+  std::string name(const char* key) const { return prefix_ + key; }
+  std::string get_dump(const char* key) const {
+    auto it = obj_.find(key);
+    std::string s = it == obj_.end() ? "nothing" : it->dump();
+    if (s.size() > 60) s = s.substr(0, 57) + "...";
+    return s;
+  }
+
+  const json& obj_;
+  const std::string& path_;
+  std::string prefix_;
+};
+
+MetaValue u32(int64_t v) { return MetaValue::of_uint(static_cast<uint64_t>(v), MetaType::kU32); }
+// GGUF stores these hyperparameters as float32; rounding here gives the forward pass the same
+// value from either format (and transformers adds eps to float32 tensors, so it rounds too).
+MetaValue f32(double v) { return MetaValue::of_float(static_cast<float>(v), MetaType::kF32); }
+
+Result<const ArchInfo*> find_architecture(const ConfigReader& cfg, const std::string& path) {
+  std::string hf_name;
+  std::string shown;  // how the error names what was asked for
+  if (const json* archs = cfg.get("architectures")) {
+    if (!archs->is_array() || archs->empty() || !(*archs)[0].is_string()) {
+      return cfg.bad("architectures", "a non-empty list of class names");
+    }
+    hf_name = (*archs)[0].get<std::string>();
+    shown = "'" + hf_name + "'";
+  } else {
+    // Older or hand-written configs may name only the model type; transformers' Auto classes
+    // resolve it the same way.
+    DI_ASSIGN_OR_RETURN(std::optional<std::string> model_type, cfg.opt_string("model_type"));
+    if (!model_type) return not_found(path + ": neither 'architectures' nor 'model_type' is present");
+    shown = "of model_type '" + *model_type + "'";
+    for (const auto& mt : kModelTypes) {
+      if (mt[0] == *model_type) hf_name = std::string(mt[1]);
+    }
+  }
+  for (const ArchInfo& a : kArchitectures) {
+    if (a.hf_name == hf_name) return &a;
+  }
+  return unimplemented(path + ": architecture " + shown +
+                       " is not supported (supported: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM)");
+}
+
+// rope_theta, partial rotation and scaling. transformers 5 writes them together under
+// "rope_parameters"; older configs have top-level "rope_theta" and a "rope_scaling" object.
+Status read_rope(const json& root, const std::string& path, const std::string& p, int64_t head_dim, Metadata* md) {
+  ConfigReader cfg(root, path);
+  const json* params = cfg.get("rope_parameters");
+  const char* params_name = "rope_parameters";
+  if (!params) {
+    params = cfg.get("rope_scaling");
+    params_name = "rope_scaling";
+  }
+  if (params && !params->is_object()) return cfg.bad(params_name, "an object");
+  static const json kEmpty = json::object();
+  ConfigReader rope(params ? *params : kEmpty, path, std::string(params_name) + ".");
+
+  double theta = kDefaultRopeTheta;
+  if (rope.has("rope_theta")) {
+    DI_ASSIGN_OR_RETURN(theta, rope.positive_float_or("rope_theta", kDefaultRopeTheta));
+  } else {
+    DI_ASSIGN_OR_RETURN(theta, cfg.positive_float_or("rope_theta", kDefaultRopeTheta));
+  }
+  md->set(p + "rope.freq_base", f32(theta));
+
+  double partial = 1.0;
+  if (rope.has("partial_rotary_factor")) {
+    DI_ASSIGN_OR_RETURN(partial, rope.positive_float_or("partial_rotary_factor", 1.0));
+  } else {
+    DI_ASSIGN_OR_RETURN(partial, cfg.positive_float_or("partial_rotary_factor", 1.0));
+  }
+  if (partial > 1.0) return cfg.bad("partial_rotary_factor", "at most 1");
+  md->set(p + "rope.dimension_count", u32(static_cast<int64_t>(static_cast<double>(head_dim) * partial)));
+
+  std::optional<std::string> type;
+  if (rope.has("rope_type")) {
+    DI_ASSIGN_OR_RETURN(type, rope.opt_string("rope_type"));
+  } else {
+    DI_ASSIGN_OR_RETURN(type, rope.opt_string("type"));
+  }
+  if (!type || *type == "default") return {};
+  auto required_factor = [&]() -> Result<double> {
+    if (!rope.has("factor")) return not_found(path + ": " + params_name + " of type '" + *type + "' has no 'factor'");
+    return rope.positive_float_or("factor", 1.0);
+  };
+  if (*type == "linear") {
+    DI_ASSIGN_OR_RETURN(double factor, required_factor());
+    md->set(p + "rope.scaling.type", MetaValue::of_string("linear"));
+    md->set(p + "rope.scaling.factor", f32(factor));
+    return {};
+  }
+  if (*type == "llama3") {
+    DI_ASSIGN_OR_RETURN(double factor, required_factor());
+    DI_ASSIGN_OR_RETURN(double low, rope.positive_float_or("low_freq_factor", 1.0));
+    DI_ASSIGN_OR_RETURN(double high, rope.positive_float_or("high_freq_factor", 4.0));
+    DI_ASSIGN_OR_RETURN(int64_t original, rope.positive_int("original_max_position_embeddings"));
+    if (!(high > low)) {
+      return invalid_argument(path + ": llama3 rope scaling needs high_freq_factor > low_freq_factor");
+    }
+    md->set(p + "rope.scaling.type", MetaValue::of_string("llama3"));
+    md->set(p + "rope.scaling.factor", f32(factor));
+    md->set(p + "rope.scaling.low_freq_factor", f32(low));
+    md->set(p + "rope.scaling.high_freq_factor", f32(high));
+    md->set(p + "rope.scaling.original_context_length", u32(original));
+    return {};
+  }
+  return unimplemented(path + ": rope scaling type '" + *type + "' is not supported (supported: linear, llama3)");
+}
+
+// bos_token_id / eos_token_id: an id, null, or (eos, in newer configs) a list of ids.
+Status read_special_tokens(const ConfigReader& cfg, Metadata* md) {
+  auto valid_id = [](const json& v) { return v.is_number_integer() && v.get<int64_t>() >= 0 && v.get<int64_t>() <= UINT32_MAX; };
+  if (const json* bos = cfg.get("bos_token_id")) {
+    if (!valid_id(*bos)) return cfg.bad("bos_token_id", "a token id");
+    md->set("tokenizer.ggml.bos_token_id", u32(bos->get<int64_t>()));
+  }
+  if (const json* eos = cfg.get("eos_token_id")) {
+    if (valid_id(*eos)) {
+      md->set("tokenizer.ggml.eos_token_id", u32(eos->get<int64_t>()));
+    } else if (eos->is_array() && !eos->empty()) {
+      MetaArray ids{MetaType::kU32, {}};
+      for (const json& id : *eos) {
+        if (!valid_id(id)) return cfg.bad("eos_token_id", "a token id or a list of token ids");
+        ids.items.push_back(u32(id.get<int64_t>()));
+      }
+      md->set("tokenizer.ggml.eos_token_id", ids.items.front());
+      md->set("deepinfer.eos_token_ids", MetaValue::of_array(std::move(ids)));
+    } else {
+      return cfg.bad("eos_token_id", "a token id or a list of token ids");
+    }
+  }
+  return {};
+}
+
+}  // namespace
+
+Result<Metadata> parse_hf_config(std::string_view json_text, const std::string& path) {
+  const json root = json::parse(json_text.begin(), json_text.end(), nullptr, /*allow_exceptions=*/false);
+  if (root.is_discarded()) return invalid_argument(path + ": config.json is not valid JSON");
+  if (!root.is_object()) return invalid_argument(path + ": config.json must hold a JSON object");
+  ConfigReader cfg(root, path);
+
+  DI_ASSIGN_OR_RETURN(const ArchInfo* arch, find_architecture(cfg, path));
+  // A quantized checkpoint (GPTQ, AWQ, fp8, bitsandbytes) stores packed weights the CPU
+  // backend cannot read as plain matrices.
+  if (cfg.has("quantization_config")) {
+    return unimplemented(path + ": quantized Hugging Face checkpoints (quantization_config) are not supported");
+  }
+  DI_ASSIGN_OR_RETURN(std::optional<std::string> act, cfg.opt_string("hidden_act"));
+  if (act && *act != "silu") {
+    return unimplemented(path + ": hidden_act '" + *act + "' is not supported for " + std::string(arch->hf_name));
+  }
+
+  Metadata md;
+  const std::string a(arch->gguf_arch);
+  const std::string p = a + ".";
+  md.set("general.architecture", MetaValue::of_string(a));
+  std::string name = std::filesystem::path(path).parent_path().filename().string();
+  md.set("general.name", MetaValue::of_string(name.empty() ? a : name));
+  md.set("deepinfer.source_format", MetaValue::of_string("safetensors"));
+  md.set("deepinfer.rope_style", MetaValue::of_string("half"));
+
+  DI_ASSIGN_OR_RETURN(int64_t n_embd, cfg.positive_int("hidden_size"));
+  DI_ASSIGN_OR_RETURN(int64_t n_layer, cfg.positive_int("num_hidden_layers"));
+  DI_ASSIGN_OR_RETURN(int64_t n_ff, cfg.positive_int("intermediate_size"));
+  DI_ASSIGN_OR_RETURN(int64_t n_head, cfg.positive_int("num_attention_heads"));
+  DI_ASSIGN_OR_RETURN(int64_t n_vocab, cfg.positive_int("vocab_size"));
+  DI_ASSIGN_OR_RETURN(int64_t n_head_kv, cfg.positive_int_or("num_key_value_heads", n_head));
+  DI_ASSIGN_OR_RETURN(int64_t n_ctx, cfg.positive_int_or("max_position_embeddings", arch->default_context));
+  int64_t head_dim = 0;
+  if (cfg.has("head_dim")) {
+    DI_ASSIGN_OR_RETURN(head_dim, cfg.positive_int("head_dim"));
+  } else {
+    if (n_embd % n_head != 0) {
+      return invalid_argument(path + ": hidden_size " + std::to_string(n_embd) +
+                              " is not a multiple of num_attention_heads " + std::to_string(n_head) +
+                              " and no head_dim is given");
+    }
+    head_dim = n_embd / n_head;
+  }
+  DI_ASSIGN_OR_RETURN(double eps, cfg.positive_float_or("rms_norm_eps", kDefaultRmsEps));
+
+  md.set(p + "context_length", u32(n_ctx));
+  md.set(p + "embedding_length", u32(n_embd));
+  md.set(p + "block_count", u32(n_layer));
+  md.set(p + "feed_forward_length", u32(n_ff));
+  md.set(p + "attention.head_count", u32(n_head));
+  md.set(p + "attention.head_count_kv", u32(n_head_kv));
+  md.set(p + "attention.key_length", u32(head_dim));
+  md.set(p + "attention.value_length", u32(head_dim));
+  md.set(p + "attention.layer_norm_rms_epsilon", f32(eps));
+  md.set(p + "vocab_size", u32(n_vocab));
+  DI_RETURN_IF_ERROR(read_rope(root, path, p, head_dim, &md));
+
+  // All three config classes default tie_word_embeddings to false.
+  DI_ASSIGN_OR_RETURN(std::optional<bool> tied, cfg.opt_bool("tie_word_embeddings"));
+  md.set("deepinfer.tied_embeddings", MetaValue::of_bool(tied.value_or(false)));
+
+  if (arch->has_sliding_window) {
+    // Missing means the class default; an explicit null turns the window off.
+    auto it = root.find("sliding_window");
+    if (it == root.end()) {
+      md.set(p + "attention.sliding_window", u32(kMistralDefaultWindow));
+    } else if (!it->is_null()) {
+      DI_ASSIGN_OR_RETURN(int64_t window, cfg.positive_int("sliding_window"));
+      md.set(p + "attention.sliding_window", u32(window));
+    }
+  } else if (arch->gguf_arch == "qwen2") {
+    // Qwen2's window applies only to layers from max_window_layers on; the forward pass has no
+    // per-layer window, so refuse rather than compute something else.
+    DI_ASSIGN_OR_RETURN(std::optional<bool> use_window, cfg.opt_bool("use_sliding_window"));
+    if (use_window.value_or(false)) {
+      return unimplemented(path + ": Qwen2 with use_sliding_window true is not supported");
+    }
+  }
+  DI_RETURN_IF_ERROR(read_special_tokens(cfg, &md));
+  return md;
+}
+
+Result<Metadata> read_hf_config(const std::string& path) {
+  DI_ASSIGN_OR_RETURN(MappedFile file, MappedFile::open(path));
+  const auto* text = reinterpret_cast<const char*>(file.data());
+  return parse_hf_config(std::string_view(text ? text : "", file.size()), path);
+}
+
+std::optional<std::string> hf_to_gguf_tensor_name(std::string_view hf_name) {
+  // Rotary inv_freq buffers were saved by old transformers versions; the forward pass computes
+  // the frequencies from the config instead.
+  if (hf_name.ends_with("rotary_emb.inv_freq")) return std::nullopt;
+  if (hf_name == "model.embed_tokens.weight") return "token_embd.weight";
+  if (hf_name == "model.norm.weight") return "output_norm.weight";
+  if (hf_name == "lm_head.weight") return "output.weight";
+
+  constexpr std::string_view kLayers = "model.layers.";
+  if (!hf_name.starts_with(kLayers)) return std::string(hf_name);
+  std::string_view rest = hf_name.substr(kLayers.size());
+  const size_t dot = rest.find('.');
+  if (dot == 0 || dot == std::string_view::npos) return std::string(hf_name);
+  const std::string_view layer = rest.substr(0, dot);
+  for (char c : layer) {
+    if (c < '0' || c > '9') return std::string(hf_name);
+  }
+  const std::string_view leaf = rest.substr(dot + 1);
+
+  static constexpr std::string_view kExact[][2] = {
+      {"input_layernorm.weight", "attn_norm.weight"},
+      {"post_attention_layernorm.weight", "ffn_norm.weight"},
+  };
+  // Projections keep their suffix (.weight or .bias).
+  static constexpr std::string_view kPrefix[][2] = {
+      {"self_attn.q_proj.", "attn_q."},   {"self_attn.k_proj.", "attn_k."},
+      {"self_attn.v_proj.", "attn_v."},   {"self_attn.o_proj.", "attn_output."},
+      {"mlp.gate_proj.", "ffn_gate."},    {"mlp.up_proj.", "ffn_up."},
+      {"mlp.down_proj.", "ffn_down."},
+  };
+  const std::string blk = "blk." + std::string(layer) + ".";
+  for (const auto& m : kExact) {
+    if (leaf == m[0]) return blk + std::string(m[1]);
+  }
+  for (const auto& m : kPrefix) {
+    if (leaf.starts_with(m[0])) {
+      const std::string_view suffix = leaf.substr(m[0].size());
+      if (suffix == "weight" || suffix == "bias") return blk + std::string(m[1]) + std::string(suffix);
+    }
+  }
+  return std::string(hf_name);
+}
+
+}  // namespace deepinfer

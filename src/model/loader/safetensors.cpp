@@ -1,0 +1,271 @@
+// safetensors layout: an 8-byte little-endian header length N, N bytes of JSON
+//   {"<tensor>": {"dtype": "F32", "shape": [..], "data_offsets": [begin, end]}, ...,
+//    "__metadata__": {string: string}}
+// then the data; offsets count from the first byte after the header. Tensors are used in place
+// from the memory map, so every range is checked against the file before a view is made.
+#include "model/loader/safetensors.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
+
+#include "core/mapped_file.h"
+#include "model/loader/hf_config.h"
+
+namespace deepinfer {
+namespace {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+// The safetensors format caps the header at 100 MB; a larger length is corruption, and the
+// cap keeps a hostile file from making the JSON parser allocate without bound.
+constexpr uint64_t kMaxHeaderBytes = 100ull << 20;
+
+struct SafetensorsDType {
+  std::string_view name;
+  size_t element_bytes;
+  std::optional<DType> dtype;  // nullopt: a valid safetensors dtype that is not a model weight here
+};
+
+constexpr SafetensorsDType kDTypes[] = {
+    {"F32", 4, DType::kF32},  {"F16", 2, DType::kF16},  {"BF16", 2, DType::kBF16},
+    {"F64", 8, std::nullopt}, {"I64", 8, std::nullopt}, {"I32", 4, std::nullopt},
+    {"I16", 2, std::nullopt}, {"I8", 1, std::nullopt},  {"U8", 1, std::nullopt},
+    {"U16", 2, std::nullopt}, {"U32", 4, std::nullopt}, {"U64", 8, std::nullopt},
+    {"BOOL", 1, std::nullopt}, {"F8_E4M3", 1, std::nullopt}, {"F8_E5M2", 1, std::nullopt},
+};
+
+const SafetensorsDType* find_dtype(std::string_view name) {
+  for (const SafetensorsDType& d : kDTypes) {
+    if (d.name == name) return &d;
+  }
+  return nullptr;
+}
+
+Result<uint64_t> non_negative(const json& v, const std::string& file, const std::string& tensor, const char* field) {
+  if (v.is_number_unsigned()) return v.get<uint64_t>();
+  if (v.is_number_integer() && v.get<int64_t>() >= 0) return static_cast<uint64_t>(v.get<int64_t>());
+  return data_loss(file + ": tensor '" + tensor + "' has a " + field + " entry that is not a non-negative integer");
+}
+
+class SafetensorsSource final : public TensorSource {
+ public:
+  explicit SafetensorsSource(std::string dir) : dir_(std::move(dir)) {}
+
+  const std::string& path() const override { return dir_; }
+  const Metadata& metadata() const override { return metadata_; }
+  const std::vector<TensorView>& tensors() const override { return tensors_; }
+
+  Status load(const fs::path& config_path);
+
+ private:
+  Status load_single(const fs::path& file);
+  Status load_sharded(const fs::path& index);
+  // Maps one file and appends its tensors (renamed GGUF-style). `hf_names` receives the
+  // Hugging Face names the file holds, for the index check.
+  Status add_file(const fs::path& file, std::set<std::string>* hf_names);
+  Status apply_tied_embeddings(const fs::path& config_path);
+
+  std::string dir_;
+  Metadata metadata_;
+  std::vector<TensorView> tensors_;
+  std::vector<MappedFile> files_;  // the views point into these maps
+  std::map<std::string, std::string, std::less<>> origin_;  // GGUF name -> file, for duplicates
+};
+
+Status SafetensorsSource::load(const fs::path& config_path) {
+  DI_ASSIGN_OR_RETURN(metadata_, read_hf_config(config_path.string()));
+  const fs::path dir(dir_);
+  const fs::path index = dir / "model.safetensors.index.json";
+  const fs::path single = dir / "model.safetensors";
+  std::error_code ec;
+  if (fs::exists(index, ec)) {
+    DI_RETURN_IF_ERROR(load_sharded(index));
+  } else if (fs::exists(single, ec)) {
+    DI_RETURN_IF_ERROR(load_single(single));
+  } else {
+    return not_found(dir_ + ": neither model.safetensors nor model.safetensors.index.json is present");
+  }
+  return apply_tied_embeddings(config_path);
+}
+
+Status SafetensorsSource::load_single(const fs::path& file) {
+  std::set<std::string> names;
+  return add_file(file, &names);
+}
+
+Status SafetensorsSource::load_sharded(const fs::path& index_path) {
+  const std::string index_name = index_path.string();
+  DI_ASSIGN_OR_RETURN(MappedFile index_file, MappedFile::open(index_name));
+  const auto* text = reinterpret_cast<const char*>(index_file.data());
+  const json index = json::parse(text ? text : "", (text ? text : "") + index_file.size(), nullptr,
+                                 /*allow_exceptions=*/false);
+  if (index.is_discarded() || !index.is_object()) return data_loss(index_name + ": not a valid JSON object");
+  auto map_it = index.find("weight_map");
+  if (map_it == index.end() || !map_it->is_object()) {
+    return data_loss(index_name + ": 'weight_map' is missing or not an object");
+  }
+  if (map_it->empty()) return data_loss(index_name + ": 'weight_map' lists no tensors");
+
+  // Shards in first-mention order, each opened once however many tensors it holds.
+  std::vector<std::string> shard_order;
+  std::map<std::string, std::set<std::string>> listed;  // shard -> tensors the index puts there
+  for (const auto& [tensor, shard] : map_it->items()) {
+    if (!shard.is_string()) return data_loss(index_name + ": the shard of tensor '" + tensor + "' is not a string");
+    const std::string s = shard.get<std::string>();
+    // Shards live next to the index; a path elsewhere is not something the format produces.
+    if (s.empty() || s.find('/') != std::string::npos || s.find('\\') != std::string::npos || s == "." || s == "..") {
+      return invalid_argument(index_name + ": shard name '" + s + "' for tensor '" + tensor +
+                              "' is not a plain file name");
+    }
+    if (!listed.count(s)) shard_order.push_back(s);
+    listed[s].insert(tensor);
+  }
+  for (const std::string& shard : shard_order) {
+    const fs::path shard_path = index_path.parent_path() / shard;
+    std::error_code ec;
+    if (!fs::exists(shard_path, ec)) {
+      return not_found(index_name + ": shard '" + shard + "' (listed for tensor '" + *listed[shard].begin() +
+                       "') does not exist");
+    }
+    std::set<std::string> held;
+    DI_RETURN_IF_ERROR(add_file(shard_path, &held));
+    for (const std::string& tensor : listed[shard]) {
+      if (!held.count(tensor)) {
+        return data_loss(index_name + ": tensor '" + tensor + "' is listed in shard '" + shard +
+                         "', but that shard does not hold it");
+      }
+    }
+  }
+  metadata_.set("deepinfer.safetensors_shards", MetaValue::of_uint(shard_order.size(), MetaType::kU32));
+  return {};
+}
+
+Status SafetensorsSource::add_file(const fs::path& path, std::set<std::string>* hf_names) {
+  const std::string name = path.string();
+  DI_ASSIGN_OR_RETURN(MappedFile file, MappedFile::open(name));
+  const size_t size = file.size();
+  if (size < 8) {
+    return data_loss(name + ": file is " + std::to_string(size) + " bytes, too short for the 8-byte header length");
+  }
+  uint64_t header_len = 0;
+  for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | file.data()[i];  // little-endian
+  if (header_len > size - 8) {
+    return data_loss(name + ": header length " + std::to_string(header_len) + " runs past the end of the file (" +
+                     std::to_string(size) + " bytes); the file is truncated or not safetensors");
+  }
+  if (header_len > kMaxHeaderBytes) {
+    return data_loss(name + ": header length " + std::to_string(header_len) + " exceeds the 100 MB limit");
+  }
+  const auto* header_begin = reinterpret_cast<const char*>(file.data() + 8);
+  const json header = json::parse(header_begin, header_begin + header_len, nullptr, /*allow_exceptions=*/false);
+  if (header.is_discarded()) return data_loss(name + ": header is not valid JSON");
+  if (!header.is_object()) return data_loss(name + ": header is not a JSON object");
+
+  const uint8_t* data = file.data() + 8 + header_len;
+  const uint64_t data_size = size - 8 - header_len;
+  for (const auto& [hf_name, info] : header.items()) {
+    if (hf_name == "__metadata__") continue;  // free-form strings ("format": "pt")
+    auto problem = [&](const std::string& what) {
+      return data_loss(name + ": tensor '" + hf_name + "' " + what);
+    };
+    if (!info.is_object()) return problem("is not described by a JSON object");
+    auto dtype_it = info.find("dtype");
+    auto shape_it = info.find("shape");
+    auto offsets_it = info.find("data_offsets");
+    if (dtype_it == info.end() || !dtype_it->is_string()) return problem("has no 'dtype' string");
+    if (shape_it == info.end() || !shape_it->is_array()) return problem("has no 'shape' list");
+    if (offsets_it == info.end() || !offsets_it->is_array() || offsets_it->size() != 2) {
+      return problem("has no 'data_offsets' pair [begin, end]");
+    }
+    const std::string dtype_name_str = dtype_it->get<std::string>();
+    const SafetensorsDType* dt = find_dtype(dtype_name_str);
+    if (!dt) return unimplemented(name + ": tensor '" + hf_name + "' has unknown dtype '" + dtype_name_str + "'");
+
+    std::vector<int64_t> shape;
+    uint64_t n_elements = 1;
+    for (const json& d : *shape_it) {
+      DI_ASSIGN_OR_RETURN(uint64_t dim, non_negative(d, name, hf_name, "shape"));
+      if (dim > static_cast<uint64_t>(INT64_MAX) || __builtin_mul_overflow(n_elements, dim, &n_elements)) {
+        return problem("has a shape whose element count overflows");
+      }
+      shape.push_back(static_cast<int64_t>(dim));
+    }
+    DI_ASSIGN_OR_RETURN(uint64_t begin, non_negative((*offsets_it)[0], name, hf_name, "data_offsets"));
+    DI_ASSIGN_OR_RETURN(uint64_t end, non_negative((*offsets_it)[1], name, hf_name, "data_offsets"));
+    const std::string range = "[" + std::to_string(begin) + ", " + std::to_string(end) + "]";
+    if (end < begin) return problem("has data_offsets " + range + " that end before they begin");
+    if (end > data_size) {
+      return problem("has data_offsets " + range + " past the end of the data (" + std::to_string(data_size) +
+                     " bytes); the file is truncated or corrupt");
+    }
+    uint64_t want_bytes = 0;
+    if (__builtin_mul_overflow(n_elements, static_cast<uint64_t>(dt->element_bytes), &want_bytes) ||
+        want_bytes != end - begin) {
+      std::string shape_s = "[";
+      for (size_t i = 0; i < shape.size(); ++i) shape_s += (i ? ", " : "") + std::to_string(shape[i]);
+      return problem("has " + std::to_string(end - begin) + " bytes of data, but shape " + shape_s + "] of " +
+                     dtype_name_str + " needs " + (want_bytes ? std::to_string(want_bytes) : "more"));
+    }
+
+    hf_names->insert(hf_name);
+    std::optional<std::string> gguf_name = hf_to_gguf_tensor_name(hf_name);
+    if (!gguf_name) continue;
+    if (!dt->dtype) {
+      return unimplemented(name + ": tensor '" + hf_name + "' has dtype " + dtype_name_str +
+                           "; only F32, F16 and BF16 weights are supported");
+    }
+    if (auto it = origin_.find(*gguf_name); it != origin_.end()) {
+      return invalid_argument(name + ": tensor '" + hf_name + "' appears again (also in " + it->second + ")");
+    }
+    origin_.emplace(*gguf_name, name);
+    TensorView view;
+    view.name = std::move(*gguf_name);
+    view.dtype = *dt->dtype;
+    view.shape = std::move(shape);
+    view.data = data + begin;
+    view.n_bytes = static_cast<size_t>(end - begin);
+    view.file = name;
+    tensors_.push_back(std::move(view));
+  }
+  files_.push_back(std::move(file));
+  return {};
+}
+
+// transformers ties lm_head to the embedding after loading whenever the config says so, even
+// if the checkpoint also stores an lm_head, so a stored one is dropped to compute the same
+// thing; the forward pass ties when output.weight is absent.
+Status SafetensorsSource::apply_tied_embeddings(const fs::path& config_path) {
+  DI_ASSIGN_OR_RETURN(bool tied, metadata_.get_bool("deepinfer.tied_embeddings"));
+  auto output = std::find_if(tensors_.begin(), tensors_.end(),
+                             [](const TensorView& t) { return t.name == "output.weight"; });
+  if (tied && output != tensors_.end()) {
+    tensors_.erase(output);
+  } else if (!tied && output == tensors_.end()) {
+    return not_found(config_path.string() + ": tie_word_embeddings is false, but no safetensors file of '" + dir_ +
+                     "' holds lm_head.weight");
+  }
+  return {};
+}
+
+}  // namespace
+
+Result<std::unique_ptr<TensorSource>> open_safetensors(const std::string& dir) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return not_found(dir + ": not a directory (a Hugging Face model directory was expected)");
+  const fs::path config = fs::path(dir) / "config.json";
+  if (!fs::exists(config, ec)) {
+    return not_found(dir + ": config.json is missing (a Hugging Face model directory needs config.json and *.safetensors)");
+  }
+  auto source = std::make_unique<SafetensorsSource>(dir);
+  DI_RETURN_IF_ERROR(source->load(config));
+  return std::unique_ptr<TensorSource>(std::move(source));
+}
+
+}  // namespace deepinfer

@@ -1,0 +1,131 @@
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cmath>
+#include <fstream>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/half.h"
+#include "core/mapped_file.h"
+#include "core/sha256.h"
+#include "core/thread_pool.h"
+#include "deepinfer/status.h"
+
+namespace deepinfer {
+namespace {
+
+TEST(Status, ResultCarriesValueOrError) {
+  Result<int> good = 3;
+  ASSERT_TRUE(good.ok());
+  EXPECT_EQ(*good, 3);
+  Result<int> bad = not_found("no such tensor 'x'");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(bad.status().to_string(), "NOT_FOUND: no such tensor 'x'");
+}
+
+Result<int> twice(Result<int> in) {
+  DI_ASSIGN_OR_RETURN(int v, std::move(in));
+  return v * 2;
+}
+
+TEST(Status, AssignOrReturnPropagates) {
+  EXPECT_EQ(*twice(4), 8);
+  EXPECT_EQ(twice(data_loss("cut")).status().code(), StatusCode::kDataLoss);
+}
+
+TEST(Half, Fp16RoundTripsAndKnownValues) {
+  EXPECT_EQ(fp16_to_fp32(0x3c00), 1.0f);
+  EXPECT_EQ(fp16_to_fp32(0xc000), -2.0f);
+  EXPECT_EQ(fp16_to_fp32(0x7bff), 65504.0f);
+  EXPECT_EQ(fp16_to_fp32(0x0001), std::ldexp(1.0f, -24));  // smallest subnormal
+  EXPECT_TRUE(std::isinf(fp16_to_fp32(0x7c00)));
+  EXPECT_TRUE(std::isnan(fp16_to_fp32(0x7e00)));
+  for (uint32_t h = 0; h < 0x10000; ++h) {
+    const float f = fp16_to_fp32(static_cast<uint16_t>(h));
+    if (std::isnan(f)) continue;
+    EXPECT_EQ(fp32_to_fp16(f), h) << std::hex << h;
+  }
+  EXPECT_EQ(fp32_to_fp16(1.0f + std::ldexp(1.0f, -11)), 0x3c00);  // tie rounds to even
+}
+
+TEST(Half, Bf16) {
+  EXPECT_EQ(bf16_to_fp32(0x3f80), 1.0f);
+  EXPECT_EQ(fp32_to_bf16(1.0f), 0x3f80);
+  EXPECT_EQ(fp32_to_bf16(fp32_from_bits(0x3f808000)), 0x3f80);  // tie to even
+  EXPECT_EQ(fp32_to_bf16(fp32_from_bits(0x3f818000)), 0x3f82);
+  EXPECT_TRUE(std::isnan(bf16_to_fp32(fp32_to_bf16(NAN))));
+}
+
+TEST(DType, TableMatchesGgufBlockSizes) {
+  EXPECT_EQ(dtype_traits(DType::kQ4_0)->block_bytes, 18u);
+  EXPECT_EQ(dtype_traits(DType::kQ4_1)->block_bytes, 20u);
+  EXPECT_EQ(dtype_traits(DType::kQ8_0)->block_bytes, 34u);
+  EXPECT_EQ(dtype_traits(DType::kQ4_K)->block_bytes, 144u);
+  EXPECT_EQ(dtype_traits(DType::kQ6_K)->block_bytes, 210u);
+  EXPECT_EQ(dtype_traits(DType::kQ2_K)->block_bytes, 84u);
+  EXPECT_EQ(dtype_traits(DType::kQ3_K)->block_bytes, 110u);
+  EXPECT_EQ(dtype_traits(DType::kQ5_K)->block_bytes, 176u);
+  EXPECT_EQ(dtype_row_bytes(DType::kQ4_1, 576), 18u * 20u);
+  EXPECT_FALSE(dtype_from_ggml_id(4).has_value());  // removed Q4_2
+  EXPECT_FALSE(dtype_from_ggml_id(99).has_value());
+  EXPECT_EQ(dtype_name(DType::kBF16), "bf16");
+}
+
+TEST(ThreadPool, CoversEveryIndexOnceWithGrainAlignedRanges) {
+  for (int threads : {1, 2, 3, 5}) {
+    ThreadPool pool(threads);
+    for (int64_t n : {1, 7, 64, 1000}) {
+      std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+      std::atomic<bool> aligned{true};
+      pool.parallel_for(
+          n,
+          [&](int, int64_t b, int64_t e) {
+            if (b % 8 != 0) aligned = false;
+            for (int64_t i = b; i < e; ++i) hits[static_cast<size_t>(i)]++;
+          },
+          8);
+      for (auto& h : hits) EXPECT_EQ(h.load(), 1);
+      EXPECT_TRUE(aligned.load());
+    }
+  }
+}
+
+TEST(ThreadPool, UsesSeveralThreadsAndSurvivesManyCalls) {
+  ThreadPool pool(2);
+  std::atomic<int> seen_mask{0};
+  for (int rep = 0; rep < 2000; ++rep) {
+    pool.parallel_for(2, [&](int tid, int64_t, int64_t) { seen_mask |= 1 << tid; });
+  }
+  EXPECT_EQ(seen_mask.load(), 3);
+}
+
+TEST(MappedFile, MapsAndReportsMissing) {
+  const std::string path = ::testing::TempDir() + "/deepinfer_map_test.bin";
+  {
+    std::ofstream(path, std::ios::binary) << "hello";
+  }
+  auto f = MappedFile::open(path);
+  ASSERT_TRUE(f.ok());
+  EXPECT_EQ(f->size(), 5u);
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>(f->data()), 5), "hello");
+  auto missing = MappedFile::open(path + ".nope");
+  EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
+  auto dir = MappedFile::open(::testing::TempDir());
+  EXPECT_FALSE(dir.ok());
+}
+
+TEST(Sha256, KnownVectors) {
+  const std::string abc = "abc";
+  EXPECT_EQ(sha256_hex({reinterpret_cast<const uint8_t*>(abc.data()), abc.size()}),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  const std::string path = ::testing::TempDir() + "/deepinfer_sha_test.bin";
+  {
+    std::ofstream(path, std::ios::binary) << "abc";
+  }
+  EXPECT_EQ(*sha256_file_hex(path), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+}
+
+}  // namespace
+}  // namespace deepinfer
