@@ -29,7 +29,6 @@ static_assert(std::endian::native == std::endian::little, "GGUF tensors are used
 
 namespace {
 
-constexpr uint64_t kDefaultAlignment = 32;
 // Tensor data offsets are multiples of the alignment, so a multiple of 8 keeps every block
 // field (halves, floats) naturally aligned; the GGUF specification requires it.
 constexpr uint64_t kMinAlignment = 8;

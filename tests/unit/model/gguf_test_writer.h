@@ -138,7 +138,7 @@ class GgufWriter {
     out.resize(data_offset_, 0);
     for (size_t i = 0; i < tensors_.size(); ++i) {
       // An offset far past any real file (a test of offsets past the end) places no data.
-      if (offsets_[i] > (uint64_t{1} << 30)) continue;
+      if (offsets_[i] > (uint64_t{1} << 30) || tensors_[i].data.empty()) continue;
       const uint64_t at = data_offset_ + offsets_[i];
       if (out.size() < at + tensors_[i].data.size()) out.resize(at + tensors_[i].data.size(), 0);
       std::memcpy(out.data() + at, tensors_[i].data.data(), tensors_[i].data.size());
