@@ -48,6 +48,7 @@ struct ModelConfig {
   RopeScaling rope_scaling;
   bool tied_embeddings = false;
   bool attn_bias = false;    // Q/K/V projections carry a bias (Qwen2)
+  int64_t sliding_window = 0;  // Mistral: every layer attends to the last `sliding_window` positions
 };
 
 class InferenceContext;

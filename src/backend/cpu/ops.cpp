@@ -132,7 +132,8 @@ void attention(const AttentionShape& shape, const float* q, int64_t n_tokens,
       float m = -std::numeric_limits<float>::infinity();
       float l = 0.0f;
       std::fill(acc, acc + d, 0.0f);
-      for (int64_t j = 0; j <= positions[t]; ++j) {
+      const int64_t first = shape.sliding_window > 0 ? std::max<int64_t>(0, positions[t] - shape.sliding_window + 1) : 0;
+      for (int64_t j = first; j <= positions[t]; ++j) {
         const float s = dot_f32(qh, k + j * kv_stride + kv_h * d, d) * shape.scale;
         float rescale = 1.0f;
         if (s > m) {

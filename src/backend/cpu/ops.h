@@ -57,12 +57,15 @@ void softmax(float* x, int64_t n);
 // k,v: [n_kv_positions, n_head_kv * head_dim] (row p = position p of the sequence)
 // out: [n_tokens, n_head, head_dim]
 // Query t sits at positions[t] and attends to cache rows 0..positions[t]. Heads share KV in
-// groups of n_head / n_head_kv (GQA). `scale` multiplies q·k.
+// groups of n_head / n_head_kv (GQA). `scale` multiplies q·k. With a sliding window w > 0 a
+// query at position p sees only rows p-w+1..p (Mistral's convention: the window counts the
+// query's own position).
 struct AttentionShape {
   int64_t n_head = 0;
   int64_t n_head_kv = 0;
   int64_t head_dim = 0;
   float scale = 1.0f;
+  int64_t sliding_window = 0;  // 0 = full causal attention
 };
 void attention(const AttentionShape& shape, const float* q, int64_t n_tokens,
                std::span<const int32_t> positions, const float* k, const float* v, float* out,

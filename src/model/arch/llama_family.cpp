@@ -152,6 +152,8 @@ Status LlamaFamilyModel::read_config() {
   } else if (scaling != "none") {
     return unimplemented(source_->path() + ": rope scaling '" + scaling + "' is not supported");
   }
+  DI_ASSIGN_OR_RETURN(uint64_t window, md.get_uint_or(p + "attention.sliding_window", 0));
+  c.sliding_window = static_cast<int64_t>(window);
   c.attn_bias = has_tensor("blk.0.attn_q.bias");
   c.tied_embeddings = !has_tensor("output.weight");
   DI_ASSIGN_OR_RETURN(const TensorView* embd, source_->get("token_embd.weight"));
@@ -334,7 +336,7 @@ void LlamaContext::forward_batch(std::span<const int32_t> tokens, BatchLogits ke
 
   cpu::gather_rows(m.token_embd, tokens, x_.data());
   const cpu::AttentionShape att_shape{c.n_head, c.n_head_kv, c.head_dim,
-                                      1.0f / std::sqrt(static_cast<float>(c.head_dim))};
+                                      1.0f / std::sqrt(static_cast<float>(c.head_dim)), c.sliding_window};
   for (int64_t l = 0; l < c.n_layer; ++l) {
     const LayerWeights& L = m.layers[static_cast<size_t>(l)];
     float* k_layer = k_cache_.data() + l * n_ctx_ * kv_dim;

@@ -112,10 +112,6 @@ class Parser {
   }
 
  private:
-  struct PendingTensor {
-    uint64_t offset = 0;  // relative to the data section
-  };
-
   uint64_t size() const { return bytes_.size(); }
   uint64_t remaining() const { return size() - pos_; }
 
@@ -126,6 +122,7 @@ class Parser {
     if (n > remaining()) {
       fail_start_ = pos_;
       fail_len_ = n;
+      fail_is_string_ = false;
       return false;
     }
     *p = bytes_.data() + pos_;
@@ -449,7 +446,7 @@ class Parser {
       return error(StatusCode::kDataLoss, where + " has data offset " + std::to_string(offset) +
                                               ", not a multiple of the alignment " + std::to_string(out_.alignment));
     }
-    pending_.push_back({offset});
+    data_offsets_.push_back(offset);
     out_.tensors.push_back(std::move(t));
     return {};
   }
@@ -461,10 +458,10 @@ class Parser {
     for (size_t i = 0; i < out_.tensors.size(); ++i) {
       TensorView& t = out_.tensors[i];
       uint64_t begin = 0, end = 0;
-      const bool overflow = __builtin_add_overflow(out_.data_offset, pending_[i].offset, &begin) ||
+      const bool overflow = __builtin_add_overflow(out_.data_offset, data_offsets_[i], &begin) ||
                             __builtin_add_overflow(begin, t.n_bytes, &end);
       if (overflow || end > size()) {
-        const std::string shown = overflow ? "data offset " + std::to_string(pending_[i].offset) + " + " +
+        const std::string shown = overflow ? "data offset " + std::to_string(data_offsets_[i]) + " + " +
                                                  std::to_string(t.n_bytes) + " bytes"
                                            : "offset " + std::to_string(end);
         return error(StatusCode::kDataLoss, "truncated: tensor '" + printable(t.name) + "' (" +
@@ -506,7 +503,7 @@ class Parser {
   bool have_key_ = false;
   std::vector<uint64_t> item_path_;
 
-  std::vector<PendingTensor> pending_;
+  std::vector<uint64_t> data_offsets_;  // per tensor, relative to the data section
   std::unordered_map<std::string, uint64_t> names_;
   GgufContents out_;
 };

@@ -185,6 +185,19 @@ TEST(Ops, CausalGqaAttentionMatchesTwoPassSoftmax) {
   }
 }
 
+TEST(Ops, SlidingWindowAttentionSeesOnlyTheLastWindowPositions) {
+  // head_dim 1, one head: scores all equal, so the output is the mean of the visible values.
+  const AttentionShape shape{1, 1, 1, 1.0f, 3};
+  std::vector<float> k(10, 0.0f), v(10), q = {1.0f, 1.0f};
+  for (int i = 0; i < 10; ++i) v[i] = static_cast<float>(i);
+  std::vector<int32_t> positions = {1, 9};
+  std::vector<float> out(2);
+  ThreadPool pool(1);
+  attention(shape, q.data(), 2, positions, k.data(), v.data(), out.data(), pool);
+  EXPECT_FLOAT_EQ(out[0], 0.5f);  // rows 0..1 (fewer than the window)
+  EXPECT_FLOAT_EQ(out[1], 8.0f);  // rows 7..9
+}
+
 TEST(Ops, GatherRowsDequantizes) {
   std::vector<float> table = {0, 1, 2, 3, 4, 5, 6, 7};  // 4 rows of 2
   WeightMatrix m{DType::kF32, reinterpret_cast<const uint8_t*>(table.data()), 4, 2};
