@@ -167,6 +167,21 @@ def cpu_model() -> str:
     return platform.processor() or "unknown"
 
 
+def cpu_idle_percent(seconds: float = 3.0) -> float | None:
+    """Share of CPU time idle over the next few seconds (Linux), to show how quiet the machine was."""
+    def sample():
+        with open("/proc/stat", encoding="ascii") as f:
+            fields = [int(x) for x in f.readline().split()[1:]]
+        return fields[3] + fields[4], sum(fields)
+    try:
+        idle0, total0 = sample()
+        time.sleep(seconds)
+        idle1, total1 = sample()
+    except (OSError, ValueError, IndexError):
+        return None
+    return 100.0 * (idle1 - idle0) / max(1, total1 - total0)
+
+
 def git_commit() -> str:
     proc = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
     if proc.returncode != 0:
@@ -183,13 +198,19 @@ def common_prefix(a: list[int], b: list[int]) -> int:
     return n
 
 
+def idle_text(machine: dict) -> str:
+    idle = machine.get("cpu_idle_percent_before")
+    return "" if idle is None else f"CPUs {idle:.0f}% idle just before the run, "
+
+
 def markdown_table(res: dict) -> str:
     m = res["machine"]
     lines = [
         f"Model `{res['model_file']}`, {res['prompt_tokens']} prompt tokens, {res['gen_tokens']} generated "
         f"(greedy, end-of-sequence ignored), median of {res['reps']} alternating repetitions, each in a fresh "
-        f"process. Machine: {m['cpu']}, {m['cores']} cores, {m['date']}; load average "
-        f"{m['loadavg_before']} before, {m['loadavg_after']} after. deepinfer {res['deepinfer_commit']}, "
+        f"process. Machine: {m['cpu']}, {m['cores']} cores, {m['date']}; {idle_text(m)}load average "
+        f"{m['loadavg_before']} before, {m['loadavg_after']} after. "
+        f"{'deepinfer ' + res['deepinfer_commit'] + ', ' if res['deepinfer_commit'] else ''}"
         f"llama-cpp-python {res['versions'].get('llama_cpp_python')} (llama.cpp "
         f"{res['versions'].get('llama_cpp')}, ggml {res['versions'].get('ggml_commit')}, "
         f"built from source with GGML_NATIVE=ON, flash attention {'on' if res['flash_attn'] else 'off'}).",
@@ -253,6 +274,7 @@ def main() -> None:
 
     ids = make_prompt_ids(model, args.prompt_tokens)
     loadavg_before = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    idle_before = cpu_idle_percent()
     runs = []
     for rep in range(args.reps):
         for t in threads:
@@ -301,7 +323,7 @@ def main() -> None:
         "versions": {"llama_cpp_python": llama_cpp.__version__, "llama_cpp": llama_cpp.llama_version().decode(),
                      **ggml_versions(llama_cpp)},
         "machine": {"cpu": cpu_model(), "cores": os.cpu_count(), "date": now.strftime("%Y-%m-%d"),
-                    "loadavg_before": loadavg_before,
+                    "loadavg_before": loadavg_before, "cpu_idle_percent_before": idle_before,
                     "loadavg_after": " ".join(f"{x:.2f}" for x in os.getloadavg())},
         "prompt_ids": ids,
         "summary": summary,

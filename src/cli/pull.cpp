@@ -117,12 +117,13 @@ std::string join_args(const std::vector<std::string>& argv) {
 }
 
 // Runs argv (found on PATH, no shell involved) with stdin from /dev/null and stdout and stderr
-// into `log_path`. Returns the exit status; a child killed by a signal counts as 128 + signal.
+// into `log_path` (replaced, so it holds this command's output only). Returns the exit status;
+// a child killed by a signal counts as 128 + signal.
 Result<int> run_child(const std::vector<std::string>& argv, const std::string& log_path) {
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);
