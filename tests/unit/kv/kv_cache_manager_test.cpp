@@ -1,0 +1,152 @@
+#include "kv/kv_cache_manager.h"
+
+#include <gtest/gtest.h>
+
+#include <numeric>
+#include <vector>
+
+namespace deepinfer::kv {
+namespace {
+
+std::vector<int32_t> iota_tokens(int n, int start = 0) {
+  std::vector<int32_t> t(static_cast<size_t>(n));
+  std::iota(t.begin(), t.end(), start);
+  return t;
+}
+
+KvCacheManager make(int32_t n_blocks, int32_t block_size = 4) {
+  return KvCacheManager(KvCacheConfig{block_size, n_blocks, true, "model-a"});
+}
+
+// Runs a request through its whole life: lookup, allocate, compute everything, cache, free.
+void serve(KvCacheManager& m, RequestId id, const std::vector<int32_t>& tokens, std::string_view salt = "") {
+  PrefixHit hit = m.find_cached_prefix(tokens, salt);
+  ASSERT_TRUE(m.allocate_slots(id, static_cast<int64_t>(tokens.size()), &hit));
+  m.cache_full_blocks(id, tokens, static_cast<int64_t>(tokens.size()), salt);
+  m.free(id);
+}
+
+TEST(BlockHash, ChainsOverParentTokensAndExtras) {
+  std::vector<int32_t> a = {1, 2, 3, 4}, b = {1, 2, 3, 5};
+  const BlockHash ha = hash_block(nullptr, a, "x");
+  EXPECT_EQ(ha, hash_block(nullptr, a, "x"));
+  EXPECT_NE(ha, hash_block(nullptr, b, "x"));
+  EXPECT_NE(ha, hash_block(nullptr, a, "y"));
+  EXPECT_NE(hash_block(&ha, a, "x"), hash_block(nullptr, a, "x"));
+  const BlockHash hb = hash_block(nullptr, b, "x");
+  EXPECT_NE(hash_block(&ha, a, "x"), hash_block(&hb, a, "x"));
+}
+
+TEST(KvCacheManager, HitAcrossRequestsReusesTheSameBlocks) {
+  auto m = make(16);
+  const auto prompt = iota_tokens(10);  // two full blocks of 4 + 2 tokens
+  PrefixHit cold = m.find_cached_prefix(prompt, "");
+  EXPECT_EQ(cold.n_tokens, 0);
+  ASSERT_TRUE(m.allocate_slots(1, 10, &cold));
+  const std::vector<BlockId> first(m.block_table(1).begin(), m.block_table(1).end());
+  m.cache_full_blocks(1, prompt, 10, "");
+  // Request 2 while 1 still runs: shares the two full blocks (reference count 2).
+  PrefixHit hot = m.find_cached_prefix(prompt, "");
+  EXPECT_EQ(hot.n_tokens, 8);
+  ASSERT_EQ(hot.blocks.size(), 2u);
+  EXPECT_EQ(hot.blocks[0], first[0]);
+  EXPECT_EQ(hot.blocks[1], first[1]);
+  ASSERT_TRUE(m.allocate_slots(2, 10, &hot));
+  EXPECT_EQ(m.block_table(2).size(), 3u);
+  EXPECT_NE(m.block_table(2)[2], first[2]);  // the partial block is private
+  KvCacheStats s = m.stats();
+  EXPECT_EQ(s.prefix_queries, 20);
+  EXPECT_EQ(s.prefix_hits, 8);
+  EXPECT_EQ(s.pool.n_free, 16 - 4);
+}
+
+TEST(KvCacheManager, LastTokenIsAlwaysRecomputed) {
+  auto m = make(16);
+  const auto prompt = iota_tokens(8);  // exactly two blocks
+  serve(m, 1, prompt);
+  PrefixHit hit = m.find_cached_prefix(prompt, "");
+  EXPECT_EQ(hit.n_tokens, 4);  // not 8: the second block holds the last token
+}
+
+TEST(KvCacheManager, SaltsIsolateRequests) {
+  auto m = make(16);
+  const auto prompt = iota_tokens(9);
+  serve(m, 1, prompt, "alice");
+  EXPECT_EQ(m.find_cached_prefix(prompt, "bob").n_tokens, 0);
+  EXPECT_EQ(m.find_cached_prefix(prompt, "").n_tokens, 0);
+  EXPECT_EQ(m.find_cached_prefix(prompt, "alice").n_tokens, 8);
+  KvCacheManager other(KvCacheConfig{4, 16, true, "model-b"});
+  serve(other, 1, prompt, "alice");
+  EXPECT_EQ(other.find_cached_prefix(prompt, "alice").n_tokens, 8);
+}
+
+TEST(KvCacheManager, FreedCachedBlocksAreRevivedOnAHit) {
+  auto m = make(4);
+  const auto prompt = iota_tokens(9);  // 3 blocks
+  serve(m, 1, prompt);
+  EXPECT_EQ(m.stats().pool.n_free, 4);    // all free...
+  EXPECT_EQ(m.stats().pool.n_cached, 2);  // ...two of them still cached
+  PrefixHit hit = m.find_cached_prefix(prompt, "");
+  ASSERT_EQ(hit.n_tokens, 8);
+  ASSERT_TRUE(m.allocate_slots(2, 9, &hit));
+  EXPECT_EQ(m.stats().pool.n_free, 1);
+  EXPECT_EQ(m.stats().pool.n_evicted, 0);
+}
+
+TEST(KvCacheManager, EvictionIsLeastRecentlyFreedFirstTailBeforeHead) {
+  auto m = make(4);
+  serve(m, 1, iota_tokens(9, 0));     // caches blocks A0, A1 (+ a private partial)
+  // A 2-block request takes the two least recently freed blocks. Freed tail first, A's chain
+  // entered the queue as partial, A1, A0; the never-used 4th block sits before them.
+  ASSERT_TRUE(m.allocate_slots(2, 8, nullptr));
+  EXPECT_EQ(m.stats().pool.n_evicted, 0);  // the unused block and A's partial block went first
+  EXPECT_EQ(m.find_cached_prefix(iota_tokens(9, 0), "").n_tokens, 8);
+  ASSERT_TRUE(m.allocate_slots(3, 4, nullptr));  // now A1 (the chain's tail) is evicted
+  EXPECT_EQ(m.stats().pool.n_evicted, 1);
+  EXPECT_EQ(m.find_cached_prefix(iota_tokens(9, 0), "").n_tokens, 4);  // A0 survives
+}
+
+TEST(KvCacheManager, RunningOutIsANormalFalseThatChangesNothing) {
+  auto m = make(3);
+  ASSERT_TRUE(m.allocate_slots(1, 8, nullptr));  // 2 blocks
+  EXPECT_FALSE(m.allocate_slots(2, 8, nullptr));  // needs 2, 1 free
+  EXPECT_TRUE(m.block_table(2).empty());
+  EXPECT_EQ(m.stats().pool.n_free, 1);
+  EXPECT_TRUE(m.allocate_slots(1, 12, nullptr));  // grows into the last block
+  EXPECT_FALSE(m.allocate_slots(1, 13, nullptr));
+  m.free(1);
+  EXPECT_EQ(m.stats().pool.n_free, 3);
+  m.free(1);  // unknown now: ignored
+  EXPECT_TRUE(m.allocate_slots(2, 8, nullptr));
+}
+
+TEST(KvCacheManager, ReferenceCountsFollowSharing) {
+  auto m = make(8);
+  const auto prompt = iota_tokens(9);
+  PrefixHit none = m.find_cached_prefix(prompt, "");
+  ASSERT_TRUE(m.allocate_slots(1, 9, &none));
+  m.cache_full_blocks(1, prompt, 9, "");
+  const BlockId shared = m.block_table(1)[0];
+  PrefixHit hit = m.find_cached_prefix(prompt, "");
+  ASSERT_TRUE(m.allocate_slots(2, 9, &hit));
+  PrefixHit hit3 = m.find_cached_prefix(prompt, "");
+  ASSERT_TRUE(m.allocate_slots(3, 9, &hit3));
+  EXPECT_EQ(m.stats().pool.n_free, 8 - 3 - 2);
+  m.free(1);
+  m.free(2);
+  EXPECT_EQ(m.stats().pool.n_free, 8 - 3);  // request 3 still holds the two shared blocks
+  EXPECT_EQ(m.block_table(3)[0], shared);
+  m.free(3);
+  EXPECT_EQ(m.stats().pool.n_free, 8);
+}
+
+TEST(KvCacheManager, PrefixCachingOffFindsNothing) {
+  KvCacheManager m(KvCacheConfig{4, 8, false, "m"});
+  const auto prompt = iota_tokens(9);
+  serve(m, 1, prompt);
+  EXPECT_EQ(m.find_cached_prefix(prompt, "").n_tokens, 0);
+  EXPECT_EQ(m.stats().pool.n_cached, 0);
+}
+
+}  // namespace
+}  // namespace deepinfer::kv
