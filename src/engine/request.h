@@ -1,0 +1,41 @@
+// One request's scheduling state, owned by the engine thread.
+//
+// There are no prefill and decode phases: a request knows `tokens` (prompt, then generated
+// tokens) and how many of them have KV computed; each step hands it tokens until the two meet.
+// That one rule covers chunked prefill, prefix-cache hits and plain decoding.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kv/kv_cache_manager.h"
+
+namespace deepinfer {
+
+using kv::RequestId;
+
+enum class RequestState { kWaiting, kRunning, kFinished };
+
+enum class FinishReason { kNone, kStop, kLength, kCancelled };
+
+struct Request {
+  RequestId id = 0;
+  std::vector<int32_t> tokens;  // prompt followed by generated tokens
+  int64_t n_prompt = 0;
+  int64_t n_computed = 0;       // leading tokens whose KV is in the cache
+  int64_t max_tokens = 16;      // generated tokens allowed
+  std::vector<int32_t> stop_token_ids;
+  std::string cache_salt;
+  int32_t priority = 0;         // smaller runs first under the priority policy (vLLM's convention)
+  uint64_t arrival = 0;         // submission order, the tie-break everywhere
+  RequestState state = RequestState::kWaiting;
+  FinishReason finish = FinishReason::kNone;
+  int32_t n_preemptions = 0;
+  bool cancel_requested = false;
+
+  int64_t n_tokens() const { return static_cast<int64_t>(tokens.size()); }
+  int64_t n_generated() const { return n_tokens() - n_prompt; }
+};
+
+}  // namespace deepinfer

@@ -1,0 +1,150 @@
+#include "engine/scheduler.h"
+
+#include <algorithm>
+
+#include "core/check.h"
+
+namespace deepinfer {
+
+Scheduler::Scheduler(SchedulerConfig config, kv::KvCacheManager& kv) : config_(config), kv_(kv) {
+  DI_ICHECK(config_.max_num_batched_tokens > 0 && config_.max_num_seqs > 0);
+}
+
+bool Scheduler::ranks_before(const Request& a, const Request& b) const {
+  if (config_.policy == SchedulingPolicy::kPriority && a.priority != b.priority) return a.priority < b.priority;
+  return a.arrival < b.arrival;
+}
+
+void Scheduler::insert_waiting(Request* r, bool at_front) {
+  r->state = RequestState::kWaiting;
+  auto pos = std::find_if(waiting_.begin(), waiting_.end(), [&](const Request* w) { return ranks_before(*r, *w); });
+  if (at_front && config_.policy == SchedulingPolicy::kFcfs) pos = waiting_.begin();
+  waiting_.insert(pos, r);
+}
+
+void Scheduler::add(std::unique_ptr<Request> request) {
+  Request* r = request.get();
+  DI_ICHECK(r->n_prompt > 0 && r->n_prompt == r->n_tokens() && !requests_.count(r->id));
+  r->arrival = next_arrival_++;
+  r->n_computed = 0;
+  requests_.emplace(r->id, std::move(request));
+  insert_waiting(r, /*at_front=*/false);
+}
+
+void Scheduler::cancel(RequestId id) {
+  auto it = requests_.find(id);
+  if (it != requests_.end() && it->second->state != RequestState::kFinished) it->second->cancel_requested = true;
+}
+
+const Request* Scheduler::find(RequestId id) const {
+  auto it = requests_.find(id);
+  return it == requests_.end() ? nullptr : it->second.get();
+}
+
+std::unique_ptr<Request> Scheduler::take_finished(RequestId id) {
+  auto it = requests_.find(id);
+  if (it == requests_.end() || it->second->state != RequestState::kFinished) return nullptr;
+  auto r = std::move(it->second);
+  requests_.erase(it);
+  return r;
+}
+
+void Scheduler::finish(Request* r, FinishReason reason) {
+  kv_.free(r->id);
+  std::erase(running_, r);
+  std::erase(waiting_, r);
+  r->state = RequestState::kFinished;
+  r->finish = reason;
+}
+
+void Scheduler::preempt(Request* r, StepPlan& plan) {
+  kv_.free(r->id);
+  std::erase(running_, r);
+  r->n_computed = 0;  // recomputed from the prefix cache and the prompt when readmitted
+  ++r->n_preemptions;
+  insert_waiting(r, /*at_front=*/true);
+  plan.preempted.push_back(r->id);
+}
+
+Request* Scheduler::lowest_ranked_running(const Request* except) const {
+  // running_ is kept in rank order, so the lowest is last.
+  for (auto it = running_.rbegin(); it != running_.rend(); ++it) {
+    if (*it != except) return *it;
+  }
+  return nullptr;
+}
+
+StepPlan Scheduler::schedule() {
+  StepPlan plan;
+  for (auto& [id, r] : requests_) {
+    if (r->cancel_requested && r->state != RequestState::kFinished) {
+      finish(r.get(), FinishReason::kCancelled);
+      plan.finished.push_back(id);
+    }
+  }
+  int64_t budget = config_.max_num_batched_tokens;
+
+  // Running requests first, in rank order. Preemption takes victims from the tail, which has
+  // not been scheduled yet in this loop, or the current request itself.
+  for (size_t i = 0; i < running_.size() && budget > 0;) {
+    Request* r = running_[i];
+    const int64_t n = std::min(r->n_tokens() - r->n_computed, budget);
+    DI_ICHECK(n > 0);
+    bool scheduled = false;
+    while (true) {
+      if (kv_.allocate_slots(r->id, r->n_computed + n, nullptr)) {
+        scheduled = true;
+        break;
+      }
+      Request* victim = lowest_ranked_running(nullptr);
+      preempt(victim, plan);
+      if (victim == r) break;
+    }
+    if (!scheduled) break;  // r itself was the lowest: nothing after it is left to serve
+    plan.chunks.push_back({r->id, r->n_computed, n, r->n_computed + n == r->n_tokens()});
+    budget -= n;
+    ++i;
+  }
+
+  // Then waiting requests, while budget and sequence slots last. No admission in a step that
+  // had to preempt: memory is short, and the preempted request would just bounce back.
+  while (!waiting_.empty() && budget > 0 && plan.preempted.empty() &&
+         static_cast<int32_t>(running_.size()) < config_.max_num_seqs) {
+    Request* r = waiting_.front();
+    const kv::PrefixHit hit = kv_.find_cached_prefix(r->tokens, r->cache_salt);
+    const int64_t n = std::min(r->n_tokens() - hit.n_tokens, budget);
+    if (!kv_.allocate_slots(r->id, hit.n_tokens + n, &hit)) break;  // waits for blocks to free up
+    waiting_.pop_front();
+    r->n_computed = hit.n_tokens;
+    r->state = RequestState::kRunning;
+    auto pos = std::find_if(running_.begin(), running_.end(), [&](const Request* x) { return ranks_before(*r, *x); });
+    running_.insert(pos, r);
+    plan.chunks.push_back({r->id, r->n_computed, n, r->n_computed + n == r->n_tokens()});
+    budget -= n;
+  }
+  for (const ScheduledChunk& c : plan.chunks) plan.n_tokens += c.n_tokens;
+  return plan;
+}
+
+std::vector<RequestId> Scheduler::update(const StepPlan& plan, const std::vector<SampledToken>& sampled) {
+  for (const ScheduledChunk& c : plan.chunks) {
+    Request* r = requests_.at(c.id).get();
+    if (r->state != RequestState::kRunning) continue;
+    r->n_computed = c.first_position + c.n_tokens;
+    kv_.cache_full_blocks(r->id, r->tokens, r->n_computed, r->cache_salt);
+  }
+  std::vector<RequestId> finished;
+  for (const SampledToken& s : sampled) {
+    Request* r = requests_.at(s.id).get();
+    if (r->state != RequestState::kRunning) continue;
+    r->tokens.push_back(s.token);
+    const bool stop = std::find(r->stop_token_ids.begin(), r->stop_token_ids.end(), s.token) != r->stop_token_ids.end();
+    if (stop || r->n_generated() >= r->max_tokens) {
+      finish(r, stop ? FinishReason::kStop : FinishReason::kLength);
+      finished.push_back(r->id);
+    }
+  }
+  return finished;
+}
+
+}  // namespace deepinfer

@@ -1,0 +1,91 @@
+// Scheduler: decides, each engine step, which requests run and how many tokens each computes.
+//
+// One rule for prefill and decode: every running request's computed tokens catch up with its
+// known tokens, within a token budget per step (max_num_batched_tokens) and a cap on running
+// sequences (max_num_seqs). Long prompts are chunked to the budget that is left. Running
+// requests are served first, in policy order; waiting ones are admitted after them, starting
+// from their cached prefix. When KV blocks run out the lowest-ranked running request is
+// preempted: its blocks are freed and it waits again, to be recomputed (a normal outcome).
+//
+// schedule() emits a plain-data StepPlan; the runner executes it and update() applies the
+// sampled tokens. Features such as speculative decoding or grammar masks attach to the plan
+// and the update, not to branches here. Single-threaded: the engine thread owns it.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/request.h"
+#include "kv/kv_cache_manager.h"
+
+namespace deepinfer {
+
+enum class SchedulingPolicy { kFcfs, kPriority };
+
+struct SchedulerConfig {
+  int64_t max_num_batched_tokens = 2048;
+  int32_t max_num_seqs = 64;
+  SchedulingPolicy policy = SchedulingPolicy::kFcfs;
+};
+
+struct ScheduledChunk {
+  RequestId id = 0;
+  int64_t first_position = 0;  // == the request's n_computed before the step
+  int64_t n_tokens = 0;
+  bool samples = false;        // the chunk reaches the last known token: a new token follows
+};
+
+struct StepPlan {
+  std::vector<ScheduledChunk> chunks;
+  std::vector<RequestId> preempted;  // freed this step, back in the waiting queue
+  std::vector<RequestId> finished;   // cancelled requests released this step
+  int64_t n_tokens = 0;
+  bool empty() const { return chunks.empty(); }
+};
+
+// What the runner reports for one sampling chunk.
+struct SampledToken {
+  RequestId id = 0;
+  int32_t token = 0;
+};
+
+class Scheduler {
+ public:
+  Scheduler(SchedulerConfig config, kv::KvCacheManager& kv);
+
+  void add(std::unique_ptr<Request> request);
+  // The request stops at the next schedule(): its blocks are freed, it finishes as cancelled.
+  void cancel(RequestId id);
+
+  StepPlan schedule();
+  // Advances the computed counts of the plan's chunks, appends sampled tokens, publishes full
+  // blocks to the prefix cache and finishes requests that hit a stop token or max_tokens.
+  // Returns the ids finished by this update.
+  std::vector<RequestId> update(const StepPlan& plan, const std::vector<SampledToken>& sampled);
+
+  const Request* find(RequestId id) const;
+  // Finished requests are handed back (and forgotten) here.
+  std::unique_ptr<Request> take_finished(RequestId id);
+
+  size_t n_waiting() const { return waiting_.size(); }
+  size_t n_running() const { return running_.size(); }
+
+ private:
+  bool ranks_before(const Request& a, const Request& b) const;
+  void insert_waiting(Request* r, bool at_front);
+  void preempt(Request* r, StepPlan& plan);
+  void finish(Request* r, FinishReason reason);
+  Request* lowest_ranked_running(const Request* except) const;
+
+  SchedulerConfig config_;
+  kv::KvCacheManager& kv_;
+  std::unordered_map<RequestId, std::unique_ptr<Request>> requests_;
+  std::deque<Request*> waiting_;  // policy order
+  std::vector<Request*> running_;  // policy order
+  uint64_t next_arrival_ = 0;
+};
+
+}  // namespace deepinfer

@@ -1,0 +1,195 @@
+// Scheduler scenarios as tables: per step, the chunks scheduled (request:tokens), who runs,
+// who waits and who was preempted. A fake runner samples token 100 + position, so a request's
+// output depends only on its own tokens, as with a real model.
+#include "engine/scheduler.h"
+
+#include <gtest/gtest.h>
+
+#include <sstream>
+
+namespace deepinfer {
+namespace {
+
+struct Step {
+  std::string chunks;     // "A:8 B:3" (request:tokens, plan order)
+  std::string running;    // "A B" after the step
+  std::string waiting;    // "C"
+  std::string preempted;  // "B"
+};
+
+class Harness {
+ public:
+  Harness(SchedulerConfig cfg, int32_t n_blocks, int32_t block_size = 4)
+      : kv_(kv::KvCacheConfig{block_size, n_blocks, true, "test-model"}), scheduler_(cfg, kv_) {}
+
+  void add(char name, int n_prompt, int max_tokens, int priority = 0, int first_token = 1) {
+    auto r = std::make_unique<Request>();
+    r->id = static_cast<RequestId>(name);
+    for (int i = 0; i < n_prompt; ++i) r->tokens.push_back(first_token + i);
+    r->n_prompt = n_prompt;
+    r->max_tokens = max_tokens;
+    r->priority = priority;
+    scheduler_.add(std::move(r));
+  }
+
+  Step step() {
+    StepPlan plan = scheduler_.schedule();
+    Step s;
+    std::vector<SampledToken> sampled;
+    for (const ScheduledChunk& c : plan.chunks) {
+      s.chunks += (s.chunks.empty() ? "" : " ") + std::string(1, static_cast<char>(c.id)) + ":" + std::to_string(c.n_tokens);
+      if (c.samples) sampled.push_back({c.id, static_cast<int32_t>(100 + c.first_position + c.n_tokens)});
+    }
+    for (RequestId id : scheduler_.update(plan, sampled)) finished_.push_back(scheduler_.take_finished(id));
+    for (RequestId id : plan.finished) finished_.push_back(scheduler_.take_finished(id));
+    for (RequestId id : plan.preempted) s.preempted += (s.preempted.empty() ? "" : " ") + std::string(1, static_cast<char>(id));
+    s.running = names(RequestState::kRunning);
+    s.waiting = names(RequestState::kWaiting);
+    return s;
+  }
+
+  void expect(const std::vector<Step>& table) {
+    for (size_t i = 0; i < table.size(); ++i) {
+      const Step got = step();
+      EXPECT_EQ(got.chunks, table[i].chunks) << "step " << i + 1;
+      EXPECT_EQ(got.running, table[i].running) << "step " << i + 1;
+      EXPECT_EQ(got.waiting, table[i].waiting) << "step " << i + 1;
+      EXPECT_EQ(got.preempted, table[i].preempted) << "step " << i + 1;
+    }
+  }
+
+  const Request* finished(char name) const {
+    for (const auto& r : finished_) {
+      if (r && r->id == static_cast<RequestId>(name)) return r.get();
+    }
+    return nullptr;
+  }
+
+  Scheduler& scheduler() { return scheduler_; }
+  kv::KvCacheManager& kv() { return kv_; }
+
+ private:
+  std::string names(RequestState state) const {
+    std::string out;
+    for (char c = 'A'; c <= 'Z'; ++c) {
+      const Request* r = scheduler_.find(static_cast<RequestId>(c));
+      if (r && r->state == state) out += (out.empty() ? "" : " ") + std::string(1, c);
+    }
+    return out;
+  }
+
+  kv::KvCacheManager kv_;
+  Scheduler scheduler_;
+  std::vector<std::unique_ptr<Request>> finished_;
+};
+
+TEST(Scheduler, BudgetChunksLongPromptsAndMixesDecodes) {
+  Harness h({.max_num_batched_tokens = 8, .max_num_seqs = 4}, 64);
+  h.add('A', 10, 2);
+  h.add('B', 3, 2);
+  h.expect({
+      {"A:8", "A", "B", ""},          // A's prompt is chunked to the budget; B must wait
+      {"A:2 B:3", "A B", "", ""},     // A's last chunk samples; B fits in what is left
+      {"A:1 B:1", "", "", ""},        // both decode their second token and finish (max 2)
+  });
+  ASSERT_NE(h.finished('A'), nullptr);
+  EXPECT_EQ(h.finished('A')->tokens.size(), 12u);
+  EXPECT_EQ(h.finished('A')->finish, FinishReason::kLength);
+  EXPECT_EQ(h.kv().stats().pool.n_free, 64);
+}
+
+TEST(Scheduler, SequenceCapHoldsRequestsBack) {
+  Harness h({.max_num_batched_tokens = 100, .max_num_seqs = 2}, 64);
+  h.add('A', 4, 2);
+  h.add('B', 4, 1);
+  h.add('C', 4, 1);
+  h.expect({
+      {"A:4 B:4", "A", "C", ""},  // B samples its only token and finishes at once
+      {"A:1 C:4", "", "", ""},
+  });
+}
+
+TEST(Scheduler, PriorityPolicyAdmitsByPriorityThenArrival) {
+  Harness h({.max_num_batched_tokens = 4, .max_num_seqs = 8, .policy = SchedulingPolicy::kPriority}, 64);
+  h.add('A', 4, 1, /*priority=*/5);
+  h.add('B', 4, 1, 1);
+  h.add('C', 4, 1, 1);
+  h.expect({
+      {"B:4", "", "A C", ""},
+      {"C:4", "", "A", ""},
+      {"A:4", "", "", ""},
+  });
+}
+
+TEST(Scheduler, FcfsKeepsArrivalOrder) {
+  Harness h({.max_num_batched_tokens = 4, .max_num_seqs = 8}, 64);
+  h.add('A', 4, 1, 5);
+  h.add('B', 4, 1, 1);
+  h.expect({
+      {"A:4", "", "B", ""},
+      {"B:4", "", "", ""},
+  });
+}
+
+TEST(Scheduler, PreemptsTheLowestRankedWhenBlocksRunOutAndRecomputesIt) {
+  // 4 blocks of 4 tokens. A and B (7-token prompts, 4 new tokens each) fit two blocks each until
+  // their 9th token; then A needs a third block and B, ranked lower, is preempted.
+  Harness h({.max_num_batched_tokens = 64, .max_num_seqs = 8}, 4);
+  h.add('A', 7, 4, 0, 1);
+  h.add('B', 7, 4, 0, 50);
+  h.expect({
+      {"A:7 B:7", "A B", "", ""},
+      {"A:1 B:1", "A B", "", ""},
+      {"A:1", "A", "B", "B"},       // A grows into B's blocks
+      {"A:1", "", "B", ""},         // A finishes; B cannot return while A holds 3 of 4 blocks
+      {"B:5", "B", "", ""},         // B: block 0 still cached, recompute tokens 4..8, sample its 3rd
+      {"B:1", "", "", ""},          // 4th token: done
+  });
+  const Request* b = h.finished('B');
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(b->n_preemptions, 1);
+  // Same tokens as an undisturbed run: the fake runner samples 100 + position.
+  std::vector<int32_t> expect;
+  for (int i = 0; i < 7; ++i) expect.push_back(50 + i);
+  for (int p = 7; p < 11; ++p) expect.push_back(100 + p);
+  EXPECT_EQ(b->tokens, expect);
+  EXPECT_EQ(h.kv().stats().pool.n_free, 4);
+}
+
+TEST(Scheduler, CancellationFreesBlocksOnTheNextStep) {
+  Harness h({.max_num_batched_tokens = 64, .max_num_seqs = 8}, 16);
+  h.add('A', 9, 100);
+  h.add('B', 4, 100);
+  h.expect({{"A:9 B:4", "A B", "", ""}});
+  EXPECT_EQ(h.kv().stats().pool.n_free, 16 - 3 - 1);
+  h.scheduler().cancel('A');
+  h.expect({{"B:1", "B", "", ""}});
+  EXPECT_EQ(h.kv().stats().pool.n_free, 16 - 2);
+  ASSERT_NE(h.finished('A'), nullptr);
+  EXPECT_EQ(h.finished('A')->finish, FinishReason::kCancelled);
+}
+
+TEST(Scheduler, PrefixHitSkipsCachedTokens) {
+  Harness h({.max_num_batched_tokens = 64, .max_num_seqs = 8}, 16);
+  h.add('A', 9, 1);
+  h.expect({{"A:9", "", "", ""}});
+  h.add('B', 9, 1);  // same prompt: two cached blocks, only the last token is computed
+  h.expect({{"B:1", "", "", ""}});
+  EXPECT_EQ(h.kv().stats().prefix_hits, 8);
+}
+
+TEST(Scheduler, StopTokenFinishes) {
+  Harness h({.max_num_batched_tokens = 64, .max_num_seqs = 8}, 16);
+  auto r = std::make_unique<Request>();
+  r->id = 'S';
+  r->tokens = {1, 2, 3};
+  r->n_prompt = 3;
+  r->max_tokens = 10;
+  r->stop_token_ids = {104};  // the fake runner samples 100 + position: 103, 104, ...
+  h.scheduler().add(std::move(r));
+  h.expect({{"S:3", "S", "", ""}, {"S:1", "", "", ""}});
+  EXPECT_EQ(h.finished('S')->finish, FinishReason::kStop);
+}
+
+}  // namespace
+}  // namespace deepinfer
