@@ -39,7 +39,20 @@ void matmul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, c
       [&](int, int64_t begin, int64_t end) {
         for (int64_t o0 = begin; o0 < end; o0 += kRowTile) {
           const int64_t o1 = std::min(end, o0 + kRowTile);
-          for (int64_t t = 0; t < n_tokens; ++t) {
+          int64_t t = 0;
+          // Four tokens at a time share each weight row's unpacking; results are identical to
+          // the one-token path, so batching never changes a token's output.
+          for (; t + 4 <= n_tokens; t += 4) {
+            const void* a4[4] = {act + t * act_row_bytes, act + (t + 1) * act_row_bytes,
+                                 act + (t + 2) * act_row_bytes, act + (t + 3) * act_row_bytes};
+            for (int64_t o = o0; o < o1; ++o) {
+              float out[4];
+              vec_dot_x4(w.dtype, w.data + o * w_row_bytes, a4, w.n_in, out);
+              const float b = bias ? bias[o] : 0.0f;
+              for (int c = 0; c < 4; ++c) y[(t + c) * w.n_out + o] = out[c] + b;
+            }
+          }
+          for (; t < n_tokens; ++t) {
             const uint8_t* a = act + t * act_row_bytes;
             float* yt = y + t * w.n_out;
             for (int64_t o = o0; o < o1; ++o) {

@@ -18,6 +18,7 @@ struct KernelTable {
   std::array<DequantizeRowFn, kNumTypeIds> dequantize{};
   std::array<QuantizeRowFn, kNumTypeIds> quantize{};
   std::array<VecDotFn, kNumTypeIds> vec_dot{};
+  std::array<VecDot4Fn, kNumTypeIds> vec_dot4{};  // from the same tier as vec_dot, or null
   std::array<int64_t, kNumTypeIds> block_size{};
 };
 
@@ -36,6 +37,11 @@ KernelTable build_table() {
     t.quantize[id] = first_of(avx512::quantize_row_fn(*type), avx2::quantize_row_fn(*type),
                               ref::quantize_row_fn(*type));
     t.vec_dot[id] = first_of(avx512::vec_dot_fn(*type), avx2::vec_dot_fn(*type), ref::vec_dot_fn(*type));
+    if (avx512::vec_dot_fn(*type)) {
+      t.vec_dot4[id] = avx512::vec_dot4_fn(*type);
+    } else if (avx2::vec_dot_fn(*type)) {
+      t.vec_dot4[id] = avx2::vec_dot4_fn(*type);
+    }
   }
   return t;
 }
@@ -100,6 +106,18 @@ float vec_dot(DType weight_type, const void* weight_row, const void* activation_
   DI_ICHECK(t.vec_dot[id] != nullptr);
   DI_DCHECK(n % t.block_size[id] == 0);
   return t.vec_dot[id](weight_row, activation_row, n);
+}
+
+void vec_dot_x4(DType weight_type, const void* weight_row, const void* const* activation_rows, int64_t n,
+                float* out) {
+  const KernelTable& t = table();
+  const size_t id = index_of(weight_type);
+  if (t.vec_dot4[id] != nullptr) {
+    t.vec_dot4[id](weight_row, activation_rows, n, out);
+    return;
+  }
+  DI_ICHECK(t.vec_dot[id] != nullptr);
+  for (int c = 0; c < 4; ++c) out[c] = t.vec_dot[id](weight_row, activation_rows[c], n);
 }
 
 }  // namespace deepinfer::cpu

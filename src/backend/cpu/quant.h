@@ -31,4 +31,10 @@ void quantize_row(DType type, const float* src, void* dst, int64_t n);
 // vec_dot_type(weight_type); n elements.
 float vec_dot(DType weight_type, const void* weight_row, const void* activation_row, int64_t n);
 
+// out[c] = vec_dot(weight_type, weight_row, activation_rows[c], n) for c < 4, bit for bit (so a
+// token's result never depends on the tokens batched with it); the weight row is unpacked once
+// for all four where a kernel exists.
+void vec_dot_x4(DType weight_type, const void* weight_row, const void* const* activation_rows, int64_t n,
+                float* out);
+
 }  // namespace deepinfer::cpu

@@ -17,6 +17,9 @@ using DequantizeRowFn = void (*)(const void* src, float* dst, int64_t n);
 using QuantizeRowFn = void (*)(const float* src, void* dst, int64_t n);
 // weight_row in the weight type, activation_row in vec_dot_type(weight type).
 using VecDotFn = float (*)(const void* weight_row, const void* activation_row, int64_t n);
+// Four activation rows at once: out[c] equals VecDotFn(weight_row, activation_rows[c], n) bit
+// for bit; only the weight row's loads and unpacking are shared.
+using VecDot4Fn = void (*)(const void* weight_row, const void* const* activation_rows, int64_t n, float* out);
 
 // Scalar reference: the oracle. Written for clarity; integer sums per block as llama.cpp
 // forms them, so a SIMD path differs from it only in the order of float additions.
@@ -36,6 +39,7 @@ float vec_dot(DType weight_type, const void* weight_row, const void* activation_
 namespace avx2 {
 QuantizeRowFn quantize_row_fn(DType type);
 VecDotFn vec_dot_fn(DType weight_type);
+VecDot4Fn vec_dot4_fn(DType weight_type);
 }  // namespace avx2
 
 // AVX-512 (F, BW, VL, VNNI): 512-bit float paths and VNNI byte dots. nullptr where it has
@@ -43,6 +47,7 @@ VecDotFn vec_dot_fn(DType weight_type);
 namespace avx512 {
 QuantizeRowFn quantize_row_fn(DType type);
 VecDotFn vec_dot_fn(DType weight_type);
+VecDot4Fn vec_dot4_fn(DType weight_type);
 }  // namespace avx512
 
 // Sub-block scales and mins of the k-quants, unpacked from their 6-bit packing (layouts in

@@ -80,51 +80,62 @@ inline __m256i dot_i8_i8(__m256i a, __m256i b) {
 
 // ---- 32-element formats --------------------------------------------------------------------
 
-// Shared loop: block i adds dx * dy * sum(codes(x[i]) * y[i].qs); two blocks per iteration
-// for two independent FMA chains. `extra` is added at the end (the mins of Q4_1/Q5_1).
-template <typename Dot, bool kSigned, typename XBlock, typename YBlock, typename Codes>
-inline float dot_blocks_32(const XBlock* x, const YBlock* y, int64_t nb, Codes codes, float extra) {
-  auto block = [&](int64_t i, __m256 acc) {
+// Shared loop over C activation rows at once: block i adds dx * dy_c * sum(codes(x[i]) * y_c[i].qs)
+// to row c's sum, two blocks per iteration for two independent FMA chains. The weight block is
+// unpacked once for all C rows; each row's arithmetic is exactly the single-row kernel's, so
+// results do not depend on C (batch invariance). extra[c] (the mins of Q4_1/Q5_1) is added at
+// the end.
+template <int C, typename Dot, bool kSigned, typename XBlock, typename YBlock, typename Codes>
+inline void dot_blocks_32(const XBlock* x, const YBlock* const* y, int64_t nb, Codes codes, const float* extra,
+                          float* out) {
+  auto block = [&](int64_t i, __m256* acc) {
     const __m256i qx = codes(x[i]);
-    const __m256i qy = load256(y[i].qs);
-    const __m256i p = kSigned ? dot_i8_i8<Dot>(qx, qy) : Dot::dot_u8_i8(qx, qy);
-    const __m256 d = _mm256_set1_ps(fp16_to_fp32(x[i].d) * fp16_to_fp32(y[i].d));
-    return _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc);
+    const float dx = fp16_to_fp32(x[i].d);
+    for (int c = 0; c < C; ++c) {
+      const __m256i qy = load256(y[c][i].qs);
+      const __m256i p = kSigned ? dot_i8_i8<Dot>(qx, qy) : Dot::dot_u8_i8(qx, qy);
+      const __m256 d = _mm256_set1_ps(dx * fp16_to_fp32(y[c][i].d));
+      acc[c] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc[c]);
+    }
   };
-  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  __m256 acc0[C], acc1[C];
+  for (int c = 0; c < C; ++c) acc0[c] = acc1[c] = _mm256_setzero_ps();
   int64_t i = 0;
   for (; i + 1 < nb; i += 2) {
-    acc0 = block(i, acc0);
-    acc1 = block(i + 1, acc1);
+    block(i, acc0);
+    block(i + 1, acc1);
   }
-  if (i < nb) acc0 = block(i, acc0);
-  return hsum(_mm256_add_ps(acc0, acc1)) + extra;
+  if (i < nb) block(i, acc0);
+  for (int c = 0; c < C; ++c) out[c] = hsum(_mm256_add_ps(acc0[c], acc1[c])) + extra[c];
 }
 
-template <typename Dot>
-float vec_dot_q4_0(const void* w, const void* a, int64_t n) {
+template <int C, typename Dot>
+void dot_q4_0(const void* w, const void* const* a, int64_t n, float* out) {
   const __m256i eight = _mm256_set1_epi8(8);
-  return dot_blocks_32<Dot, true>(
-      static_cast<const BlockQ4_0*>(w), static_cast<const BlockQ8_0*>(a), n / kQK,
-      [&](const BlockQ4_0& b) { return _mm256_sub_epi8(unpack_nibbles(b.qs), eight); }, 0.0f);
+  const float zero[C] = {};
+  dot_blocks_32<C, Dot, true>(
+      static_cast<const BlockQ4_0*>(w), reinterpret_cast<const BlockQ8_0* const*>(a), n / kQK,
+      [&](const BlockQ4_0& b) { return _mm256_sub_epi8(unpack_nibbles(b.qs), eight); }, zero, out);
 }
 
-template <typename Dot>
-float vec_dot_q5_0(const void* w, const void* a, int64_t n) {
+template <int C, typename Dot>
+void dot_q5_0(const void* w, const void* const* a, int64_t n, float* out) {
   // q - 16 = nibble | 0xF0 (as int8) when the fifth bit is clear, the nibble itself when set.
   const __m256i high = _mm256_set1_epi8(static_cast<char>(0xF0));
-  return dot_blocks_32<Dot, true>(
-      static_cast<const BlockQ5_0*>(w), static_cast<const BlockQ8_0*>(a), n / kQK,
+  const float zero[C] = {};
+  dot_blocks_32<C, Dot, true>(
+      static_cast<const BlockQ5_0*>(w), reinterpret_cast<const BlockQ8_0* const*>(a), n / kQK,
       [&](const BlockQ5_0& b) {
         return _mm256_or_si256(unpack_nibbles(b.qs), _mm256_andnot_si256(expand_bits(b.qh), high));
       },
-      0.0f);
+      zero, out);
 }
 
-template <typename Dot>
-float vec_dot_q8_0(const void* w, const void* a, int64_t n) {
-  return dot_blocks_32<Dot, true>(static_cast<const BlockQ8_0*>(w), static_cast<const BlockQ8_0*>(a), n / kQK,
-                                  [](const BlockQ8_0& b) { return load256(b.qs); }, 0.0f);
+template <int C, typename Dot>
+void dot_q8_0(const void* w, const void* const* a, int64_t n, float* out) {
+  const float zero[C] = {};
+  dot_blocks_32<C, Dot, true>(static_cast<const BlockQ8_0*>(w), reinterpret_cast<const BlockQ8_0* const*>(a),
+                              n / kQK, [](const BlockQ8_0& b) { return load256(b.qs); }, zero, out);
 }
 
 // Formats with a min m: sum(x * y) = dx * dy * sum(q * qy) + m * s (s from Q8_1). Four
@@ -140,24 +151,34 @@ float sum_of_mins(const Block* x, const BlockQ8_1* y, int64_t nb) {
   return (sum[0] + sum[1]) + (sum[2] + sum[3]);
 }
 
-template <typename Dot>
-float vec_dot_q4_1(const void* w, const void* a, int64_t n) {
+template <int C, typename Dot>
+void dot_q4_1(const void* w, const void* const* a, int64_t n, float* out) {
   const auto* x = static_cast<const BlockQ4_1*>(w);
-  const auto* y = static_cast<const BlockQ8_1*>(a);
-  const float mins = sum_of_mins(x, y, n / kQK);
-  return dot_blocks_32<Dot, false>(x, y, n / kQK, [](const BlockQ4_1& b) { return unpack_nibbles(b.qs); }, mins);
+  const auto* const* y = reinterpret_cast<const BlockQ8_1* const*>(a);
+  float mins[C];
+  for (int c = 0; c < C; ++c) mins[c] = sum_of_mins(x, y[c], n / kQK);
+  dot_blocks_32<C, Dot, false>(x, y, n / kQK, [](const BlockQ4_1& b) { return unpack_nibbles(b.qs); }, mins, out);
 }
 
-template <typename Dot>
-float vec_dot_q5_1(const void* w, const void* a, int64_t n) {
+template <int C, typename Dot>
+void dot_q5_1(const void* w, const void* const* a, int64_t n, float* out) {
   const auto* x = static_cast<const BlockQ5_1*>(w);
-  const auto* y = static_cast<const BlockQ8_1*>(a);
+  const auto* const* y = reinterpret_cast<const BlockQ8_1* const*>(a);
   const __m256i fifth = _mm256_set1_epi8(0x10);
-  const float mins = sum_of_mins(x, y, n / kQK);
-  return dot_blocks_32<Dot, false>(
+  float mins[C];
+  for (int c = 0; c < C; ++c) mins[c] = sum_of_mins(x, y[c], n / kQK);
+  dot_blocks_32<C, Dot, false>(
       x, y, n / kQK,
       [&](const BlockQ5_1& b) { return _mm256_or_si256(unpack_nibbles(b.qs), _mm256_and_si256(expand_bits(b.qh), fifth)); },
-      mins);
+      mins, out);
+}
+
+// Single-row entry points (VecDotFn) and four-row ones (VecDot4Fn) over the same loop.
+template <void (*Dot1)(const void*, const void* const*, int64_t, float*)>
+float one_row(const void* w, const void* a, int64_t n) {
+  float out;
+  Dot1(w, &a, n, &out);
+  return out;
 }
 
 // ---- k-quants --------------------------------------------------------------------------------
@@ -423,14 +444,28 @@ VecDotFn vec_dot_fn(DType weight_type) {
     case DType::kF32: return vec_dot_f32;
     case DType::kF16: return vec_dot_f16;
     case DType::kBF16: return vec_dot_bf16;
-    case DType::kQ4_0: return vec_dot_q4_0<MaddubsDot>;
-    case DType::kQ4_1: return vec_dot_q4_1<MaddubsDot>;
-    case DType::kQ5_0: return vec_dot_q5_0<MaddubsDot>;
-    case DType::kQ5_1: return vec_dot_q5_1<MaddubsDot>;
-    case DType::kQ8_0: return vec_dot_q8_0<MaddubsDot>;
+    case DType::kQ4_0: return one_row<dot_q4_0<1, MaddubsDot>>;
+    case DType::kQ4_1: return one_row<dot_q4_1<1, MaddubsDot>>;
+    case DType::kQ5_0: return one_row<dot_q5_0<1, MaddubsDot>>;
+    case DType::kQ5_1: return one_row<dot_q5_1<1, MaddubsDot>>;
+    case DType::kQ8_0: return one_row<dot_q8_0<1, MaddubsDot>>;
     case DType::kQ4_K: return vec_dot_q45_k<false, BlockQ4_K>;
     case DType::kQ5_K: return vec_dot_q45_k<true, BlockQ5_K>;
     case DType::kQ6_K: return vec_dot_q6_k;
+    default: break;
+  }
+#endif
+  return nullptr;
+}
+
+VecDot4Fn vec_dot4_fn(DType weight_type) {
+#if defined(DI_QUANT_AVX2)
+  switch (weight_type) {
+    case DType::kQ4_0: return dot_q4_0<4, MaddubsDot>;
+    case DType::kQ4_1: return dot_q4_1<4, MaddubsDot>;
+    case DType::kQ5_0: return dot_q5_0<4, MaddubsDot>;
+    case DType::kQ5_1: return dot_q5_1<4, MaddubsDot>;
+    case DType::kQ8_0: return dot_q8_0<4, MaddubsDot>;
     default: break;
   }
 #endif
@@ -446,11 +481,25 @@ QuantizeRowFn quantize_row_fn(DType) { return nullptr; }
 VecDotFn vec_dot_fn(DType weight_type) {
 #if defined(DI_QUANT_AVX512)
   switch (weight_type) {
-    case DType::kQ4_0: return vec_dot_q4_0<VnniDot>;
-    case DType::kQ4_1: return vec_dot_q4_1<VnniDot>;
-    case DType::kQ5_0: return vec_dot_q5_0<VnniDot>;
-    case DType::kQ5_1: return vec_dot_q5_1<VnniDot>;
-    case DType::kQ8_0: return vec_dot_q8_0<VnniDot>;
+    case DType::kQ4_0: return one_row<dot_q4_0<1, VnniDot>>;
+    case DType::kQ4_1: return one_row<dot_q4_1<1, VnniDot>>;
+    case DType::kQ5_0: return one_row<dot_q5_0<1, VnniDot>>;
+    case DType::kQ5_1: return one_row<dot_q5_1<1, VnniDot>>;
+    case DType::kQ8_0: return one_row<dot_q8_0<1, VnniDot>>;
+    default: break;
+  }
+#endif
+  return nullptr;
+}
+
+VecDot4Fn vec_dot4_fn(DType weight_type) {
+#if defined(DI_QUANT_AVX512)
+  switch (weight_type) {
+    case DType::kQ4_0: return dot_q4_0<4, VnniDot>;
+    case DType::kQ4_1: return dot_q4_1<4, VnniDot>;
+    case DType::kQ5_0: return dot_q5_0<4, VnniDot>;
+    case DType::kQ5_1: return dot_q5_1<4, VnniDot>;
+    case DType::kQ8_0: return dot_q8_0<4, VnniDot>;
     default: break;
   }
 #endif

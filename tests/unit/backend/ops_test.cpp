@@ -8,6 +8,9 @@
 #include <vector>
 
 #include "backend/cpu/quant.h"
+#include "core/half.h"
+
+#include <cstring>
 
 namespace deepinfer::cpu {
 namespace {
@@ -205,6 +208,87 @@ TEST(Ops, GatherRowsDequantizes) {
   std::vector<float> y(6);
   gather_rows(m, ids, y.data());
   EXPECT_EQ(y, (std::vector<float>{6, 7, 0, 1, 6, 7}));
+}
+
+}  // namespace
+}  // namespace deepinfer::cpu
+
+namespace deepinfer::cpu {
+namespace {
+
+// Batch invariance at the kernel level: a token's matmul output is bitwise the same whether it
+// is computed alone or among others (the four-token path shares only the weight unpacking).
+class BatchedDot : public ::testing::TestWithParam<DType> {};
+
+TEST_P(BatchedDot, FourRowKernelEqualsSingleRowBitForBit) {
+  const DType type = GetParam();
+  const int64_t n = 800;  // 25 blocks: an odd count exercises the tail of the two-chain loop
+  std::mt19937 rng(11);
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::vector<uint8_t> w(dtype_row_bytes(type, n));
+  for (auto& b : w) b = static_cast<uint8_t>(byte(rng));
+  // Random codes with sane fp16 scales (random bytes may spell NaN in a scale).
+  {
+    std::vector<float> f(n);
+    std::normal_distribution<float> g(0.0f, 1.0f);
+    for (auto& v : f) v = g(rng);
+    if (type == DType::kQ8_0) quantize_row(type, f.data(), w.data(), n);
+    else {
+      // Q4/Q5 formats: keep random codes, set d (and m) to small finite values.
+      const size_t bb = dtype_traits(type)->block_bytes;
+      const bool has_min = type == DType::kQ4_1 || type == DType::kQ5_1;
+      for (size_t b = 0; b < w.size(); b += bb) {
+        const uint16_t d = fp32_to_fp16(0.01f * (1 + b % 7)), m = fp32_to_fp16(-0.05f);
+        std::memcpy(&w[b], &d, 2);
+        if (has_min) std::memcpy(&w[b + 2], &m, 2);
+      }
+    }
+  }
+  const DType act_type = vec_dot_type(type);
+  std::vector<std::vector<uint8_t>> acts(4, std::vector<uint8_t>(dtype_row_bytes(act_type, n)));
+  std::normal_distribution<float> g(0.0f, 2.0f);
+  for (auto& a : acts) {
+    std::vector<float> f(n);
+    for (auto& v : f) v = g(rng);
+    quantize_row(act_type, f.data(), a.data(), n);
+  }
+  const void* rows[4] = {acts[0].data(), acts[1].data(), acts[2].data(), acts[3].data()};
+  float out[4];
+  vec_dot_x4(type, w.data(), rows, n, out);
+  for (int c = 0; c < 4; ++c) {
+    const float single = vec_dot(type, w.data(), rows[c], n);
+    EXPECT_EQ(fp32_to_bits(out[c]), fp32_to_bits(single)) << dtype_name(type) << " row " << c;
+    EXPECT_TRUE(std::isfinite(single));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, BatchedDot,
+                         ::testing::Values(DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1, DType::kQ8_0),
+                         [](const auto& info) { return std::string(dtype_name(info.param)); });
+
+TEST(Ops, MatmulRowsDoNotDependOnBatchSize) {
+  const int64_t n_out = 40, n_in = 256;
+  std::vector<float> wf(n_out * n_in);
+  std::mt19937 rng(3);
+  std::normal_distribution<float> g(0.0f, 1.0f);
+  for (auto& v : wf) v = g(rng);
+  std::vector<uint8_t> wq(dtype_row_bytes(DType::kQ8_0, n_in) * n_out);
+  for (int64_t o = 0; o < n_out; ++o) {
+    quantize_row(DType::kQ8_0, wf.data() + o * n_in, wq.data() + o * dtype_row_bytes(DType::kQ8_0, n_in), n_in);
+  }
+  WeightMatrix m{DType::kQ8_0, wq.data(), n_out, n_in};
+  std::vector<float> x(7 * n_in);
+  for (auto& v : x) v = g(rng);
+  ThreadPool pool(2);
+  QuantScratch scratch;
+  std::vector<float> batched(7 * n_out), alone(n_out);
+  matmul(m, x.data(), 7, batched.data(), nullptr, scratch, pool);
+  for (int64_t t = 0; t < 7; ++t) {
+    matmul(m, x.data() + t * n_in, 1, alone.data(), nullptr, scratch, pool);
+    for (int64_t o = 0; o < n_out; ++o) {
+      EXPECT_EQ(fp32_to_bits(batched[t * n_out + o]), fp32_to_bits(alone[o])) << "token " << t << " row " << o;
+    }
+  }
 }
 
 }  // namespace
