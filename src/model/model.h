@@ -52,6 +52,7 @@ struct ModelConfig {
 };
 
 class InferenceContext;
+class BatchRunner;
 
 class Model {
  public:
@@ -64,11 +65,62 @@ class Model {
   virtual const ModelConfig& config() const = 0;
   virtual const TensorSource& source() const = 0;
 
-  // A context for one sequence of at most n_ctx tokens.
-  virtual Result<std::unique_ptr<InferenceContext>> new_context(int64_t n_ctx) const = 0;
+  // Scratch and code for forward passes over flattened batches of many sequences. One per
+  // thread that runs the model; the model itself stays shared and immutable.
+  virtual std::unique_ptr<BatchRunner> new_batch_runner() const = 0;
+
+  // A context for one sequence of at most n_ctx tokens (a batch of one over its own cache).
+  Result<std::unique_ptr<InferenceContext>> new_context(int64_t n_ctx) const;
 };
 
-enum class LogitsMode { kLast, kAll };
+enum class LogitsMode { kNone, kLast, kAll };
+
+// Paged KV memory of a whole model, in float32. For layer l, k(l) and v(l) are
+// [n_blocks * block_size, kv_dim]; position p of a sequence lives in row
+// block_table[p / block_size] * block_size + p % block_size. Which blocks belong to which
+// sequence is the KV cache manager's business (src/kv), not this storage's.
+class PagedKvCache {
+ public:
+  PagedKvCache(const ModelConfig& config, int64_t n_blocks, int64_t block_size);
+
+  float* k(int64_t layer) { return k_.data() + layer * layer_stride(); }
+  float* v(int64_t layer) { return v_.data() + layer * layer_stride(); }
+  int64_t n_blocks() const { return n_blocks_; }
+  int64_t block_size() const { return block_size_; }
+  int64_t kv_dim() const { return kv_dim_; }
+  size_t bytes() const { return (k_.size() + v_.size()) * sizeof(float); }
+
+ private:
+  int64_t layer_stride() const { return n_blocks_ * block_size_ * kv_dim_; }
+
+  int64_t n_blocks_, block_size_, kv_dim_;
+  std::vector<float> k_, v_;
+};
+
+// One sequence's part of a flattened batch: its next n_tokens tokens (consecutive in the
+// batch's token list) at positions first_position.., with the block table that covers them.
+struct BatchSequence {
+  int64_t n_tokens = 0;
+  int64_t first_position = 0;  // == tokens of this sequence already in the cache
+  std::span<const int32_t> block_table;
+  LogitsMode logits = LogitsMode::kLast;
+};
+
+class BatchRunner {
+ public:
+  virtual ~BatchRunner() = default;
+
+  // One forward pass over all sequences' tokens (mixed prefill chunks and decodes): writes
+  // their K/V into `kv` and keeps logits rows as each sequence's mode asks, in sequence order.
+  // A token's results do not depend on the rest of the batch. INVALID_ARGUMENT for token ids
+  // outside the vocabulary, block tables too short or naming blocks past the cache, and token
+  // counts that do not add up.
+  virtual Status run(std::span<const int32_t> tokens, std::span<const BatchSequence> sequences, PagedKvCache& kv,
+                     ThreadPool& pool) = 0;
+
+  virtual std::span<const float> logits(int64_t row) const = 0;  // [n_vocab]
+  virtual int64_t n_logit_rows() const = 0;
+};
 
 class InferenceContext {
  public:

@@ -27,35 +27,28 @@ struct LayerWeights {
 
 class LlamaFamilyModel;
 
-// One sequence: contiguous KV cache per layer plus the scratch of one batch.
-class LlamaContext final : public InferenceContext {
+// Forward passes over flattened batches; holds the scratch of the largest batch seen.
+class LlamaBatchRunner final : public BatchRunner {
  public:
-  LlamaContext(const LlamaFamilyModel& model, int64_t n_ctx);
+  explicit LlamaBatchRunner(const LlamaFamilyModel& model) : model_(model) {}
 
-  Status eval(std::span<const int32_t> tokens, LogitsMode mode, ThreadPool& pool) override;
-  std::span<const float> logits(int64_t i) const override;
+  Status run(std::span<const int32_t> tokens, std::span<const BatchSequence> sequences, PagedKvCache& kv,
+             ThreadPool& pool) override;
+  std::span<const float> logits(int64_t row) const override;
   int64_t n_logit_rows() const override { return n_logit_rows_; }
-  int64_t n_past() const override { return n_past_; }
-  int64_t n_ctx() const override { return n_ctx_; }
-  void reset() override { n_past_ = 0; n_logit_rows_ = 0; }
 
  private:
-  void ensure_batch(int64_t n_tokens);
-  // Runs one batch of at most kMaxBatch tokens at positions n_past_..; appends the kept rows'
-  // logits to logits_.
-  enum class BatchLogits { kNone, kLast, kAll };
-  void forward_batch(std::span<const int32_t> tokens, BatchLogits keep, ThreadPool& pool);
-
-  static constexpr int64_t kMaxBatch = 512;
+  Status validate(std::span<const int32_t> tokens, std::span<const BatchSequence> sequences,
+                  const PagedKvCache& kv) const;
+  void ensure_capacity(int64_t n_tokens);
 
   const LlamaFamilyModel& model_;
-  int64_t n_ctx_;
-  int64_t n_past_ = 0;
-  std::vector<float> k_cache_, v_cache_;  // [n_layer, n_ctx, n_head_kv * head_dim]
-  // Batch scratch, sized for the largest batch seen so far.
-  int64_t batch_capacity_ = 0;
+  int64_t capacity_ = 0;
+  // Per token of the batch: [n, n_embd], [n, n_embd], [n, q_dim], [n, kv_dim] x2, [n, q_dim],
+  // [n, n_ff] x2; positions and sequence index of each token.
   std::vector<float> x_, h_, q_, k_, v_, att_, gate_, up_;
-  std::vector<int32_t> positions_;
+  std::vector<int32_t> positions_, token_seq_, logit_tokens_;
+  std::vector<cpu::SequenceKv> seq_kv_;
   cpu::QuantScratch quant_scratch_;
   std::vector<float> logits_;  // [n_logit_rows_, n_vocab]
   int64_t n_logit_rows_ = 0;
@@ -67,9 +60,8 @@ class LlamaFamilyModel final : public Model {
 
   const ModelConfig& config() const override { return config_; }
   const TensorSource& source() const override { return *source_; }
-  Result<std::unique_ptr<InferenceContext>> new_context(int64_t n_ctx) const override {
-    if (n_ctx <= 0) return invalid_argument("context size must be positive, got " + std::to_string(n_ctx));
-    return std::unique_ptr<InferenceContext>(new LlamaContext(*this, n_ctx));
+  std::unique_ptr<BatchRunner> new_batch_runner() const override {
+    return std::make_unique<LlamaBatchRunner>(*this);
   }
 
   ModelConfig config_;
@@ -272,15 +264,8 @@ Result<std::unique_ptr<Model>> LlamaFamilyModel::create(std::unique_ptr<TensorSo
   return std::unique_ptr<Model>(std::move(model));
 }
 
-LlamaContext::LlamaContext(const LlamaFamilyModel& model, int64_t n_ctx) : model_(model), n_ctx_(n_ctx) {
-  const ModelConfig& c = model.config();
-  const size_t kv = static_cast<size_t>(c.n_layer * n_ctx * c.n_head_kv * c.head_dim);
-  k_cache_.assign(kv, 0.0f);
-  v_cache_.assign(kv, 0.0f);
-}
-
-void LlamaContext::ensure_batch(int64_t n) {
-  if (n <= batch_capacity_) return;
+void LlamaBatchRunner::ensure_capacity(int64_t n) {
+  if (n <= capacity_) return;
   const ModelConfig& c = model_.config();
   const auto sz = [n](int64_t per_token) { return static_cast<size_t>(n * per_token); };
   x_.resize(sz(c.n_embd));
@@ -292,15 +277,36 @@ void LlamaContext::ensure_batch(int64_t n) {
   gate_.resize(sz(c.n_ff));
   up_.resize(sz(c.n_ff));
   positions_.resize(static_cast<size_t>(n));
-  batch_capacity_ = n;
+  token_seq_.resize(static_cast<size_t>(n));
+  capacity_ = n;
 }
 
-Status LlamaContext::eval(std::span<const int32_t> tokens, LogitsMode mode, ThreadPool& pool) {
+Status LlamaBatchRunner::validate(std::span<const int32_t> tokens, std::span<const BatchSequence> sequences,
+                                  const PagedKvCache& kv) const {
   const ModelConfig& c = model_.config();
-  if (tokens.empty()) return invalid_argument("eval needs at least one token");
-  if (n_past_ + static_cast<int64_t>(tokens.size()) > n_ctx_) {
-    return out_of_range("the sequence needs " + std::to_string(n_past_ + tokens.size()) +
-                        " positions but the context holds " + std::to_string(n_ctx_));
+  if (kv.kv_dim() != c.n_head_kv * c.head_dim) return invalid_argument("the KV cache was made for another model");
+  int64_t total = 0;
+  for (size_t s = 0; s < sequences.size(); ++s) {
+    const BatchSequence& seq = sequences[s];
+    if (seq.n_tokens <= 0 || seq.first_position < 0) {
+      return invalid_argument("batch sequence " + std::to_string(s) + " has no tokens or a negative position");
+    }
+    const int64_t n_blocks = (seq.first_position + seq.n_tokens + kv.block_size() - 1) / kv.block_size();
+    if (static_cast<int64_t>(seq.block_table.size()) < n_blocks) {
+      return invalid_argument("batch sequence " + std::to_string(s) + " needs " + std::to_string(n_blocks) +
+                              " blocks but its block table has " + std::to_string(seq.block_table.size()));
+    }
+    for (int64_t b = 0; b < n_blocks; ++b) {
+      if (seq.block_table[static_cast<size_t>(b)] < 0 || seq.block_table[static_cast<size_t>(b)] >= kv.n_blocks()) {
+        return invalid_argument("batch sequence " + std::to_string(s) + " names block " +
+                                std::to_string(seq.block_table[static_cast<size_t>(b)]) + " outside the cache");
+      }
+    }
+    total += seq.n_tokens;
+  }
+  if (total != static_cast<int64_t>(tokens.size())) {
+    return invalid_argument("the batch's sequences hold " + std::to_string(total) + " tokens but " +
+                            std::to_string(tokens.size()) + " were given");
   }
   for (size_t i = 0; i < tokens.size(); ++i) {
     if (tokens[i] < 0 || tokens[i] >= c.n_vocab) {
@@ -308,50 +314,62 @@ Status LlamaContext::eval(std::span<const int32_t> tokens, LogitsMode mode, Thre
                               " is outside the vocabulary [0, " + std::to_string(c.n_vocab) + ")");
     }
   }
-  const int64_t n_rows = mode == LogitsMode::kAll ? static_cast<int64_t>(tokens.size()) : 1;
-  logits_.resize(static_cast<size_t>(n_rows * c.n_vocab));
-  n_logit_rows_ = 0;
-  for (size_t begin = 0; begin < tokens.size(); begin += kMaxBatch) {
-    const size_t count = std::min<size_t>(kMaxBatch, tokens.size() - begin);
-    const bool last_batch = begin + count == tokens.size();
-    BatchLogits keep = BatchLogits::kAll;
-    if (mode == LogitsMode::kLast) keep = last_batch ? BatchLogits::kLast : BatchLogits::kNone;
-    forward_batch(tokens.subspan(begin, count), keep, pool);
-  }
   return {};
 }
 
-void LlamaContext::forward_batch(std::span<const int32_t> tokens, BatchLogits keep, ThreadPool& pool) {
+Status LlamaBatchRunner::run(std::span<const int32_t> tokens, std::span<const BatchSequence> sequences,
+                             PagedKvCache& kv, ThreadPool& pool) {
+  DI_RETURN_IF_ERROR(validate(tokens, sequences, kv));
   const LlamaFamilyModel& m = model_;
   const ModelConfig& c = m.config();
   const int64_t n = static_cast<int64_t>(tokens.size());
-  const int64_t q_dim = c.n_head * c.head_dim;
   const int64_t kv_dim = c.n_head_kv * c.head_dim;
   const float eps = static_cast<float>(c.rms_norm_eps);
   const auto pairing = c.rope_style == RopeStyle::kInterleaved ? cpu::RotaryPairing::kInterleaved
                                                                : cpu::RotaryPairing::kHalf;
-  ensure_batch(n);
-  for (int64_t t = 0; t < n; ++t) positions_[t] = static_cast<int32_t>(n_past_ + t);
+  ensure_capacity(n);
+  logit_tokens_.clear();
+  {
+    int64_t t = 0;
+    for (size_t s = 0; s < sequences.size(); ++s) {
+      const BatchSequence& seq = sequences[s];
+      for (int64_t i = 0; i < seq.n_tokens; ++i, ++t) {
+        positions_[t] = static_cast<int32_t>(seq.first_position + i);
+        token_seq_[t] = static_cast<int32_t>(s);
+        if (seq.logits == LogitsMode::kAll || (seq.logits == LogitsMode::kLast && i + 1 == seq.n_tokens)) {
+          logit_tokens_.push_back(static_cast<int32_t>(t));
+        }
+      }
+    }
+  }
   const std::span<const int32_t> positions(positions_.data(), static_cast<size_t>(n));
+  const std::span<const int32_t> token_seq(token_seq_.data(), static_cast<size_t>(n));
+  seq_kv_.resize(sequences.size());
 
   cpu::gather_rows(m.token_embd, tokens, x_.data());
   const cpu::AttentionShape att_shape{c.n_head, c.n_head_kv, c.head_dim,
                                       1.0f / std::sqrt(static_cast<float>(c.head_dim)), c.sliding_window};
   for (int64_t l = 0; l < c.n_layer; ++l) {
     const LayerWeights& L = m.layers[static_cast<size_t>(l)];
-    float* k_layer = k_cache_.data() + l * n_ctx_ * kv_dim;
-    float* v_layer = v_cache_.data() + l * n_ctx_ * kv_dim;
+    float* k_layer = kv.k(l);
+    float* v_layer = kv.v(l);
 
     cpu::rms_norm(x_.data(), L.attn_norm.data(), eps, n, c.n_embd, h_.data());
     cpu::matmul(L.wq, h_.data(), n, q_.data(), c.attn_bias ? L.bq.data() : nullptr, quant_scratch_, pool);
-    // K and V go straight into the cache rows of their positions.
-    float* k_rows = k_layer + n_past_ * kv_dim;
-    float* v_rows = v_layer + n_past_ * kv_dim;
-    cpu::matmul(L.wk, h_.data(), n, k_rows, c.attn_bias ? L.bk.data() : nullptr, quant_scratch_, pool);
-    cpu::matmul(L.wv, h_.data(), n, v_rows, c.attn_bias ? L.bv.data() : nullptr, quant_scratch_, pool);
+    cpu::matmul(L.wk, h_.data(), n, k_.data(), c.attn_bias ? L.bk.data() : nullptr, quant_scratch_, pool);
+    cpu::matmul(L.wv, h_.data(), n, v_.data(), c.attn_bias ? L.bv.data() : nullptr, quant_scratch_, pool);
     cpu::rope(q_.data(), n, c.n_head, c.head_dim, c.n_rot, positions, m.inv_freq, pairing);
-    cpu::rope(k_rows, n, c.n_head_kv, c.head_dim, c.n_rot, positions, m.inv_freq, pairing);
-    cpu::attention(att_shape, q_.data(), n, positions, k_layer, v_layer, att_.data(), pool);
+    cpu::rope(k_.data(), n, c.n_head_kv, c.head_dim, c.n_rot, positions, m.inv_freq, pairing);
+    // K and V rows go to their sequences' cache rows before attention reads them.
+    for (size_t s = 0; s < sequences.size(); ++s) {
+      seq_kv_[s] = {k_layer, v_layer, sequences[s].block_table.data(), kv.block_size()};
+    }
+    for (int64_t t = 0; t < n; ++t) {
+      const int64_t row = seq_kv_[static_cast<size_t>(token_seq_[t])].row(positions_[t]);
+      std::copy_n(k_.data() + t * kv_dim, kv_dim, k_layer + row * kv_dim);
+      std::copy_n(v_.data() + t * kv_dim, kv_dim, v_layer + row * kv_dim);
+    }
+    cpu::attention(att_shape, q_.data(), n, positions, seq_kv_, token_seq, att_.data(), pool);
     cpu::matmul(L.wo, att_.data(), n, h_.data(), nullptr, quant_scratch_, pool);
     for (int64_t i = 0; i < n * c.n_embd; ++i) x_[i] += h_[i];
 
@@ -362,19 +380,20 @@ void LlamaContext::forward_batch(std::span<const int32_t> tokens, BatchLogits ke
     cpu::matmul(L.w_down, gate_.data(), n, h_.data(), nullptr, quant_scratch_, pool);
     for (int64_t i = 0; i < n * c.n_embd; ++i) x_[i] += h_[i];
   }
-  n_past_ += n;
 
   // Only the rows whose logits are wanted go through the final norm and the output head.
-  if (keep == BatchLogits::kNone) return;
-  const int64_t first = keep == BatchLogits::kAll ? 0 : n - 1;
-  const int64_t rows = n - first;
-  cpu::rms_norm(x_.data() + first * c.n_embd, m.output_norm.data(), eps, rows, c.n_embd, h_.data());
-  float* dst = logits_.data() + n_logit_rows_ * c.n_vocab;
-  cpu::matmul(m.output, h_.data(), rows, dst, nullptr, quant_scratch_, pool);
-  n_logit_rows_ += rows;
+  n_logit_rows_ = static_cast<int64_t>(logit_tokens_.size());
+  if (n_logit_rows_ == 0) return {};
+  for (int64_t r = 0; r < n_logit_rows_; ++r) {
+    cpu::rms_norm(x_.data() + logit_tokens_[r] * c.n_embd, m.output_norm.data(), eps, 1, c.n_embd,
+                  h_.data() + r * c.n_embd);
+  }
+  logits_.resize(static_cast<size_t>(n_logit_rows_ * c.n_vocab));
+  cpu::matmul(m.output, h_.data(), n_logit_rows_, logits_.data(), nullptr, quant_scratch_, pool);
+  return {};
 }
 
-std::span<const float> LlamaContext::logits(int64_t i) const {
+std::span<const float> LlamaBatchRunner::logits(int64_t i) const {
   const int64_t n_vocab = model_.config().n_vocab;
   DI_ICHECK(i >= 0 && i < n_logit_rows_);
   return {logits_.data() + i * n_vocab, static_cast<size_t>(n_vocab)};
