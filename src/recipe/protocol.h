@@ -1,0 +1,70 @@
+// What every protocol adapter shares: conversion options, the converted request, and the
+// error body a rejected request gets (recipe-spec.md §2.1-2.3, as deepseek-recipe 0.2.0 does it).
+//
+// An adapter returns Result<ConversationRequest>; a rejected request is a Status whose code is
+// kInvalidArgument (HTTP 400) or kInternal (500) and whose message is the client-facing text.
+// Plain values, thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "deepinfer/status.h"
+#include "recipe/conversation.h"
+#include "recipe/dsv4_encoding.h"
+
+namespace deepinfer::recipe {
+
+enum class ModelVersion { kDeepseekV4Pro, kDeepseekV41Flash };
+
+enum class WebSearchBehavior { kDrop, kReject };
+
+struct ConversionOptions {
+  bool default_thinking_mode = true;
+  WebSearchBehavior responses_web_search = WebSearchBehavior::kDrop;
+  WebSearchBehavior messages_web_search = WebSearchBehavior::kReject;
+  int64_t thinking_max_tokens_upper_bound = 393216;
+  int64_t non_thinking_max_tokens_upper_bound = 393216;
+  // Accepted request model names; any other name is rejected.
+  std::vector<std::pair<std::string, ModelVersion>> model_versions = {
+      {"DeepSeek-V4-Pro", ModelVersion::kDeepseekV4Pro},
+      {"DeepSeek-V4.1-Flash", ModelVersion::kDeepseekV41Flash},
+  };
+};
+
+struct ConversationRequest {
+  Conversation conversation;
+  InferenceOptions inference_options;
+  ParsingOptions parsing_options;
+  ModelVersion model_version = ModelVersion::kDeepseekV41Flash;
+  std::string model;
+  bool stream = false;
+  bool include_usage = true;  // Chat: !stream || stream_options.include_usage
+};
+
+inline PromptEncoding prompt_encoding(ModelVersion v) {
+  return v == ModelVersion::kDeepseekV4Pro ? PromptEncoding::kDeepseekV4
+                                           : PromptEncoding::kDeepseekV41;
+}
+
+// HTTP status of a rejected request: 500 for kInternal, else 400.
+int error_status(const Status& status);
+// {"error":{"message":...,"type":"invalid_request_error"|"internal_error","param":null,"code":...}}
+std::string error_body(const Status& status);
+
+// Chat Completions request JSON -> ConversationRequest (recipe-spec.md §2.4).
+Result<ConversationRequest> convert_chat_completions(std::string_view body,
+                                                     const ConversionOptions& options = {});
+
+// OpenAI Responses request JSON -> ConversationRequest (recipe-spec.md §2.6).
+Result<ConversationRequest> convert_responses(std::string_view body,
+                                              const ConversionOptions& options = {});
+
+// Anthropic Messages request JSON -> ConversationRequest (recipe-spec.md §2.5).
+Result<ConversationRequest> convert_messages(std::string_view body,
+                                             const ConversionOptions& options = {});
+
+}  // namespace deepinfer::recipe

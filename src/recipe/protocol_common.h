@@ -1,0 +1,46 @@
+// Validation and mapping rules shared by the protocol adapters (internal to src/recipe).
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "deepinfer/status.h"
+#include "recipe/conversation.h"
+#include "recipe/protocol.h"
+
+namespace deepinfer::recipe {
+
+// minimal/low -> kLow, medium/high -> kHigh, xhigh -> kXhigh, max/ultra -> kMax; else nullopt
+// ("none" included: it switches thinking off rather than naming a level).
+std::optional<ReasoningEffort> map_effort_word(std::string_view word);
+
+Result<ModelVersion> resolve_model(const std::string& model, const ConversionOptions& options);
+
+// 1-128 bytes of [A-Za-z0-9_-]; `where` names the field in the message ("tools[0].function.name").
+Status validate_tool_name(const std::string& name, const std::string& where);
+
+// The parameters must be a JSON Schema object with "type": "object".
+Status validate_tool_schema(const std::string& tool_name, const nlohmann::ordered_json& schema);
+
+// strict: true -> "additionalProperties": false and every property required (OpenAI's rule).
+Status normalize_strict_schema(nlohmann::ordered_json& schema);
+
+// Every assistant message with tool_calls must be followed at once by one tool message per
+// call id, and a tool message must follow such a group. `messages` is the request's array
+// (indices in the messages are the request's).
+Status check_tool_responses(const nlohmann::ordered_json& messages);
+
+// Whether "json" (ASCII, any case) occurs in `s`: JSON output needs the word in the prompt.
+bool contains_json_word(std::string_view s);
+
+// A number field within [lo, hi] (lo excluded when lo_open), else `message` as a 400.
+Status check_range(const nlohmann::ordered_json& request, const char* key, double lo, double hi,
+                   bool lo_open, const std::string& message);
+
+// Where the output parser starts in thinking mode, given how the conversation ends.
+ThinkingInitialStage initial_stage(const Conversation& conversation);
+
+}  // namespace deepinfer::recipe
