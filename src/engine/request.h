@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "deepinfer/engine.h"
 #include "kv/kv_cache_manager.h"
 
 namespace deepinfer {
@@ -16,8 +17,6 @@ namespace deepinfer {
 using kv::RequestId;
 
 enum class RequestState { kWaiting, kRunning, kFinished };
-
-enum class FinishReason { kNone, kStop, kLength, kCancelled };
 
 struct Request {
   RequestId id = 0;
