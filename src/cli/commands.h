@@ -9,6 +9,9 @@ namespace deepinfer::cli {
 
 int run_command(const std::vector<std::string>& args);
 int score_command(const std::vector<std::string>& args);
+int generate_command(const std::vector<std::string>& args);
+int tokenize_command(const std::vector<std::string>& args);
+int detokenize_command(const std::vector<std::string>& args);
 
 // Prints "deepinfer: <message>" to stderr and returns `code`.
 int fail(const std::string& message, int code = 1);

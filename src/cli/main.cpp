@@ -16,6 +16,9 @@ usage: deepinfer <command> [options]      (deepinfer <command> --help for its op
 commands:
   run      generate text from one prompt, streamed to the terminal
   score    teacher-forced log-probabilities of given token ids (JSON)
+  generate offline batch inference through the engine: JSONL requests in, JSONL results out
+  tokenize    text -> token ids (or pieces) with a model's tokenizer
+  detokenize  token ids -> text
   pull     fetch a known model into the local cache (pull --list shows them)
   version  print the version
 )";
@@ -40,6 +43,9 @@ int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 2, argv + argc);
   if (command == "run") return run_command(args);
   if (command == "score") return score_command(args);
+  if (command == "generate") return generate_command(args);
+  if (command == "tokenize") return tokenize_command(args);
+  if (command == "detokenize") return detokenize_command(args);
   if (command == "pull") return run_pull(argc - 1, argv + 1);
   if (command == "version" || command == "--version") {
     std::puts("deepinfer 0.1.0");

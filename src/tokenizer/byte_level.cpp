@@ -41,15 +41,18 @@ std::string char_of_byte(uint8_t byte) {
   return out;
 }
 
-std::string decode(std::string_view text) {
+namespace {
+
+// Decodes text into *out; false at the first character outside the table when strict.
+bool decode_into(std::string_view text, bool strict, std::string* out) {
   const Tables& t = tables();
-  std::string out;
-  out.reserve(text.size());
+  out->reserve(text.size());
   size_t pos = 0;
   while (pos < text.size()) {
     const size_t n = utf8::valid_length(text, pos);
     if (n == 0) {  // not UTF-8: pass the byte through
-      out.push_back(text[pos++]);
+      if (strict) return false;
+      out->push_back(text[pos++]);
       continue;
     }
     uint32_t cp;
@@ -61,12 +64,34 @@ std::string decode(std::string_view text) {
       for (size_t i = 1; i < n; ++i) cp = (cp << 6) | (static_cast<uint8_t>(text[pos + i]) & 0x3F);
     }
     if (cp < t.byte_of.size() && t.byte_of[cp] >= 0) {
-      out.push_back(static_cast<char>(t.byte_of[cp]));
+      out->push_back(static_cast<char>(t.byte_of[cp]));
     } else {
-      out.append(text.substr(pos, n));
+      if (strict) return false;
+      out->append(text.substr(pos, n));
     }
     pos += n;
   }
+  return true;
+}
+
+}  // namespace
+
+std::string decode(std::string_view text) {
+  std::string out;
+  decode_into(text, /*strict=*/false, &out);
+  return out;
+}
+
+std::string decode_whole(std::string_view text) {
+  std::string out;
+  if (!decode_into(text, /*strict=*/true, &out)) return std::string(text);
+  return out;
+}
+
+std::string encode(std::string_view bytes) {
+  std::string out;
+  out.reserve(bytes.size() * 2);
+  for (char c : bytes) utf8::append_code_point(code_point_of_byte(static_cast<uint8_t>(c)), &out);
   return out;
 }
 

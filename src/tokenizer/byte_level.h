@@ -20,4 +20,11 @@ std::string char_of_byte(uint8_t byte);
 // byte-level vocabulary never holds) is kept as its UTF-8 bytes.
 std::string decode(std::string_view text);
 
+// As decode, but text holding any character outside the table is returned unchanged, whole
+// (Hugging Face's ByteLevel decoder treats a token that way).
+std::string decode_whole(std::string_view text);
+
+// Bytes -> their characters' UTF-8 text (the inverse of decode).
+std::string encode(std::string_view bytes);
+
 }  // namespace deepinfer::byte_level

@@ -1,8 +1,15 @@
 #include "tokenizer/tokenizer.h"
 
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
 #include "core/log.h"
 #include "tokenizer/bpe.h"
 #include "tokenizer/byte_level.h"
+#include "tokenizer/hf_json_util.h"
+#include "tokenizer/hf_pipeline.h"
 #include "tokenizer/regex_split.h"
 #include "tokenizer/special_tokens.h"
 #include "tokenizer/spm.h"
@@ -177,37 +184,88 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::from_metadata(const Metadata& meta
   for (int32_t id : {tok->eos_id_, eot_id, eom_id}) {
     if (id >= 0) tok->end_of_generation_.insert(id);
   }
-  for (std::string_view text : kEndOfTurnTexts) {
-    const int32_t id = vocab->find(text);
-    if (id >= 0 && (vocab->types[id] == TokenType::kControl || vocab->types[id] == TokenType::kUserDefined)) {
-      tok->end_of_generation_.insert(id);
-    }
-  }
+  tok->add_end_of_turn_tokens(*vocab);
 
   tok->specials_ = std::make_unique<SpecialTokenMatcher>(*vocab, kSpecialTypes);
   tok->vocab_ = std::move(vocab);
+  tok->init_parallel_safety();
   return tok;
+}
+
+void Tokenizer::add_end_of_turn_tokens(const Vocab& vocab) {
+  for (std::string_view text : kEndOfTurnTexts) {
+    const int32_t id = vocab.find(text);
+    if (id >= 0 && (vocab.types[id] == TokenType::kControl || vocab.types[id] == TokenType::kUserDefined)) {
+      end_of_generation_.insert(id);
+    }
+  }
 }
 
 int64_t Tokenizer::n_vocab() const { return vocab_->size(); }
 
-std::vector<int32_t> Tokenizer::encode(std::string_view text, const EncodeOptions& options) const {
-  std::vector<int32_t> out;
-  if (options.add_bos && bos_id_ >= 0) out.push_back(bos_id_);
+void Tokenizer::add_prefix(std::vector<int32_t>* out, bool add_bos) const {
+  if (!add_bos) return;
+  if (hf_ && hf_->has_post_template()) {
+    out->insert(out->end(), hf_->prefix_ids().begin(), hf_->prefix_ids().end());
+  } else if (bos_id_ >= 0 && (!hf_ || add_bos_)) {
+    out->push_back(bos_id_);
+  }
+}
+
+void Tokenizer::add_suffix(std::vector<int32_t>* out, bool add_bos) const {
+  if (add_bos && hf_ && hf_->has_post_template()) out->insert(out->end(), hf_->suffix_ids().begin(), hf_->suffix_ids().end());
+}
+
+void Tokenizer::encode_text(std::string_view text, bool parse_special, bool first, bool after_special,
+                            std::vector<int32_t>* out) const {
+  if (kind_ == Kind::kHuggingFace) {
+    hf_->encode_text(text, parse_special, first, out);
+    return;
+  }
   std::vector<Fragment> fragments;
-  const uint32_t types = options.parse_special ? kSpecialTypes : type_bit(TokenType::kUserDefined);
+  const uint32_t types = parse_special ? kSpecialTypes : type_bit(TokenType::kUserDefined);
   specials_->partition(text, types, &fragments);
   // SentencePiece's dummy prefix goes at the start of the text and after each special token.
-  bool after_special = true;
   for (const Fragment& fragment : fragments) {
     if (fragment.token_id >= 0) {
-      out.push_back(fragment.token_id);
+      out->push_back(fragment.token_id);
       after_special = true;
       continue;
     }
-    encode_plain(fragment.text, add_space_prefix_ && after_special, &out);
+    encode_plain(fragment.text, add_space_prefix_ && after_special, out);
     after_special = false;
   }
+}
+
+std::vector<int32_t> Tokenizer::encode(std::string_view text, const EncodeOptions& options) const {
+  std::vector<int32_t> out;
+  add_prefix(&out, options.add_bos);
+  encode_text(text, options.parse_special, /*first=*/true, /*after_special=*/true, &out);
+  add_suffix(&out, options.add_bos);
+  return out;
+}
+
+Result<std::vector<int32_t>> Tokenizer::encode_segments(std::span<const Segment> segments,
+                                                        const SegmentOptions& options) const {
+  std::vector<int32_t> out;
+  add_prefix(&out, options.add_bos);
+  bool after_special = true;
+  for (size_t i = 0; i < segments.size(); ++i) {
+    const Segment& segment = segments[i];
+    if (segment.token_id >= 0) {
+      if (segment.token_id >= vocab_->size()) {
+        return invalid_argument("segment " + std::to_string(i) + ": token id " + std::to_string(segment.token_id) +
+                                " is outside the vocabulary of " + std::to_string(vocab_->size()) + " tokens");
+      }
+      out.push_back(segment.token_id);
+      after_special = true;
+      continue;
+    }
+    if (segment.text.empty()) continue;
+    encode_text(segment.text, /*parse_special=*/false, /*first=*/i == 0, after_special, &out);
+    after_special = false;
+  }
+  add_suffix(&out, options.add_bos);
   return out;
 }
 
@@ -230,7 +288,9 @@ std::string Tokenizer::decode(std::span<const int32_t> ids) const {
   for (int32_t id : ids) {
     if (id >= 0 && id < vocab_->size()) bytes += pieces_[id];
   }
-  return utf8::sanitize(bytes);
+  size_t skip = 0;
+  while (skip < bytes.size() && static_cast<int>(skip) < leading_strip_count_ && bytes[skip] == leading_strip_char_) ++skip;
+  return utf8::sanitize(std::string_view(bytes).substr(skip));
 }
 
 std::string Tokenizer::token_piece(int32_t id) const {
@@ -254,7 +314,18 @@ std::optional<int32_t> Tokenizer::find_token(std::string_view text) const {
 }
 
 std::string IncrementalDecoder::push(int32_t id) {
-  pending_ += tokenizer_->token_piece(id);
+  std::string piece = tokenizer_->token_piece(id);
+  if (!started_ && !piece.empty()) {
+    size_t skip = 0;
+    while (skip < piece.size() && stripped_ < tokenizer_->leading_strip_count_ &&
+           piece[skip] == tokenizer_->leading_strip_char_) {
+      ++skip;
+      ++stripped_;
+    }
+    piece.erase(0, skip);
+    started_ = !piece.empty() || stripped_ >= tokenizer_->leading_strip_count_;
+  }
+  pending_ += piece;
   std::string out;
   const size_t used = utf8::append_sanitized(pending_, /*hold_incomplete=*/true, &out);
   pending_.erase(0, used);

@@ -93,6 +93,42 @@ TEST_F(DefaultModel, ScoreJsonShape) {
   EXPECT_TRUE(j["positions"][5]["next_token"].is_null());
 }
 
+TEST_F(DefaultModel, GenerateRunsABatchInInputOrder) {
+  const std::string in = ::testing::TempDir() + "/deepinfer_generate_in.jsonl";
+  {
+    std::ofstream f(in);
+    f << R"({"prompt": "The capital of France is", "max_tokens": 6, "temperature": 0})" << "\n";
+    f << "\n";
+    f << R"({"prompt_token_ids": [504, 3458, 282, 4649, 314], "max_tokens": 3, "temperature": 0, "ignore_eos": true})" << "\n";
+    f << R"({"prompt": "The capital of France is", "max_tokens": 6, "temperature": 0})" << "\n";
+  }
+  Outcome o = run("generate --input " + in + " --threads 2");
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  std::vector<nlohmann::json> lines;
+  size_t pos = 0;
+  while (pos < o.out.size()) {
+    const size_t nl = o.out.find('\n', pos);
+    lines.push_back(nlohmann::json::parse(o.out.substr(pos, nl - pos)));
+    pos = nl + 1;
+  }
+  ASSERT_EQ(lines.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) EXPECT_EQ(lines[i]["index"], i);
+  EXPECT_EQ(lines[1]["generated_token_ids"].size(), 3u);
+  EXPECT_EQ(lines[1]["finish_reason"], "length");
+  // Same prompt, greedy: same tokens, whether or not the second one hit the prefix cache.
+  EXPECT_EQ(lines[0]["generated_token_ids"], lines[2]["generated_token_ids"]);
+  EXPECT_NE(lines[0]["text"].get<std::string>().find("Paris"), std::string::npos) << lines[0]["text"];
+  EXPECT_NE(o.err.find("generated tokens/s"), std::string::npos) << o.err;
+
+  {
+    std::ofstream f(in);
+    f << R"({"prompt": "fine"})" << "\n" << "{not json" << "\n";
+  }
+  o = run("generate --input " + in);
+  EXPECT_EQ(o.exit_code, 2);
+  EXPECT_NE(o.err.find("line 2"), std::string::npos) << o.err;
+}
+
 TEST(Cli, UsageErrorsExitTwoWithAMessage) {
   Outcome o = run("run --frobnicate");
   EXPECT_EQ(o.exit_code, 2);
