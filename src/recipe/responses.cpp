@@ -130,7 +130,7 @@ Result<std::vector<ToolDefinition>> convert_tools(const Json& req, const Convers
       }
       ToolDefinition def;
       def.name = name;
-      def.description = v4 ? kApplyPatchDescriptionV4 : kApplyPatchDescription;
+      def.description = v4 ? apply_patch_description_v4() : std::string(kApplyPatchDescription);
       def.parameters_json = kApplyPatchSchema;
       tools.push_back(std::move(def));
     } else if (type.rfind("web_search", 0) == 0) {
