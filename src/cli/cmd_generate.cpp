@@ -41,7 +41,8 @@ const char* finish_name(FinishReason r) {
   return "none";
 }
 
-Result<GenerationRequest> parse_request(const nlohmann::json& j, const Tokenizer* tokenizer, size_t line) {
+Result<GenerationRequest> parse_request(const nlohmann::json& j, const Tokenizer* tokenizer,
+                                        const std::vector<int32_t>& end_of_generation, size_t line) {
   const std::string where = "input line " + std::to_string(line) + ": ";
   if (!j.is_object()) return invalid_argument(where + "expected a JSON object");
   GenerationRequest r;
@@ -64,11 +65,7 @@ Result<GenerationRequest> parse_request(const nlohmann::json& j, const Tokenizer
     if (j.contains("seed")) r.sampling.seed = j.at("seed").get<uint64_t>();
     r.cache_salt = j.value("cache_salt", std::string());
     r.priority = j.value("priority", 0);
-    if (tokenizer && !j.value("ignore_eos", false)) {
-      for (int32_t id = 0; id < tokenizer->n_vocab(); ++id) {
-        if (tokenizer->is_end_of_generation(id)) r.stop_token_ids.push_back(id);
-      }
-    }
+    if (!j.value("ignore_eos", false)) r.stop_token_ids = end_of_generation;
   } catch (const nlohmann::json::exception& e) {
     return invalid_argument(where + "a field has the wrong type (" + e.what() + ")");
   }
@@ -112,6 +109,13 @@ int generate_command(const std::vector<std::string>& argv) {
     }
   }
 
+  std::vector<int32_t> end_of_generation;  // the same for every request: found once
+  if (tokenizer) {
+    for (int32_t id = 0; id < tokenizer->n_vocab(); ++id) {
+      if (tokenizer->is_end_of_generation(id)) end_of_generation.push_back(id);
+    }
+  }
+
   std::ifstream in(*args.get("--input"));
   if (!in) return fail("cannot read input file '" + *args.get("--input") + "'");
   std::vector<GenerationRequest> requests;
@@ -120,7 +124,7 @@ int generate_command(const std::vector<std::string>& argv) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
     if (j.is_discarded()) return fail("input line " + std::to_string(n) + " is not valid JSON", 2);
-    auto r = parse_request(j, tokenizer.get(), n);
+    auto r = parse_request(j, tokenizer.get(), end_of_generation, n);
     if (!r.ok()) return fail(r.status().message(), 2);
     requests.push_back(std::move(r).value());
   }

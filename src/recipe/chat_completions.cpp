@@ -17,7 +17,6 @@ Status bad(std::string message) { return invalid_argument(std::move(message)); }
 
 // "invalid request body: ..." stands for the reference's deserialization errors, whose wording
 // (serde's) is not reproduced.
-Status malformed(const std::string& what) { return bad("invalid request body: " + what); }
 
 struct ThinkingChoice {
   bool thinking = true;
@@ -409,15 +408,7 @@ Result<ConversationRequest> convert(const Json& req, const ConversionOptions& op
 
 Result<ConversationRequest> convert_chat_completions(std::string_view body,
                                                      const ConversionOptions& options) {
-  Json req = Json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (req.is_discarded()) return invalid_argument("invalid JSON request");
-  // nlohmann throws on a few type mismatches the checks above do not foresee; no exception
-  // leaves the module.
-  try {
-    return convert(req, options);
-  } catch (const nlohmann::json::exception& e) {
-    return malformed(e.what());
-  }
+  return parse_then_convert(body, [&](const Json& req) { return convert(req, options); });
 }
 
 }  // namespace deepinfer::recipe

@@ -15,7 +15,6 @@ namespace {
 using Json = nlohmann::ordered_json;
 
 Status bad(std::string message) { return invalid_argument(std::move(message)); }
-Status malformed(const std::string& what) { return bad("invalid request body: " + what); }
 
 std::string joined_ids(const std::vector<std::string>& ids) {
   std::string s;
@@ -346,13 +345,7 @@ Result<ConversationRequest> convert(const Json& req, const ConversionOptions& op
 
 Result<ConversationRequest> convert_messages(std::string_view body,
                                              const ConversionOptions& options) {
-  Json req = Json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (req.is_discarded()) return invalid_argument("invalid JSON request");
-  try {
-    return convert(req, options);
-  } catch (const nlohmann::json::exception& e) {
-    return malformed(e.what());
-  }
+  return parse_then_convert(body, [&](const Json& req) { return convert(req, options); });
 }
 
 }  // namespace deepinfer::recipe

@@ -6,6 +6,8 @@
 
 namespace deepinfer::recipe {
 
+Status malformed(const std::string& what) { return invalid_argument("invalid request body: " + what); }
+
 using Json = nlohmann::ordered_json;
 
 std::optional<ReasoningEffort> map_effort_word(std::string_view word) {

@@ -13,6 +13,22 @@
 
 namespace deepinfer::recipe {
 
+// "invalid request body: <what>": a body that is JSON but not of the protocol's shape.
+Status malformed(const std::string& what);
+
+// Parses a request body and hands it to `convert`. nlohmann throws on a few type mismatches
+// the adapters' checks do not foresee; no exception leaves the module: they become 400s too.
+template <typename Convert>
+Result<ConversationRequest> parse_then_convert(std::string_view body, Convert&& convert) {
+  nlohmann::ordered_json req = nlohmann::ordered_json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (req.is_discarded()) return invalid_argument("invalid JSON request");
+  try {
+    return convert(req);
+  } catch (const nlohmann::json::exception& e) {
+    return malformed(e.what());
+  }
+}
+
 // minimal/low -> kLow, medium/high -> kHigh, xhigh -> kXhigh, max/ultra -> kMax; else nullopt
 // ("none" included: it switches thinking off rather than naming a level).
 std::optional<ReasoningEffort> map_effort_word(std::string_view word);

@@ -99,21 +99,6 @@ bool is_punctuation(int32_t cp) {
   }
 }
 
-std::string replace_literal(std::string_view text, std::string_view from, std::string_view to) {
-  if (from.empty()) return std::string(text);
-  std::string out;
-  out.reserve(text.size());
-  size_t pos = 0;
-  while (true) {
-    const size_t hit = text.find(from, pos);
-    if (hit == std::string_view::npos) break;
-    out.append(text.substr(pos, hit - pos));
-    out.append(to);
-    pos = hit + from.size();
-  }
-  out.append(text.substr(pos));
-  return out;
-}
 
 // A "pattern" field: {"String": s} or {"Regex": r}.
 struct PatternSpec {
@@ -152,7 +137,7 @@ void find_pattern(const PatternSpec& spec, std::string_view text, std::vector<st
 }
 
 std::string replace_pattern(const PatternSpec& spec, std::string_view text, std::string_view content) {
-  if (!spec.regex) return replace_literal(text, spec.literal, content);
+  if (!spec.regex) return utf8::replace_all(text, spec.literal, content);
   std::vector<std::pair<size_t, size_t>> hits;
   spec.regex->find_all(text, &hits);
   std::string out;
@@ -524,7 +509,7 @@ void HfPreTokenizer::split(PreToken input, Arena* arena, std::vector<PreToken>* 
       bool invert = step.invert;
       matches.clear();
       if (step.kind == Step::Kind::kMetaspace) {
-        std::string rewritten = replace_literal(text, " ", step.replacement);
+        std::string rewritten = utf8::replace_all(text, " ", step.replacement);
         const bool starts = rewritten.compare(0, step.replacement.size(), step.replacement) == 0;
         if (!starts && (step.prepend_scheme == 0 || (step.prepend_scheme == 1 && piece.at_start))) {
           rewritten.insert(0, step.replacement);
@@ -663,7 +648,7 @@ std::string HfDecoder::piece(std::string_view token) const {
         text = replace_pattern(step.pattern, text, step.content);
         break;
       case Step::Kind::kMetaspace:
-        text = replace_literal(text, step.content, " ");
+        text = utf8::replace_all(text, step.content, " ");
         break;
       case Step::Kind::kByteFallback:
         if (text.size() == 6 && text.compare(0, 3, "<0x") == 0 && text[5] == '>') {

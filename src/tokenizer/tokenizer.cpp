@@ -32,21 +32,6 @@ constexpr std::string_view kEndOfTurnTexts[] = {
     "<|end_of_text|>", "<EOT>", "<|return|>", "<|call|>", "<\xEF\xBD\x9C" "end\xE2\x96\x81" "of\xE2\x96\x81" "sentence\xEF\xBD\x9C>",
 };
 
-std::string replace_all(std::string_view text, std::string_view from, std::string_view to) {
-  std::string out;
-  out.reserve(text.size());
-  size_t pos = 0;
-  while (true) {
-    const size_t hit = text.find(from, pos);
-    if (hit == std::string_view::npos) break;
-    out.append(text.substr(pos, hit - pos));
-    out.append(to);
-    pos = hit + from.size();
-  }
-  out.append(text.substr(pos));
-  return out;
-}
-
 // "<0x0A>" -> 10; -1 when text is not of that form.
 int parse_byte_token(std::string_view text) {
   if (text.size() != 6 || text.substr(0, 3) != "<0x" || text[5] != '>') return -1;
@@ -176,7 +161,7 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::from_metadata(const Metadata& meta
         break;
       }
       case TokenType::kNormal:
-        tok->pieces_[id] = spm ? replace_all(text, kSpaceMark, " ") : byte_level::decode(text);
+        tok->pieces_[id] = spm ? utf8::replace_all(text, kSpaceMark, " ") : byte_level::decode(text);
         break;
     }
   }
@@ -274,7 +259,7 @@ Result<std::vector<int32_t>> Tokenizer::encode_segments(std::span<const Segment>
 void Tokenizer::encode_plain(std::string_view text, bool space_prefix, std::vector<int32_t>* out) const {
   if (kind_ == Kind::kSentencePiece) {
     std::string escaped = space_prefix ? std::string(kSpaceMark) : std::string();
-    escaped += replace_all(text, " ", kSpaceMark);
+    escaped += utf8::replace_all(text, " ", kSpaceMark);
     spm_->encode(escaped, out);
     return;
   }

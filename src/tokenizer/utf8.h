@@ -15,6 +15,9 @@
 
 namespace deepinfer::utf8 {
 
+// `text` with every occurrence of `from` (non-empty) replaced by `to`, left to right.
+std::string replace_all(std::string_view text, std::string_view from, std::string_view to);
+
 inline constexpr std::string_view kReplacement = "\xEF\xBF\xBD";  // U+FFFD
 
 // Length of the valid sequence starting at s[pos], or 0 when the bytes there are not a complete
