@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
 """Engine throughput: many concurrent requests against one, on the same model and machine.
 
-Runs `deepinfer generate` (the engine: continuous batching, paged KV cache) three ways in one
+Runs `deepinfer generate` (the engine: continuous batching, paged KV cache) four ways in one
 run, alternating, each in a fresh process:
-  single  - one request, prompt P tokens, G generated tokens (greedy, end-of-sequence ignored);
-  batch   - N such requests with distinct prompts, submitted together;
-  shared  - N requests whose prompts share their first half (prefix cache hits).
+  single     - one request, prompt P tokens, G generated tokens (greedy, end-of-sequence ignored);
+  batch      - N such requests with distinct prompts, submitted together;
+  batch-sync - the same without asynchronous scheduling (--no-async-scheduling), to compare
+               the engine overhead with the bookkeeping overlapped and not;
+  shared     - N requests whose prompts share their first half (prefix cache hits).
 It reports generated tokens per second (wall clock, prefill included), the batch's speed-up
 over the single request, the engine's own overhead (step time outside forward passes), and
 the prompt tokens served from the prefix cache.
@@ -45,9 +47,9 @@ def requests_file(n: int, prompt: int, gen: int, shared: bool, seed: int) -> str
     return f.name
 
 
-def run(binary: str, model: str, path: str, threads: int, seqs: int) -> dict:
+def run(binary: str, model: str, path: str, threads: int, seqs: int, extra: list) -> dict:
     out = subprocess.run([binary, "generate", "-m", model, "--input", path, "--threads", str(threads),
-                          "--max-num-seqs", str(seqs), "--output", "/dev/null"],
+                          "--max-num-seqs", str(seqs), "--output", "/dev/null", *extra],
                          capture_output=True, text=True, check=True)
     m = SUMMARY.search(out.stderr)
     if not m:
@@ -68,15 +70,18 @@ def main() -> None:
     ap.add_argument("--update-docs", action="store_true")
     args = ap.parse_args()
 
+    batch = requests_file(args.requests, args.prompt, args.gen, False, 2)
     files = {
         "single": requests_file(1, args.prompt, args.gen, False, 1),
-        "batch": requests_file(args.requests, args.prompt, args.gen, False, 2),
+        "batch": batch,
+        "batch-sync": batch,
         "shared": requests_file(args.requests, args.prompt, args.gen, True, 3),
     }
+    extra = {"batch-sync": ["--no-async-scheduling"]}
     results = {k: [] for k in files}
     for rep in range(args.reps):
         for kind, path in files.items():
-            r = run(args.binary, args.model, path, args.threads, args.requests)
+            r = run(args.binary, args.model, path, args.threads, args.requests, extra.get(kind, []))
             results[kind].append(r)
             print(f"rep {rep + 1} {kind}: {r['tok_per_s']:.1f} tok/s, {r['seconds']:.1f} s, "
                   f"overhead {r['overhead_pct']:.1f}%, cached {r['cached_tokens']}", flush=True)

@@ -1,12 +1,24 @@
 // deepinfer's engine API: many requests share one model, one KV cache and one step loop.
 //
-// Engine::create loads the model and starts the engine thread, which owns all scheduling
-// state. submit() validates a request and queues it, returning a handle; the handle streams
-// TokenEvents (next() blocks) and can cancel. Handles and the Engine are safe to use from any
+// Engine::create loads the model (and its tokenizer) and starts the engine thread, which owns
+// all scheduling state. submit() validates a request and queues it, returning a handle; the
+// handle streams TokenEvents and can cancel. Handles and the Engine are safe to use from any
 // thread; nothing here exposes tensors or engine internals. Destroying the Engine stops its
 // thread: pending requests finish as cancelled.
+//
+// Text and stop strings: when a request asks for text (detokenize, the default) each event
+// carries the UTF-8 text its tokens added, never a partial character. Stop strings are matched
+// on that text across token boundaries; text that might still become a stop string is held
+// back until it cannot. The detokenizing runs in the handle, on the caller's thread, as the
+// design wants (the engine thread only schedules, runs and samples); a stop-string match
+// finishes the sequence (FinishReason::kStop) and the engine frees its blocks on its next step.
+//
+// n > 1: one handle streams the events of all n sequences, each tagged with its index; the
+// sequences share the prompt's KV through the prefix cache (children start once the first
+// sequence's prompt is computed). The handle ends after the last sequence's final event.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -27,30 +39,64 @@ struct EngineConfig {
   int32_t max_num_seqs = 64;
   bool enable_prefix_caching = true;
   bool priority_scheduling = false;     // else first come, first served
+  // A request's logits do not depend on the rest of the batch or on how its prefill is
+  // chunked (bitwise). With a seed as well, its output is reproducible.
+  bool batch_invariant = false;
+  bool async_scheduling = true;         // plan step N+1 while step N runs
 };
 
 struct GenerationRequest {
   std::vector<int32_t> prompt;
   SamplingParams sampling;
   int64_t max_tokens = 16;
+  int32_t n = 1;                        // independent samples of the same prompt
   std::vector<int32_t> stop_token_ids;  // generation ends after producing one of these
+  std::vector<std::string> stop;        // stop strings, matched on the generated text
+  bool include_stop_str_in_output = false;
+  bool detokenize = true;               // events carry text (needed for stop strings)
   std::string cache_salt;               // requests with different salts never share KV
   int32_t priority = 0;                 // smaller first, with priority_scheduling
 };
 
 enum class FinishReason { kNone, kStop, kLength, kCancelled };
 
-struct TokenEvent {
-  std::vector<int32_t> tokens;  // new tokens since the previous event
-  FinishReason finish = FinishReason::kNone;  // set on the last event of a request
-  int64_t n_cached_prompt_tokens = 0;
+struct TopLogprob {
+  int32_t token = 0;
+  float logprob = 0.0f;
 };
+
+struct TokenLogprob {
+  int32_t token = 0;          // the token that was sampled (or, for the prompt, given)
+  float logprob = 0.0f;       // its log-probability under the raw model distribution
+  int32_t rank = 0;           // 1 = most probable
+  std::vector<TopLogprob> top;  // the k most probable, best first (k = the requested count)
+};
+
+struct TokenEvent {
+  int32_t index = 0;                     // which of the request's n sequences
+  std::vector<int32_t> tokens;           // new tokens since the previous event of this index
+  std::vector<TokenLogprob> logprobs;    // one per token, when sampling.logprobs >= 0
+  std::string text;                      // the text those tokens added (detokenize)
+  FinishReason finish = FinishReason::kNone;  // set on the last event of this index
+  std::string stop_string;               // the stop string that ended it (kStop)
+  int32_t stop_token = -1;               // the stop token that ended it (kStop), else -1
+  // Set on the first event of each index:
+  std::vector<std::optional<TokenLogprob>> prompt_logprobs;  // [n_prompt] when asked; [0] is empty
+  int64_t n_prompt_tokens = 0;
+  int64_t n_cached_prompt_tokens = 0;    // prompt tokens served from the prefix cache
+  double queue_seconds = 0.0;            // submission to first scheduling
+};
+
+enum class WaitStatus { kEvent, kTimeout, kEnd };
 
 class RequestHandle {
  public:
   virtual ~RequestHandle() = default;
-  // Blocks until new tokens or the end; nullopt after the final event was returned.
+  // Blocks until new tokens or the end; nullopt after every sequence's final event was returned.
   virtual std::optional<TokenEvent> next() = 0;
+  // As next(), but gives up after `timeout` (kTimeout, *event untouched), so a caller can
+  // check its client between events.
+  virtual WaitStatus next_for(std::chrono::milliseconds timeout, TokenEvent* event) = 0;
   // The request stops within one engine step and its KV blocks are freed.
   virtual void cancel() = 0;
 };
@@ -59,8 +105,12 @@ struct EngineStats {
   int64_t n_running = 0;
   int64_t n_waiting = 0;
   double kv_usage = 0.0;           // fraction of KV blocks in use
+  int64_t kv_blocks_used = 0;
+  int64_t kv_blocks_total = 0;
   int64_t prefix_queries = 0;      // prompt tokens looked up in the prefix cache
   int64_t prefix_hits = 0;         // of those, found
+  int64_t prompt_tokens = 0;       // computed prompt tokens (not counting cache hits)
+  int64_t generation_tokens = 0;   // sampled tokens
   int64_t n_steps = 0;
   int64_t n_preemptions = 0;
   double forward_seconds = 0.0;    // time inside forward passes
@@ -72,8 +122,8 @@ class Engine {
   virtual ~Engine() = default;
   static Result<std::unique_ptr<Engine>> create(const EngineConfig& config);
 
-  // INVALID_ARGUMENT (empty prompt, max_tokens < 1, token ids outside the vocabulary, bad
-  // sampling parameters) or OUT_OF_RANGE (prompt + max_tokens beyond the context) before
+  // INVALID_ARGUMENT (empty prompt, max_tokens < 1, n < 1, token ids outside the vocabulary,
+  // bad sampling parameters) or OUT_OF_RANGE (prompt + max_tokens beyond the context) before
   // anything is queued.
   virtual Result<std::shared_ptr<RequestHandle>> submit(GenerationRequest request) = 0;
   virtual EngineStats stats() const = 0;

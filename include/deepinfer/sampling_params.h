@@ -1,17 +1,33 @@
-// Sampling parameters of one request, with the defaults of the OpenAI API and vLLM.
+// Sampling parameters of one request, with the defaults and ranges of the OpenAI API and vLLM.
+//
+// Order of application (vLLM's): logit_bias is added to the raw logits; min_tokens masks the
+// stop tokens (EOS and stop_token_ids) until that many tokens were generated; the repetition
+// penalty (prompt and output tokens), then the frequency and presence penalties (output tokens
+// only); then temperature, top-k, top-p and min-p; then one draw. Logprobs report the raw model
+// distribution (log-softmax of the logits before any of this), as vLLM does by default.
 #pragma once
 
 #include <cstdint>
 #include <optional>
+#include <utility>
+#include <vector>
 
 namespace deepinfer {
 
 struct SamplingParams {
-  float temperature = 1.0f;  // 0 = greedy (argmax)
-  int32_t top_k = 0;         // 0 or negative = no limit
-  float top_p = 1.0f;        // nucleus: smallest set with cumulative probability >= top_p
-  float min_p = 0.0f;        // drop tokens whose probability is below min_p * max probability
-  std::optional<uint64_t> seed;  // same seed + same logits = same token sequence
+  float temperature = 1.0f;        // 0 = greedy (argmax, ties to the lowest id)
+  int32_t top_k = 0;               // 0 or -1 = no limit
+  float top_p = 1.0f;              // nucleus: smallest set with cumulative probability >= top_p
+  float min_p = 0.0f;              // drop tokens whose probability is below min_p * max probability
+  float presence_penalty = 0.0f;   // [-2, 2]: subtracted once from every token already generated
+  float frequency_penalty = 0.0f;  // [-2, 2]: subtracted per occurrence in the generated tokens
+  float repetition_penalty = 1.0f; // > 0: tokens of prompt or output: logit / p if > 0, else * p
+  std::vector<std::pair<int32_t, float>> logit_bias;  // (token id, bias in [-100, 100])
+  std::optional<uint64_t> seed;    // same seed + same logits = same token sequence
+  int64_t min_tokens = 0;          // stop tokens are impossible before this many generated
+  bool ignore_eos = false;         // the tokenizer's end-of-generation ids do not stop
+  int32_t logprobs = -1;           // < 0: none; 0: the sampled token's; k <= 20: plus the top k
+  int32_t prompt_logprobs = -1;    // the same for each prompt position after the first
 };
 
 }  // namespace deepinfer

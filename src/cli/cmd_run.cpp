@@ -2,6 +2,7 @@
 #include <chrono>
 #include <cstdio>
 #include <iostream>
+#include <limits>
 
 #include <nlohmann/json.hpp>
 
@@ -74,12 +75,17 @@ int run_command(const std::vector<std::string>& argv) {
   sampling.top_p = static_cast<float>(*top_p);
   sampling.min_p = static_cast<float>(*min_p);
   if (*seed >= 0) sampling.seed = static_cast<uint64_t>(*seed);
-  auto sampler = Sampler::create(sampling);
-  if (!sampler.ok()) return fail(sampler.status().message(), 2);
+  // Checked before the model loads so a bad flag fails fast; no logit_bias here, so the
+  // vocabulary size does not matter yet.
+  if (Status valid = Sampler::validate(sampling, std::numeric_limits<int32_t>::max()); !valid.ok()) {
+    return fail(valid.message(), 2);
+  }
 
   auto loaded = load_model(args.get("--model"));
   if (!loaded.ok()) return fail(loaded.status().message());
   const Model& model = *loaded->model;
+  auto sampler = Sampler::create(sampling, model.config().n_vocab, {});
+  if (!sampler.ok()) return fail(sampler.status().message(), 2);
   const Tokenizer* tokenizer = loaded->tokenizer.get();
 
   std::vector<int32_t> prompt;

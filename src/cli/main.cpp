@@ -14,11 +14,14 @@ const char* kUsage = R"(deepinfer: LLM inference engine
 usage: deepinfer <command> [options]      (deepinfer <command> --help for its options)
 
 commands:
+  serve    OpenAI- and Anthropic-compatible HTTP API server
   run      generate text from one prompt, streamed to the terminal
   score    teacher-forced log-probabilities of given token ids (JSON)
   generate offline batch inference through the engine: JSONL requests in, JSONL results out
   tokenize    text -> token ids (or pieces) with a model's tokenizer
   detokenize  token ids -> text
+  render   a Chat Completions / Responses / Messages request (stdin) -> the model's prompt
+  parse    raw model output (stdin) -> the protocol's response or its SSE events
   pull     fetch a known model into the local cache (pull --list shows them)
   version  print the version
 )";
@@ -46,6 +49,9 @@ int main(int argc, char** argv) {
   if (command == "generate") return generate_command(args);
   if (command == "tokenize") return tokenize_command(args);
   if (command == "detokenize") return detokenize_command(args);
+  if (command == "serve") return serve_command(args);
+  if (command == "render") return render_command(args);
+  if (command == "parse") return parse_command(args);
   if (command == "pull") return run_pull(argc - 1, argv + 1);
   if (command == "version" || command == "--version") {
     std::puts("deepinfer 0.1.0");

@@ -1,21 +1,42 @@
 // The engine thread: drain submissions, schedule a step, run it as one flattened batch, sample,
-// update, publish events. Everything mutable here belongs to that thread except the
-// submission queue (mutex) and each handle's event queue (its own mutex).
+// update, publish raw events. Everything mutable here belongs to that thread except the
+// submission queue (guarded by the shared EngineWakeup's mutex) and each handle's event queue.
+//
+// A submitted request is a Group of n sequences; each sequence is one scheduler Request. The
+// first sequence runs alone until its prompt is computed; the others start then, so they find
+// the prompt's full blocks in the prefix cache (only the tail block is recomputed).
+//
+// Asynchronous scheduling (config.async_scheduling): when submissions, cancellations or
+// stop-string requests are waiting as a step starts, its forward pass runs on a ForwardWorker
+// thread while the engine thread admits and applies them, work otherwise done between steps.
+// With nothing waiting the pass runs on the engine thread: handing it over costs two thread
+// wake-ups, which on a busy machine exceed what there is to overlap. The next step's plan
+// itself is not built ahead: a decode's next token is the sample of the step in flight.
+//
+// Batch invariance (config.batch_invariant): every CPU kernel computes a token's row from that
+// token's inputs alone in a fixed order (backend tests BatchedDot and
+// MatmulRowsDoNotDependOnBatchSize), prefix-cached KV is bitwise what a cold run computes, and
+// each sequence samples with its own Sampler and generator (sampling runs in parallel by whole
+// sequences), so the CPU engine has no faster, batch-dependent path to switch off: the flag is
+// the contract such a path must honour. tests/unit/engine/batch_invariance_test.cpp checks it.
 #include "deepinfer/engine.h"
 
-#include <atomic>
+#include <algorithm>
 #include <chrono>
-#include <condition_variable>
 #include <deque>
+#include <filesystem>
 #include <mutex>
 #include <thread>
 #include <unordered_map>
 
+#include "core/check.h"
+#include "engine/forward_worker.h"
 #include "engine/sampler.h"
 #include "engine/scheduler.h"
+#include "engine/stream_handle.h"
 #include "kv/kv_cache_manager.h"
-#include "core/check.h"
 #include "model/model.h"
+#include "tokenizer/tokenizer.h"
 
 namespace deepinfer {
 
@@ -23,54 +44,58 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-class Handle final : public RequestHandle {
- public:
-  std::optional<TokenEvent> next() override {
-    std::unique_lock<std::mutex> lock(mutex_);
-    ready_.wait(lock, [&] { return !events_.empty() || done_; });
-    if (events_.empty()) return std::nullopt;
-    TokenEvent e = std::move(events_.front());
-    events_.pop_front();
-    if (e.finish != FinishReason::kNone) done_ = true;
-    return e;
-  }
-  void cancel() override { cancelled_.store(true); }
-
-  bool cancelled() const { return cancelled_.load(); }
-  void push(TokenEvent e) {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      events_.push_back(std::move(e));
-    }
-    ready_.notify_all();
-  }
-
- private:
-  std::mutex mutex_;
-  std::condition_variable ready_;
-  std::deque<TokenEvent> events_;
-  bool done_ = false;
-  std::atomic<bool> cancelled_{false};
-};
+constexpr int32_t kMaxN = 128;  // the OpenAI API's bound on n
 
 struct Submission {
-  RequestId id;
   GenerationRequest request;
-  std::shared_ptr<Handle> handle;
+  std::shared_ptr<StreamHandle> handle;
+  Clock::time_point submitted;
 };
 
-// Per running request: what the engine thread needs beyond the scheduler's state.
-struct Live {
-  std::shared_ptr<Handle> handle;
+// One submitted request: its sequences share the handle, the prompt and the prompt logprobs.
+struct Group {
+  GenerationRequest request;
+  std::shared_ptr<StreamHandle> handle;
+  std::vector<int32_t> stop_ids;  // end-of-generation ids unless ignore_eos, then stop_token_ids
+  Clock::time_point submitted;
+  std::vector<std::optional<TokenLogprob>> prompt_logprobs;  // [n_prompt] when asked
+  int32_t n_started = 0;  // sequences handed to the scheduler (or ended before starting)
+};
+
+// Per running sequence: what the engine thread needs beyond the scheduler's Request.
+struct Sequence {
+  std::shared_ptr<Group> group;
+  int32_t index = 0;
   Sampler sampler;
-  int64_t n_cached_prompt = -1;  // reported with the first event
+  bool collects_prompt_logprobs = false;  // until its prompt is computed
+  bool first_event_sent = false;
+  int64_t n_cached_prompt = -1;           // set when first scheduled
+  double queue_seconds = 0.0;
+};
+
+// One sampling row of a step, and what sampling it produced.
+struct SampleJob {
+  RequestId id = 0;
+  Sequence* seq = nullptr;
+  int64_t row = 0;
+  int32_t token = 0;
+  TokenLogprob logprob;
+};
+
+// One prompt position whose next-token logprob is asked for.
+struct PromptJob {
+  Group* group = nullptr;
+  int64_t row = 0;
+  int64_t position = 0;  // the logits at `position` predict prompt[position + 1]
 };
 
 class EngineImpl final : public Engine {
  public:
-  EngineImpl(const EngineConfig& config, std::unique_ptr<Model> model, int64_t n_blocks)
+  EngineImpl(const EngineConfig& config, std::unique_ptr<Model> model, std::shared_ptr<const Tokenizer> tokenizer,
+             int64_t n_blocks)
       : config_(config),
         model_(std::move(model)),
+        tokenizer_(std::move(tokenizer)),
         kv_manager_(kv::KvCacheConfig{config.block_size, static_cast<int32_t>(n_blocks), config.enable_prefix_caching,
                                       model_->source().path()}),
         kv_(model_->config(), n_blocks, config.block_size),
@@ -79,39 +104,34 @@ class EngineImpl final : public Engine {
                    kv_manager_),
         runner_(model_->new_batch_runner()),
         pool_(config.threads > 0 ? config.threads : ThreadPool::default_threads()),
-        thread_([this] { loop(); }) {}
+        logprob_scratch_(static_cast<size_t>(pool_.n_threads())) {
+    if (tokenizer_) {
+      const int64_t n = std::min<int64_t>(tokenizer_->n_vocab(), model_->config().n_vocab);
+      for (int32_t id = 0; id < n; ++id) {
+        if (tokenizer_->is_end_of_generation(id)) end_of_generation_.push_back(id);
+      }
+    }
+    if (config_.async_scheduling) worker_ = std::make_unique<ForwardWorker>();
+    thread_ = std::thread([this] { loop(); });
+  }
 
   ~EngineImpl() override {
     {
-      std::lock_guard<std::mutex> lock(mutex_);
+      std::lock_guard<std::mutex> lock(wakeup_->mutex);
       stop_ = true;
     }
-    wake_.notify_all();
+    wakeup_->cv.notify_all();
     thread_.join();
   }
 
   Result<std::shared_ptr<RequestHandle>> submit(GenerationRequest request) override {
-    if (request.prompt.empty()) return invalid_argument("the prompt is empty");
-    if (request.max_tokens < 1) return invalid_argument("max_tokens must be at least 1, got " + std::to_string(request.max_tokens));
-    for (size_t i = 0; i < request.prompt.size(); ++i) {
-      if (request.prompt[i] < 0 || request.prompt[i] >= n_vocab()) {
-        return invalid_argument("prompt token " + std::to_string(request.prompt[i]) + " at index " + std::to_string(i) +
-                                " is outside the vocabulary [0, " + std::to_string(n_vocab()) + ")");
-      }
-    }
-    const int64_t need = static_cast<int64_t>(request.prompt.size()) + request.max_tokens;
-    if (need > max_context()) {
-      return out_of_range("prompt (" + std::to_string(request.prompt.size()) + " tokens) plus max_tokens " +
-                          std::to_string(request.max_tokens) + " exceeds the context of " +
-                          std::to_string(max_context()) + " tokens");
-    }
-    DI_RETURN_IF_ERROR(Sampler::create(request.sampling).status());
-    auto handle = std::make_shared<Handle>();
+    DI_RETURN_IF_ERROR(validate(request));
+    auto handle = std::make_shared<StreamHandle>(request.detokenize ? tokenizer_ : nullptr, request, wakeup_);
     {
-      std::lock_guard<std::mutex> lock(mutex_);
-      queue_.push_back({next_id_++, std::move(request), handle});
+      std::lock_guard<std::mutex> lock(wakeup_->mutex);
+      queue_.push_back({std::move(request), handle, Clock::now()});
     }
-    wake_.notify_all();
+    wakeup_->cv.notify_all();
     return std::shared_ptr<RequestHandle>(handle);
   }
 
@@ -126,88 +146,305 @@ class EngineImpl final : public Engine {
   }
 
  private:
-  void admit(Submission s) {
-    auto r = std::make_unique<Request>();
-    r->id = s.id;
-    r->tokens = std::move(s.request.prompt);
-    r->n_prompt = r->n_tokens();
-    r->max_tokens = s.request.max_tokens;
-    r->stop_token_ids = std::move(s.request.stop_token_ids);
-    r->cache_salt = std::move(s.request.cache_salt);
-    r->priority = s.request.priority;
-    live_.emplace(s.id, Live{std::move(s.handle), std::move(Sampler::create(s.request.sampling)).value(), -1});
-    scheduler_.add(std::move(r));
+  Status validate(const GenerationRequest& r) const {
+    if (r.prompt.empty()) return invalid_argument("the prompt is empty");
+    if (r.max_tokens < 1) return invalid_argument("max_tokens must be at least 1, got " + std::to_string(r.max_tokens));
+    if (r.n < 1 || r.n > kMaxN) {
+      return invalid_argument("n must be in [1, " + std::to_string(kMaxN) + "], got " + std::to_string(r.n));
+    }
+    for (size_t i = 0; i < r.prompt.size(); ++i) {
+      if (r.prompt[i] < 0 || r.prompt[i] >= n_vocab()) {
+        return invalid_argument("prompt token " + std::to_string(r.prompt[i]) + " at index " + std::to_string(i) +
+                                " is outside the vocabulary [0, " + std::to_string(n_vocab()) + ")");
+      }
+    }
+    for (int32_t id : r.stop_token_ids) {
+      if (id < 0 || id >= n_vocab()) {
+        return invalid_argument("stop token id " + std::to_string(id) + " is outside the vocabulary [0, " +
+                                std::to_string(n_vocab()) + ")");
+      }
+    }
+    for (size_t i = 0; i < r.stop.size(); ++i) {
+      if (r.stop[i].empty()) return invalid_argument("stop string " + std::to_string(i) + " is empty");
+    }
+    if (!r.stop.empty() && !tokenizer_) {
+      return invalid_argument("stop strings need the model's tokenizer, and " + model_->source().path() +
+                              " carries none");
+    }
+    if (!r.stop.empty() && !r.detokenize) return invalid_argument("stop strings need detokenize");
+    const int64_t need = static_cast<int64_t>(r.prompt.size()) + r.max_tokens;
+    if (need > max_context()) {
+      return out_of_range("prompt (" + std::to_string(r.prompt.size()) + " tokens) plus max_tokens " +
+                          std::to_string(r.max_tokens) + " exceeds the context of " + std::to_string(max_context()) +
+                          " tokens");
+    }
+    return Sampler::validate(r.sampling, n_vocab());
   }
+
+  // ---- Admission and sequences ----
+
+  void admit(Submission s) {
+    auto g = std::make_shared<Group>();
+    g->handle = std::move(s.handle);
+    g->submitted = s.submitted;
+    if (!s.request.sampling.ignore_eos) g->stop_ids = end_of_generation_;
+    g->stop_ids.insert(g->stop_ids.end(), s.request.stop_token_ids.begin(), s.request.stop_token_ids.end());
+    if (s.request.sampling.prompt_logprobs >= 0) g->prompt_logprobs.resize(s.request.prompt.size());
+    g->request = std::move(s.request);
+    start_sequences(g, 1);
+  }
+
+  // Starts the group's next `count` sequences (children get seed + index).
+  void start_sequences(const std::shared_ptr<Group>& g, int32_t count) {
+    const GenerationRequest& req = g->request;
+    for (int32_t k = 0; k < count && g->n_started < req.n; ++k) {
+      if (g->handle->cancelled()) {
+        end_unstarted(*g);  // all of them, however many were asked for: nothing else would end them
+        return;
+      }
+      const int32_t index = g->n_started++;
+      SamplingParams params = req.sampling;
+      if (params.seed) params.seed = *params.seed + static_cast<uint64_t>(index);
+      // Validated in submit(), so creation cannot fail.
+      Sampler sampler = std::move(Sampler::create(params, n_vocab(), g->stop_ids)).value();
+      sampler.set_prompt(req.prompt);
+      auto r = std::make_unique<Request>();
+      r->id = next_id_++;
+      r->tokens = req.prompt;
+      r->n_prompt = r->n_tokens();
+      r->max_tokens = req.max_tokens;
+      r->stop_token_ids = g->stop_ids;
+      r->cache_salt = req.cache_salt;
+      r->priority = req.priority;
+      const bool collect = index == 0 && req.sampling.prompt_logprobs >= 0;
+      r->use_prefix_cache = !collect;
+      seqs_.emplace(r->id, Sequence{g, index, std::move(sampler), collect, false, -1, 0.0});
+      scheduler_.add(std::move(r));
+    }
+  }
+
+  // The event that ends sequence `index` of `g` without a token (seq null: never started).
+  TokenEvent final_event(Sequence* seq, Group& g, int32_t index, FinishReason reason) {
+    TokenEvent e;
+    e.index = index;
+    e.finish = reason;
+    if (seq == nullptr || !seq->first_event_sent) fill_first_event(seq, g, &e);
+    return e;
+  }
+
+  void fill_first_event(Sequence* seq, const Group& g, TokenEvent* e) {
+    e->n_prompt_tokens = static_cast<int64_t>(g.request.prompt.size());
+    if (seq != nullptr) {
+      e->n_cached_prompt_tokens = std::max<int64_t>(0, seq->n_cached_prompt);
+      e->queue_seconds = seq->queue_seconds;
+      seq->first_event_sent = true;
+    }
+    e->prompt_logprobs = g.prompt_logprobs;
+  }
+
+  void drain_submissions() {
+    std::deque<Submission> incoming;
+    {
+      std::lock_guard<std::mutex> lock(wakeup_->mutex);
+      incoming.swap(queue_);
+    }
+    for (Submission& s : incoming) admit(std::move(s));
+  }
+
+  // Submissions, cancellations or stop-string requests arrived since the loop last looked.
+  bool work_waiting() {
+    std::lock_guard<std::mutex> lock(wakeup_->mutex);
+    return !queue_.empty() || wakeup_->n_signals != seen_signals_;
+  }
+
+  void apply_cancellations() {
+    for (auto& [id, seq] : seqs_) {
+      if (seq.group->handle->cancelled() || seq.group->handle->stop_requested(seq.index)) scheduler_.cancel(id);
+    }
+  }
+
+  // ---- The loop ----
 
   void loop() {
+    bool idle = false;
     while (true) {
-      std::deque<Submission> incoming;
       {
-        std::unique_lock<std::mutex> lock(mutex_);
-        wake_.wait(lock, [&] { return stop_ || !queue_.empty() || !live_.empty(); });
+        std::unique_lock<std::mutex> lock(wakeup_->mutex);
+        // Nothing could be scheduled last time: sleep until a submission, a cancel or a
+        // stop-string match changes that (no busy waiting).
+        if (idle) wakeup_->cv.wait(lock, [&] { return stop_ || !queue_.empty() || wakeup_->n_signals != seen_signals_; });
         if (stop_) break;
-        incoming.swap(queue_);
+        seen_signals_ = wakeup_->n_signals;
       }
-      for (Submission& s : incoming) admit(std::move(s));
-      for (auto& [id, live] : live_) {
-        if (live.handle->cancelled()) scheduler_.cancel(id);
-      }
-      step();
+      drain_submissions();
+      apply_cancellations();
+      idle = !step();
     }
-    for (auto& [id, live] : live_) live.handle->push({{}, FinishReason::kCancelled, 0});
-    std::lock_guard<std::mutex> lock(mutex_);
-    for (Submission& s : queue_) s.handle->push({{}, FinishReason::kCancelled, 0});
+    for (auto& [id, seq] : seqs_) {
+      seq.group->handle->push(final_event(&seq, *seq.group, seq.index, FinishReason::kCancelled));
+      end_unstarted(*seq.group);
+    }
+    std::lock_guard<std::mutex> lock(wakeup_->mutex);
+    for (Submission& s : queue_) {
+      for (int32_t i = 0; i < s.request.n; ++i) {
+        TokenEvent e;
+        e.index = i;
+        e.finish = FinishReason::kCancelled;
+        s.handle->push(std::move(e));
+      }
+    }
   }
 
-  void step() {
+  // One engine step; false when there was nothing to do.
+  bool step() {
     const auto t0 = Clock::now();
+    sample_jobs_.clear();
+    step_prompt_tokens_ = 0;
     StepPlan plan = scheduler_.schedule();
-    for (RequestId id : plan.finished) finish(id);
+    for (RequestId id : plan.finished) end_cancelled(id);
     double forward = 0.0;
+    std::vector<RequestId> finished;
     if (!plan.empty()) {
-      tokens_.clear();
-      batch_.clear();
-      for (const ScheduledChunk& c : plan.chunks) {
-        const Request* r = scheduler_.find(c.id);
-        tokens_.insert(tokens_.end(), r->tokens.begin() + c.first_position,
-                       r->tokens.begin() + c.first_position + c.n_tokens);
-        batch_.push_back({c.n_tokens, c.first_position, kv_manager_.block_table(c.id),
-                          c.samples ? LogitsMode::kLast : LogitsMode::kNone});
-        Live& live = live_.at(c.id);
-        if (live.n_cached_prompt < 0) live.n_cached_prompt = c.first_position;
-      }
+      build_batch(plan);
       const auto tf = Clock::now();
-      Status st = runner_->run(tokens_, batch_, kv_, pool_);
+      Status st;
+      if (worker_ && work_waiting()) {
+        worker_->launch([this] { return runner_->run(tokens_, batch_, kv_, pool_); });
+        // Overlapped with the forward pass: neither touches the KV manager or the runner.
+        drain_submissions();
+        apply_cancellations();
+        st = worker_->wait();
+      } else {
+        st = runner_->run(tokens_, batch_, kv_, pool_);
+      }
       forward = std::chrono::duration<double>(Clock::now() - tf).count();
       DI_ICHECK(st.ok());  // the scheduler only plans valid batches
-      sampled_.clear();
-      int64_t row = 0;
-      for (const ScheduledChunk& c : plan.chunks) {
-        if (!c.samples) continue;
-        sampled_.push_back({c.id, live_.at(c.id).sampler.sample(runner_->logits(row++))});
-      }
-      const std::vector<RequestId> finished = scheduler_.update(plan, sampled_);
-      for (const SampledToken& s : sampled_) {
-        const Request* r = scheduler_.find(s.id);
-        Live& live = live_.at(s.id);
-        TokenEvent e{{s.token}, FinishReason::kNone, live.n_cached_prompt};
-        if (r->state == RequestState::kFinished) e.finish = r->finish;
-        live.handle->push(std::move(e));
-      }
-      for (RequestId id : finished) {
-        scheduler_.take_finished(id);
-        live_.erase(id);
-      }
+      sample();
+      finished = scheduler_.update(plan, sampled_);
     }
-    const double total = std::chrono::duration<double>(Clock::now() - t0).count();
+    // Statistics first: a caller that has seen its last event finds this step counted.
+    update_stats(plan, forward, std::chrono::duration<double>(Clock::now() - t0).count());
+    const auto tp = Clock::now();
+    publish();
+    for (RequestId id : finished) {
+      scheduler_.take_finished(id);
+      seqs_.erase(id);
+    }
+    if (!plan.empty()) {
+      std::lock_guard<std::mutex> lock(stats_mutex_);
+      stats_.overhead_seconds += std::chrono::duration<double>(Clock::now() - tp).count();
+    }
+    return !plan.empty() || !plan.finished.empty();
+  }
+
+  void build_batch(const StepPlan& plan) {
+    tokens_.clear();
+    batch_.clear();
+    prompt_jobs_.clear();
+    int64_t row = 0;
+    const auto now = Clock::now();
+    for (const ScheduledChunk& c : plan.chunks) {
+      const Request* r = scheduler_.find(c.id);
+      Sequence& seq = seqs_.at(c.id);
+      if (seq.n_cached_prompt < 0) {
+        seq.n_cached_prompt = c.first_position;
+        seq.queue_seconds = std::chrono::duration<double>(now - seq.group->submitted).count();
+      }
+      step_prompt_tokens_ += std::clamp<int64_t>(r->n_prompt - c.first_position, 0, c.n_tokens);
+      tokens_.insert(tokens_.end(), r->tokens.begin() + c.first_position,
+                     r->tokens.begin() + c.first_position + c.n_tokens);
+      // Prompt logprobs need every prompt position's logits; otherwise only a sampling row.
+      const bool all = seq.collects_prompt_logprobs && c.first_position < r->n_prompt - 1;
+      const LogitsMode mode = all ? LogitsMode::kAll : c.samples ? LogitsMode::kLast : LogitsMode::kNone;
+      batch_.push_back({c.n_tokens, c.first_position, kv_manager_.block_table(c.id), mode});
+      if (all) {
+        for (int64_t i = 0; i < c.n_tokens && c.first_position + i + 1 < r->n_prompt; ++i) {
+          prompt_jobs_.push_back({seq.group.get(), row + i, c.first_position + i});
+        }
+        row += c.n_tokens;
+      } else if (c.samples) {
+        ++row;
+      }
+      if (c.samples) sample_jobs_.push_back({c.id, &seq, row - 1, 0, {}});
+    }
+  }
+
+  // Samples every sampling row and computes the logprobs asked for, sequences in parallel:
+  // each has its own Sampler, so the result does not depend on how rows meet threads.
+  void sample() {
+    const auto n_samples = static_cast<int64_t>(sample_jobs_.size());
+    const auto n_jobs = n_samples + static_cast<int64_t>(prompt_jobs_.size());
+    pool_.parallel_for(n_jobs, [&](int thread, int64_t begin, int64_t end) {
+      auto& scratch = logprob_scratch_[static_cast<size_t>(thread)];
+      for (int64_t j = begin; j < end; ++j) {
+        if (j < n_samples) {
+          SampleJob& s = sample_jobs_[static_cast<size_t>(j)];
+          const std::span<const float> logits = runner_->logits(s.row);
+          s.token = s.seq->sampler.sample(logits);
+          const int32_t k = s.seq->sampler.params().logprobs;
+          if (k >= 0) s.logprob = compute_logprob(logits, s.token, k, scratch);
+        } else {
+          const PromptJob& p = prompt_jobs_[static_cast<size_t>(j - n_samples)];
+          const auto next = static_cast<size_t>(p.position + 1);
+          p.group->prompt_logprobs[next] = compute_logprob(runner_->logits(p.row), p.group->request.prompt[next],
+                                                           p.group->request.sampling.prompt_logprobs, scratch);
+        }
+      }
+    });
+    sampled_.clear();
+    for (const SampleJob& s : sample_jobs_) sampled_.push_back({s.id, s.token});
+  }
+
+  void publish() {
+    for (SampleJob& s : sample_jobs_) {
+      const Request* r = scheduler_.find(s.id);
+      Sequence& seq = *s.seq;
+      Group& g = *seq.group;
+      seq.collects_prompt_logprobs = false;
+      TokenEvent e;
+      e.index = seq.index;
+      e.tokens = {s.token};
+      if (seq.sampler.params().logprobs >= 0) e.logprobs.push_back(std::move(s.logprob));
+      if (!seq.first_event_sent) fill_first_event(&seq, g, &e);
+      if (r->state == RequestState::kFinished) {
+        e.finish = r->finish;
+        if (r->finish == FinishReason::kStop) e.stop_token = s.token;
+      }
+      g.handle->push(std::move(e));
+      // The first sequence's prompt is in the cache now: its siblings start and share it.
+      if (seq.index == 0 && g.n_started < g.request.n) start_sequences(seq.group, g.request.n - 1);
+    }
+  }
+
+  void end_cancelled(RequestId id) {
+    scheduler_.take_finished(id);
+    auto it = seqs_.find(id);
+    if (it == seqs_.end()) return;
+    Sequence& seq = it->second;
+    seq.group->handle->push(final_event(&seq, *seq.group, seq.index, FinishReason::kCancelled));
+    end_unstarted(*seq.group);  // siblings that never started end with it
+    seqs_.erase(it);
+  }
+
+  void end_unstarted(Group& g) {
+    for (; g.n_started < g.request.n; ++g.n_started) {
+      g.handle->push(final_event(nullptr, g, g.n_started, FinishReason::kCancelled));
+    }
+  }
+
+  void update_stats(const StepPlan& plan, double forward, double total) {
     const kv::KvCacheStats kvs = kv_manager_.stats();
     std::lock_guard<std::mutex> lock(stats_mutex_);
     stats_.n_running = static_cast<int64_t>(scheduler_.n_running());
     stats_.n_waiting = static_cast<int64_t>(scheduler_.n_waiting());
     stats_.kv_usage = kvs.usage;
+    stats_.kv_blocks_total = kvs.pool.n_blocks;
+    stats_.kv_blocks_used = kvs.pool.n_blocks - kvs.pool.n_free;
     stats_.prefix_queries = kvs.prefix_queries;
     stats_.prefix_hits = kvs.prefix_hits;
     stats_.n_preemptions += static_cast<int64_t>(plan.preempted.size());
+    stats_.prompt_tokens += step_prompt_tokens_;
+    stats_.generation_tokens += static_cast<int64_t>(sample_jobs_.size());
     if (!plan.empty()) {
       ++stats_.n_steps;
       stats_.forward_seconds += forward;
@@ -215,36 +452,53 @@ class EngineImpl final : public Engine {
     }
   }
 
-  void finish(RequestId id) {
-    auto r = scheduler_.take_finished(id);
-    auto it = live_.find(id);
-    if (it == live_.end()) return;
-    it->second.handle->push({{}, r ? r->finish : FinishReason::kCancelled, std::max<int64_t>(0, it->second.n_cached_prompt)});
-    live_.erase(it);
-  }
-
   EngineConfig config_;
   std::unique_ptr<Model> model_;
+  std::shared_ptr<const Tokenizer> tokenizer_;  // null when the model carries none
+  std::vector<int32_t> end_of_generation_;
   kv::KvCacheManager kv_manager_;
   PagedKvCache kv_;
   Scheduler scheduler_;
   std::unique_ptr<BatchRunner> runner_;
   ThreadPool pool_;
+  std::unique_ptr<ForwardWorker> worker_;  // with async_scheduling
   // Engine-thread state.
-  std::unordered_map<RequestId, Live> live_;
+  std::unordered_map<RequestId, Sequence> seqs_;
+  RequestId next_id_ = 1;
+  uint64_t seen_signals_ = 0;  // wakeup_->n_signals when cancellations were last applied
   std::vector<int32_t> tokens_;
   std::vector<BatchSequence> batch_;
+  std::vector<SampleJob> sample_jobs_;
+  std::vector<PromptJob> prompt_jobs_;
   std::vector<SampledToken> sampled_;
-  // Shared with submitters.
-  std::mutex mutex_;
-  std::condition_variable wake_;
-  std::deque<Submission> queue_;
-  RequestId next_id_ = 1;
-  bool stop_ = false;
+  int64_t step_prompt_tokens_ = 0;  // prompt tokens computed by the current step
+  std::vector<std::vector<std::pair<float, int32_t>>> logprob_scratch_;  // [pool threads]
+  // Shared with submitters and handles.
+  std::shared_ptr<EngineWakeup> wakeup_ = std::make_shared<EngineWakeup>();
+  std::deque<Submission> queue_;  // guarded by wakeup_->mutex
+  bool stop_ = false;             // guarded by wakeup_->mutex
   mutable std::mutex stats_mutex_;
   EngineStats stats_;
-  std::thread thread_;  // last: starts after everything above is built
+  std::thread thread_;  // started last, in the constructor body
 };
+
+// The model's tokenizer: GGUF metadata when it carries a vocabulary, a Hugging Face directory
+// with tokenizer.json; otherwise none (null).
+Result<std::shared_ptr<const Tokenizer>> load_tokenizer(const Model& model) {
+  const TensorSource& source = model.source();
+  if (source.metadata().has("tokenizer.ggml.tokens")) {
+    auto t = Tokenizer::from_metadata(source.metadata());
+    if (!t.ok()) return Status(t.status().code(), source.path() + ": " + t.status().message());
+    return std::shared_ptr<const Tokenizer>(std::move(t).value());
+  }
+  std::error_code ec;
+  if (std::filesystem::is_directory(source.path(), ec) &&
+      std::filesystem::exists(std::filesystem::path(source.path()) / "tokenizer.json", ec)) {
+    DI_ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> t, Tokenizer::from_hf_dir(source.path()));
+    return std::shared_ptr<const Tokenizer>(std::move(t));
+  }
+  return std::shared_ptr<const Tokenizer>();
+}
 
 }  // namespace
 
@@ -254,6 +508,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
     return invalid_argument("max_num_batched_tokens and max_num_seqs must be at least 1");
   }
   DI_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, Model::load(config.model_path));
+  DI_ASSIGN_OR_RETURN(std::shared_ptr<const Tokenizer> tokenizer, load_tokenizer(*model));
   int64_t tokens = config.kv_cache_tokens;
   if (tokens <= 0) {
     // Default: 16 full-length sequences or 1 GiB of KV, whichever is smaller.
@@ -262,7 +517,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
     tokens = std::min<int64_t>(16 * c.n_ctx_train, (int64_t{1} << 30) / bytes_per_token);
   }
   const int64_t n_blocks = (tokens + config.block_size - 1) / config.block_size;
-  return std::unique_ptr<Engine>(new EngineImpl(config, std::move(model), n_blocks));
+  return std::unique_ptr<Engine>(new EngineImpl(config, std::move(model), std::move(tokenizer), n_blocks));
 }
 
 }  // namespace deepinfer

@@ -26,6 +26,9 @@ struct Request {
   int64_t max_tokens = 16;      // generated tokens allowed
   std::vector<int32_t> stop_token_ids;
   std::string cache_salt;
+  // False while the request must compute its whole prompt itself (prompt logprobs need every
+  // position's logits, which a prefix-cache hit would skip). Its blocks are still published.
+  bool use_prefix_cache = true;
   int32_t priority = 0;         // smaller runs first under the priority policy (vLLM's convention)
   uint64_t arrival = 0;         // submission order, the tie-break everywhere
   RequestState state = RequestState::kWaiting;

@@ -111,7 +111,7 @@ StepPlan Scheduler::schedule() {
   while (!waiting_.empty() && budget > 0 && plan.preempted.empty() &&
          static_cast<int32_t>(running_.size()) < config_.max_num_seqs) {
     Request* r = waiting_.front();
-    const kv::PrefixHit hit = kv_.find_cached_prefix(r->tokens, r->cache_salt);
+    const kv::PrefixHit hit = r->use_prefix_cache ? kv_.find_cached_prefix(r->tokens, r->cache_salt) : kv::PrefixHit{};
     const int64_t n = std::min(r->n_tokens() - hit.n_tokens, budget);
     if (!kv_.allocate_slots(r->id, hit.n_tokens + n, &hit)) break;  // waits for blocks to free up
     waiting_.pop_front();

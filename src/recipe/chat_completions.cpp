@@ -23,7 +23,7 @@ struct ThinkingChoice {
   std::optional<ReasoningEffort> effort;
 };
 
-Result<ThinkingChoice> resolve_thinking(const Json& req, const ConversionOptions& opts) {
+Result<ThinkingChoice> resolve_thinking(const Json& req, bool default_thinking) {
   ThinkingChoice out;
   std::optional<std::string> effort_word;
   if (req.contains("reasoning_effort") && !req["reasoning_effort"].is_null()) {
@@ -53,7 +53,7 @@ Result<ThinkingChoice> resolve_thinking(const Json& req, const ConversionOptions
   } else if (effort_word) {
     out.thinking = *effort_word != "none";
   } else {
-    out.thinking = opts.default_thinking_mode;
+    out.thinking = default_thinking;
   }
   if (out.thinking) {
     out.effort = effort_word ? map_effort_word(*effort_word).value_or(ReasoningEffort::kHigh)
@@ -161,7 +161,7 @@ Result<ConversationRequest> convert(const Json& req, const ConversionOptions& op
   const Json& messages = req["messages"];
   if (messages.empty()) return bad("Empty input messages");
 
-  DI_ASSIGN_OR_RETURN(ThinkingChoice tc, resolve_thinking(req, opts));
+  DI_ASSIGN_OR_RETURN(ThinkingChoice tc, resolve_thinking(req, default_thinking(opts, out.model_version)));
   Conversation& conv = out.conversation;
   conv.thinking_mode = tc.thinking;
   conv.reasoning_effort = tc.effort;
@@ -395,12 +395,7 @@ Result<ConversationRequest> convert(const Json& req, const ConversionOptions& op
   }
   inf.top_p = req.contains("top_p") && req["top_p"].is_number() ? req["top_p"].get<double>() : 1.0;
 
-  ParsingOptions& po = out.parsing_options;
-  po.parse_tool_calls = !conv.tools.empty() && conv.tool_choice != ToolChoice::kNone;
-  po.starts_in_tool_calls = conv.tool_choice == ToolChoice::kRequired;
-  po.parse_json_output = conv.response_format == ResponseFormat::kJsonObject;
-  po.stop_sequences = stops;
-  if (conv.thinking_mode) po.thinking_initial_stage = initial_stage(conv);
+  finish_conversion(out, std::move(stops));
   return out;
 }
 

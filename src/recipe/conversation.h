@@ -89,8 +89,14 @@ struct InferenceOptions {
 // Where the output parser starts when thinking is on (recipe-spec.md §3.1).
 enum class ThinkingInitialStage { kReasoningStart, kReasoningContinuation, kContentContinuation };
 
+// How the model writes tool calls: DeepSeek's DSML block, or JSON between <tool_call> and
+// </tool_call> ({"name": ..., "arguments": {...}}, or an array of them), as the chat templates
+// of Qwen, Hermes and SmolLM-style models define.
+enum class ToolCallFormat { kDsml, kTaggedJson };
+
 struct ParsingOptions {
   bool parse_tool_calls = true;
+  ToolCallFormat tool_call_format = ToolCallFormat::kDsml;
   bool starts_in_tool_calls = false;  // the prompt opened the DSML block (tool_choice required)
   bool parse_json_output = false;
   std::optional<ThinkingInitialStage> thinking_initial_stage;  // nullopt: thinking is off

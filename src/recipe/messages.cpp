@@ -117,7 +117,7 @@ Result<ConversationRequest> convert(const Json& req, const ConversionOptions& op
     effort_word = req["output_config"]["effort"].get<std::string>();
     if (!map_effort_word(*effort_word)) return malformed("unknown effort `" + *effort_word + "`");
   }
-  conv.thinking_mode = effort_word ? true : opts.default_thinking_mode;
+  conv.thinking_mode = effort_word ? true : default_thinking(opts, out.model_version);
   if (req.contains("thinking") && req["thinking"].is_object()) {
     const std::string type = req["thinking"].value("type", "");
     if (type == "enabled" || type == "adaptive") {
@@ -333,11 +333,7 @@ Result<ConversationRequest> convert(const Json& req, const ConversionOptions& op
   }
   inf.top_p = req.contains("top_p") && req["top_p"].is_number() ? req["top_p"].get<double>() : 1.0;
 
-  ParsingOptions& po = out.parsing_options;
-  po.parse_tool_calls = !conv.tools.empty();
-  po.starts_in_tool_calls = conv.tool_choice == ToolChoice::kRequired;
-  po.stop_sequences = stops;
-  if (conv.thinking_mode) po.thinking_initial_stage = initial_stage(conv);
+  finish_conversion(out, std::move(stops));
   return out;
 }
 

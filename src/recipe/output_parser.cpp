@@ -1,6 +1,8 @@
 #include "recipe/output_parser.h"
 
 #include <algorithm>
+#include <array>
+#include <nlohmann/json.hpp>
 #include <utility>
 
 #include "recipe/prompt_json.h"
@@ -39,6 +41,19 @@ class Matcher {
     return matched_ == pattern_.size();
   }
 
+  // No byte fed so far can be part of a match, so only a byte in start_bytes() can begin one.
+  bool idle() const {
+    if (kind_ == MatcherKind::kLeadingNewline) return fed_ > 0;
+    return matched_ == 0 && newlines_ == 0;
+  }
+  // Bytes that can move an idle matcher.
+  void add_start_bytes(std::array<bool, 256>& starts) const {
+    if (kind_ != MatcherKind::kString) starts['\n'] = true;
+    if (!pattern_.empty()) starts[static_cast<unsigned char>(pattern_[0])] = true;
+  }
+  // `n` bytes outside start_bytes() fed to an idle matcher: only the count changes.
+  void skip(size_t n) { fed_ += n; }
+
   // Bytes at the end of the input that may still become part of a match.
   size_t partial() const {
     if (kind_ == MatcherKind::kLeadingNewline) return 0;
@@ -70,6 +85,7 @@ enum class StageId {
   kParamType,
   kParamValue,
   kReasoning,
+  kTaggedCall,  // inside <tool_call>...</tool_call> (ToolCallFormat::kTaggedJson)
   kFinished,
 };
 
@@ -94,6 +110,9 @@ enum class ActionKind {
   kRawArgs,
   kRawArgsString,
   kStopSequence,
+  kTaggedCallBegin,
+  kTaggedCallBody,
+  kTaggedCallEnd,
 };
 
 struct Action {
@@ -111,6 +130,8 @@ struct Branch {
 
 constexpr const char* kDsmlStart = "<｜DSML｜";
 constexpr const char* kDsmlClose = "</｜DSML｜";
+constexpr const char* kTaggedCallStart = "<tool_call>";
+constexpr const char* kTaggedCallEnd = "</tool_call>";
 
 }  // namespace
 
@@ -118,11 +139,13 @@ struct OutputParser::State {
   ParsingOptions options;
   Stage stage;
   std::vector<Branch> branches;
+  std::array<bool, 256> start_bytes{};  // bytes that can begin a match of some branch
   Action unmatched;
   std::string pending;                  // bytes of this stage not yet classified
   std::vector<uint32_t> pending_chunk;  // the fed chunk each pending byte came in
   uint32_t chunk = 0;                   // number of feed() calls so far
   std::string tool_name;
+  std::string tagged_call;  // the JSON of a <tool_call> block so far
   bool has_tool_calls = false;
   bool finished = false;
   bool last_was_space = false;      // ToSpace runs become one space
@@ -146,6 +169,17 @@ struct OutputParser::State {
       }
     };
     const bool tools = options.parse_tool_calls;
+    // Where a tool call may begin, the marker of the model's format starts it.
+    auto tool_start = [&] {
+      if (!tools) return;
+      if (options.tool_call_format == ToolCallFormat::kTaggedJson) {
+        add(MatcherKind::kNewlinesAndString, kTaggedCallStart, {StageId::kTaggedCall},
+            {ActionKind::kTaggedCallBegin});
+      } else {
+        add(MatcherKind::kNewlinesAndString, kDsmlStart, {StageId::kToolCalls},
+            {ActionKind::kSkip});
+      }
+    };
     switch (s.id) {
       case StageId::kCommon:
         if (options.parse_json_output) {
@@ -153,17 +187,13 @@ struct OutputParser::State {
           add(MatcherKind::kString, "```\n", {StageId::kJson}, {ActionKind::kSkip});
           add(MatcherKind::kString, "{", {StageId::kJson}, {ActionKind::kLabel, "{"});
           add(MatcherKind::kString, "[", {StageId::kJson}, {ActionKind::kLabel, "["});
-          if (tools)
-            add(MatcherKind::kNewlinesAndString, kDsmlStart, {StageId::kToolCalls},
-                {ActionKind::kSkip});
+          tool_start();
           add(MatcherKind::kString, "</think>", {StageId::kCommon, false}, {ActionKind::kSkip});
           unmatched = {ActionKind::kToSpace};
           break;
         }
         stops();
-        if (tools)
-          add(MatcherKind::kNewlinesAndString, kDsmlStart, {StageId::kToolCalls},
-              {ActionKind::kSkip});
+        tool_start();
         if (s.flag) add(MatcherKind::kLeadingNewline, "", s, {ActionKind::kSkip});
         // A stray end of thinking in the answer is dropped.
         add(MatcherKind::kString, "</think>", {StageId::kCommon, false}, {ActionKind::kSkip});
@@ -175,9 +205,7 @@ struct OutputParser::State {
         unmatched = {ActionKind::kRaw};
         break;
       case StageId::kMatchedJson:
-        if (tools)
-          add(MatcherKind::kNewlinesAndString, kDsmlStart, {StageId::kToolCalls},
-              {ActionKind::kSkip});
+        tool_start();
         unmatched = {ActionKind::kToSpace};
         break;
       case StageId::kToolCalls:
@@ -217,18 +245,41 @@ struct OutputParser::State {
         unmatched = {s.flag ? ActionKind::kRawArgsString : ActionKind::kRawArgs};
         break;
       case StageId::kReasoning:
-        if (tools)
-          add(MatcherKind::kNewlinesAndString, kDsmlStart, {StageId::kToolCalls},
-              {ActionKind::kSkip});
+        tool_start();
         if (s.flag) add(MatcherKind::kLeadingNewline, "", s, {ActionKind::kSkip});
         add(MatcherKind::kNewlinesAndString, "</think>", {StageId::kCommon, true},
             {ActionKind::kSkip});
         unmatched = {ActionKind::kReasoning};
         break;
+      case StageId::kTaggedCall:
+        // The block is read whole: a model may write "arguments" before "name".
+        add(MatcherKind::kString, kTaggedCallEnd, {StageId::kCommon, true},
+            {ActionKind::kTaggedCallEnd});
+        unmatched = {ActionKind::kTaggedCallBody};
+        break;
       case StageId::kFinished:
         unmatched = {ActionKind::kSkip};
         break;
     }
+    start_bytes.fill(false);
+    for (const Branch& b : branches) b.matcher.add_start_bytes(start_bytes);
+  }
+
+  // Length of the run at the start of `text` that no branch can match any byte of: such bytes
+  // are only appended, which is most of the output (the byte-by-byte matching is the slow part).
+  size_t plain_run(std::string_view text) const {
+    for (const Branch& b : branches) {
+      if (!b.matcher.idle()) return 0;
+    }
+    size_t n = 0;
+    while (n < text.size() && !start_bytes[static_cast<unsigned char>(text[n])]) ++n;
+    return n;
+  }
+
+  void feed_plain(std::string_view bytes) {
+    pending.append(bytes);
+    pending_chunk.insert(pending_chunk.end(), bytes.size(), chunk);
+    for (Branch& b : branches) b.matcher.skip(bytes.size());
   }
 
   // One event per segment, as the reference sends one delta per segment: a run of bytes with
@@ -321,7 +372,49 @@ struct OutputParser::State {
         stop_sequence = std::string(bytes);
         finished = true;
         break;
+      case ActionKind::kTaggedCallBegin:
+        tagged_call.clear();
+        break;
+      case ActionKind::kTaggedCallBody:
+        tagged_call.append(bytes);
+        break;
+      case ActionKind::kTaggedCallEnd:
+        end_tagged_call(at);
+        break;
     }
+  }
+
+  // A complete <tool_call> block: {"name": ..., "arguments": {...}} ("parameters" also taken;
+  // string arguments are passed as written), or an array of such objects (SmolLM2 writes one),
+  // becomes calls; anything else stays text.
+  void end_tagged_call(uint32_t at) {
+    using Json = nlohmann::ordered_json;
+    const Json j = Json::parse(tagged_call, nullptr, /*allow_exceptions=*/false);
+    auto is_call = [](const Json& c) {
+      return c.is_object() && c.contains("name") && c["name"].is_string();
+    };
+    const bool ok = is_call(j) || (j.is_array() && !j.empty() &&
+                                   std::all_of(j.begin(), j.end(), is_call));
+    if (!ok) {
+      push(OutputEvent::Kind::kContent,
+           std::string(kTaggedCallStart) + tagged_call + kTaggedCallEnd, at);
+      open_run = false;
+      return;
+    }
+    for (const Json& call : j.is_array() ? j : Json::array({j})) {
+      const char* key = call.contains("arguments") ? "arguments" : "parameters";
+      std::string arguments = "{}";
+      if (call.contains(key) && call[key].is_string()) {
+        arguments = call[key].get<std::string>();
+      } else if (call.contains(key) && !call[key].is_null()) {
+        arguments = dump_prompt_json(call[key], FloatStyle::kRust);
+      }
+      out.push_back({OutputEvent::Kind::kToolCall, call["name"].get<std::string>()});
+      out_chunk.push_back(at);
+      push(OutputEvent::Kind::kToolArguments, arguments, at);
+    }
+    open_run = false;
+    has_tool_calls = true;
   }
 
   void feed_byte(char c) {
@@ -357,6 +450,15 @@ struct OutputParser::State {
 
   // Events of chunks whose bytes are all classified; a chunk with a held-back tail waits.
   std::vector<OutputEvent> take_ready(bool all) {
+    if (all || pending_chunk.empty() || out_chunk.empty() ||
+        out_chunk.back() < pending_chunk.front()) {
+      // Everything is ready (the common case): hand the events over without moving them.
+      std::vector<OutputEvent> ready;
+      ready.swap(out);
+      out_chunk.clear();
+      open_run = false;
+      return ready;
+    }
     size_t n = out.size();
     if (!all && !pending_chunk.empty()) {
       n = 0;
@@ -400,9 +502,15 @@ OutputParser& OutputParser::operator=(OutputParser&&) noexcept = default;
 std::vector<OutputEvent> OutputParser::feed(std::string_view chunk) {
   State& s = *state_;
   ++s.chunk;
-  for (char c : chunk) {
-    if (s.stop_sequence) break;  // a stop sequence ends the output: the rest is not read
-    s.feed_byte(c);
+  for (size_t i = 0; i < chunk.size() && !s.stop_sequence;) {
+    // A stop sequence ends the output: the rest is not read.
+    const size_t plain = s.plain_run(chunk.substr(i));
+    if (plain > 0) {
+      s.feed_plain(chunk.substr(i, plain));
+      i += plain;
+    } else {
+      s.feed_byte(chunk[i++]);
+    }
   }
   if (!s.stop_sequence) s.release(/*all=*/false);
   return s.take_ready(/*all=*/false);
@@ -411,6 +519,11 @@ std::vector<OutputEvent> OutputParser::feed(std::string_view chunk) {
 std::vector<OutputEvent> OutputParser::finish() {
   State& s = *state_;
   if (!s.stop_sequence) s.release(/*all=*/true);
+  if (s.stage.id == StageId::kTaggedCall) {
+    // An unclosed <tool_call> is not a call: the model's text is given back.
+    s.push(OutputEvent::Kind::kContent, kTaggedCallStart + s.tagged_call, s.chunk);
+    s.enter({StageId::kFinished});
+  }
   return s.take_ready(/*all=*/true);
 }
 

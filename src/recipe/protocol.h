@@ -18,7 +18,11 @@
 
 namespace deepinfer::recipe {
 
-enum class ModelVersion { kDeepseekV4Pro, kDeepseekV41Flash };
+// kChatTemplate: the served model is not DeepSeek V4 and renders its prompt with its own chat
+// template (chat_template.h). Requests for it are converted by V4.1's rules with thinking off
+// (forced off when asked for), and its output is parsed for <tool_call> JSON blocks
+// (ToolCallFormat::kTaggedJson).
+enum class ModelVersion { kDeepseekV4Pro, kDeepseekV41Flash, kChatTemplate };
 
 enum class WebSearchBehavior { kDrop, kReject };
 
@@ -28,7 +32,8 @@ struct ConversionOptions {
   WebSearchBehavior messages_web_search = WebSearchBehavior::kReject;
   int64_t thinking_max_tokens_upper_bound = 393216;
   int64_t non_thinking_max_tokens_upper_bound = 393216;
-  // Accepted request model names; any other name is rejected.
+  // Accepted request model names; any other name is rejected. A server of another model adds
+  // {its served name, ModelVersion::kChatTemplate}.
   std::vector<std::pair<std::string, ModelVersion>> model_versions = {
       {"DeepSeek-V4-Pro", ModelVersion::kDeepseekV4Pro},
       {"DeepSeek-V4.1-Flash", ModelVersion::kDeepseekV41Flash},
@@ -45,6 +50,7 @@ struct ConversationRequest {
   bool include_usage = true;  // Chat: !stream || stream_options.include_usage
 };
 
+// The DeepSeek encoding of a version (kChatTemplate has none: it gets V4.1's, unused).
 inline PromptEncoding prompt_encoding(ModelVersion v) {
   return v == ModelVersion::kDeepseekV4Pro ? PromptEncoding::kDeepseekV4
                                            : PromptEncoding::kDeepseekV41;

@@ -197,4 +197,25 @@ std::string error_body(const Status& status) {
   return body;
 }
 
+bool default_thinking(const ConversionOptions& options, ModelVersion version) {
+  return version != ModelVersion::kChatTemplate && options.default_thinking_mode;
+}
+
+void finish_conversion(ConversationRequest& request, std::vector<std::string> stop_sequences) {
+  Conversation& conv = request.conversation;
+  ParsingOptions& po = request.parsing_options;
+  po.parse_tool_calls = !conv.tools.empty() && conv.tool_choice != ToolChoice::kNone;
+  po.parse_json_output = conv.response_format == ResponseFormat::kJsonObject;
+  po.stop_sequences = std::move(stop_sequences);
+  if (request.model_version == ModelVersion::kChatTemplate) {
+    // A chat template opens no tool-call block and (rendered without thinking) no reasoning.
+    po.tool_call_format = ToolCallFormat::kTaggedJson;
+    conv.thinking_mode = false;
+    conv.reasoning_effort.reset();
+    return;
+  }
+  po.starts_in_tool_calls = conv.tool_choice == ToolChoice::kRequired;
+  if (conv.thinking_mode) po.thinking_initial_stage = initial_stage(conv);
+}
+
 }  // namespace deepinfer::recipe

@@ -59,4 +59,14 @@ Status check_range(const nlohmann::ordered_json& request, const char* key, doubl
 // Where the output parser starts in thinking mode, given how the conversation ends.
 ThinkingInitialStage initial_stage(const Conversation& conversation);
 
+// Thinking unless the request says otherwise: the options' default, never for a model rendered
+// by its chat template (ModelVersion::kChatTemplate).
+bool default_thinking(const ConversionOptions& options, ModelVersion version);
+
+// What every adapter does last. Sets the parsing options, the same for every protocol: tool
+// calls when tools are offered (in the served model's format), the DSML block the prompt opens
+// for tool_choice required, JSON output, stop sequences, the thinking stage. A kChatTemplate
+// model has no thinking mode: it is switched off even when the request asked for it.
+void finish_conversion(ConversationRequest& request, std::vector<std::string> stop_sequences);
+
 }  // namespace deepinfer::recipe

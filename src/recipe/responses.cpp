@@ -162,7 +162,7 @@ Result<ConversationRequest> convert(const Json& req, const ConversionOptions& op
   Conversation& conv = out.conversation;
 
   // Thinking from reasoning.effort.
-  conv.thinking_mode = opts.default_thinking_mode;
+  conv.thinking_mode = default_thinking(opts, out.model_version);
   if (req.contains("reasoning") && req["reasoning"].is_object() &&
       req["reasoning"].contains("effort") && req["reasoning"]["effort"].is_string()) {
     const std::string word = req["reasoning"]["effort"].get<std::string>();
@@ -391,11 +391,7 @@ Result<ConversationRequest> convert(const Json& req, const ConversionOptions& op
   }
   inf.top_p = req.contains("top_p") && req["top_p"].is_number() ? req["top_p"].get<double>() : 1.0;
 
-  ParsingOptions& po = out.parsing_options;
-  po.parse_tool_calls = !conv.tools.empty() && conv.tool_choice != ToolChoice::kNone;
-  po.starts_in_tool_calls = conv.tool_choice == ToolChoice::kRequired;
-  po.parse_json_output = conv.response_format == ResponseFormat::kJsonObject;
-  if (conv.thinking_mode) po.thinking_initial_stage = initial_stage(conv);
+  finish_conversion(out, {});
   return out;
 }
 

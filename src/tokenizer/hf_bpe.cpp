@@ -25,7 +25,9 @@ Result<HfBpeModel> HfBpeModel::create(const Vocab& vocab, const std::vector<std:
   const size_t prefix_size = options.continuing_subword_prefix.size();
   model.merges_.reserve(merges.size());
   for (size_t rank = 0; rank < merges.size(); ++rank) {
-    const auto& [left, right] = merges[rank];
+    // Named references, not a structured binding: clang-14 (the fuzz build) cannot capture those.
+    const std::string& left = merges[rank].first;
+    const std::string& right = merges[rank].second;
     const int32_t left_id = vocab.find(left);
     const int32_t right_id = vocab.find(right);
     auto bad = [&](const std::string& what) {

@@ -120,7 +120,9 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::from_metadata(const Metadata& meta
   DI_ASSIGN_OR_RETURN(const int32_t eom_id, read_token_id(metadata, "tokenizer.ggml.eom_token_id", n_vocab));
   // SentencePiece's <unk> is the fallback of last resort when a vocabulary lacks byte tokens.
   if (tok->unknown_id_ < 0 && spm) tok->unknown_id_ = vocab->find("<unk>");
-  vocab->unknown_id = tok->unknown_id_;
+  // A byte-level vocabulary drops bytes it has no token for, as llama.cpp does: its unknown id
+  // is often a control token (SmolLM2: <|endoftext|>), and typed text must never produce one.
+  vocab->unknown_id = spm ? tok->unknown_id_ : -1;
 
   // Defaults as the formats have them: SentencePiece models start with BOS and a space.
   DI_ASSIGN_OR_RETURN(tok->add_bos_, metadata.get_bool_or("tokenizer.ggml.add_bos_token", spm));

@@ -36,15 +36,23 @@ struct TinyModel {
   bool qkv_bias;
   const char* rope_scaling;  // "none" or the scaling type
   uint64_t n_shards;         // 0: a single model.safetensors
+  size_t per_layer;          // tensors a layer holds after renaming
 };
 
 constexpr TinyModel kModels[] = {
-    {"llama_mha_untied", "llama", 320, 2, false, DType::kF32, false, "none", 0},
-    {"llama_gqa_tied", "llama", 256, 3, true, DType::kF32, false, "none", 0},
-    {"llama3_rope_scaling", "llama", 384, 2, false, DType::kF32, false, "llama3", 0},
-    {"qwen2_gqa", "qwen2", 448, 2, false, DType::kF32, true, "none", 0},
-    {"llama_sharded", "llama", 320, 2, false, DType::kF32, false, "none", 3},
-    {"llama_bf16", "llama", 256, 3, true, DType::kBF16, false, "none", 0},
+    {"llama_mha_untied", "llama", 320, 2, false, DType::kF32, false, "none", 0, 9},
+    {"llama_gqa_tied", "llama", 256, 3, true, DType::kF32, false, "none", 0, 9},
+    {"llama3_rope_scaling", "llama", 384, 2, false, DType::kF32, false, "llama3", 0, 9},
+    {"qwen2_gqa", "qwen2", 448, 2, false, DType::kF32, true, "none", 0, 12},
+    {"llama_sharded", "llama", 320, 2, false, DType::kF32, false, "none", 3, 9},
+    {"llama_bf16", "llama", 256, 3, true, DType::kBF16, false, "none", 0, 9},
+    // Llama's 9 plus QK-norm (2) and sandwich norms (2).
+    {"gemma3_sliding", "gemma3", 256, 4, true, DType::kF32, false, "none", 0, 13},
+    {"gemma3_softcap_linear", "gemma3", 320, 7, false, DType::kF32, false, "linear", 0, 13},
+    {"qwen3_gqa", "qwen3", 384, 2, false, DType::kF32, false, "none", 0, 11},
+    // 4 attention matrices, 2 norms, QK-norm (2), the router and 3 matrices per expert.
+    {"qwen3_moe", "qwen3moe", 320, 2, false, DType::kF32, false, "none", 0, 9 + 3 * 8},
+    {"qwen3_moe_unnormalized", "qwen3moe", 256, 2, true, DType::kBF16, false, "none", 0, 9 + 3 * 4},
 };
 
 class TinyModelData : public ::testing::TestWithParam<TinyModel> {};
@@ -64,9 +72,8 @@ TEST_P(TinyModelData, LoadsWithTheExpectedTensors) {
   EXPECT_EQ(*md.get_string_or(p + "rope.scaling.type", "none"), m.rope_scaling);
   EXPECT_EQ(*md.get_uint_or("deepinfer.safetensors_shards", 0), m.n_shards);
 
-  // Embedding, final norm, 9 tensors a layer, the 3 q/k/v biases and the untied output matrix.
-  const size_t per_layer = 9 + (m.qkv_bias ? 3 : 0);
-  EXPECT_EQ(src.tensors().size(), 2 + per_layer * static_cast<size_t>(m.n_layer) + (m.tied ? 0 : 1));
+  // Embedding, final norm, the layers' tensors and the untied output matrix.
+  EXPECT_EQ(src.tensors().size(), 2 + m.per_layer * static_cast<size_t>(m.n_layer) + (m.tied ? 0 : 1));
   for (const TensorView& t : src.tensors()) {
     EXPECT_EQ(t.dtype, m.dtype) << t.name;
     EXPECT_EQ(t.name.find("model."), std::string::npos) << "not renamed: " << t.name;

@@ -1,6 +1,7 @@
 // Golden equality with Hugging Face transformers on tiny random models
 // (tests/golden/tiny/<name>/: config.json, safetensors, golden.json from
-// tools/golden/make_tiny_models.py).
+// tools/golden/make_tiny_models.py), loaded from safetensors and, for some, from GGUF copies
+// (tests/golden/tiny_gguf/), run whole, in chunks, and batched over a paged cache.
 //
 // Tolerance: both sides compute in float32 from the same float32 (or bf16-widened) weights, so
 // logits differ only by summation order and libm rounding. Over 2-3 layers that stays near
@@ -140,8 +141,102 @@ TEST_P(TinyModel, LongPromptLastLogitsMatch) {
   EXPECT_LE(c.max_err, 2e-5 * (1.0 + c.max_ref)) << dir.filename();
 }
 
+// The engine's path: two sequences share each forward pass, in uneven chunks, over a paged
+// cache of 4-token blocks laid out out of order, so sliding windows (8 and 12 positions) start
+// and end inside blocks that are not adjacent. The golden prompt's logits must not change.
+TEST_P(TinyModel, PagedBatchedChunksMatchTransformers) {
+  const fs::path dir = GetParam();
+  const auto golden = read_json(dir / "golden.json");
+  auto model = Model::load(dir.string());
+  ASSERT_TRUE(model.ok()) << model.status().to_string();
+  const auto a = golden["prompt_ids"].get<std::vector<int32_t>>();
+  auto b = golden["long_prompt_ids"].get<std::vector<int32_t>>();
+  b.resize(30);
+  constexpr int64_t kBlock = 4;
+  PagedKvCache kv((*model)->config(), 40, kBlock);
+  // Blocks of the two sequences interleaved and reversed: a uses 39, 37, ..., b 38, 36, ...
+  std::vector<int32_t> table_a, table_b;
+  for (int32_t i = 0; i < 20; ++i) {
+    table_a.push_back(39 - 2 * i);
+    table_b.push_back(38 - 2 * i);
+  }
+  auto runner = (*model)->new_batch_runner();
+  ThreadPool pool(2);
+  const size_t cuts_a[] = {0, 13, 14, 40};
+  const size_t cuts_b[] = {0, 7, 21, 30};
+  for (int step = 0; step < 3; ++step) {
+    std::vector<int32_t> tokens(b.begin() + static_cast<std::ptrdiff_t>(cuts_b[step]),
+                                b.begin() + static_cast<std::ptrdiff_t>(cuts_b[step + 1]));
+    tokens.insert(tokens.end(), a.begin() + static_cast<std::ptrdiff_t>(cuts_a[step]),
+                  a.begin() + static_cast<std::ptrdiff_t>(cuts_a[step + 1]));
+    const BatchSequence seqs[] = {
+        {static_cast<int64_t>(cuts_b[step + 1] - cuts_b[step]), static_cast<int64_t>(cuts_b[step]), table_b,
+         LogitsMode::kLast},
+        {static_cast<int64_t>(cuts_a[step + 1] - cuts_a[step]), static_cast<int64_t>(cuts_a[step]), table_a,
+         LogitsMode::kAll},
+    };
+    ASSERT_TRUE(runner->run(tokens, seqs, kv, pool).ok());
+    ASSERT_EQ(runner->n_logit_rows(), static_cast<int64_t>(1 + cuts_a[step + 1] - cuts_a[step]));
+    for (size_t p = cuts_a[step]; p < cuts_a[step + 1]; ++p) {
+      Compare c = compare_logits(runner->logits(static_cast<int64_t>(1 + p - cuts_a[step])), golden["logits"][p]);
+      EXPECT_LE(c.max_err, 2e-5 * (1.0 + c.max_ref)) << dir.filename() << " position " << p;
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Golden, TinyModel, ::testing::ValuesIn(tiny_model_dirs()),
                          [](const auto& info) { return fs::path(info.param).filename().string(); });
+
+// GGUF copies of some tiny models (tests/golden/tiny_gguf/<name>.gguf from
+// tools/golden/make_tiny_gguf.py): the same float32 weights under llama.cpp's names and keys
+// (Gemma norms stored as 1 + w, MoE experts stacked in one tensor), held to the Hugging Face
+// folder's golden data with the same tolerance.
+std::vector<std::string> tiny_gguf_names() {
+  std::vector<std::string> names;
+  const fs::path root = fs::path(DEEPINFER_TEST_DATA) / "golden" / "tiny_gguf";
+  if (fs::exists(root)) {
+    for (const auto& e : fs::directory_iterator(root)) {
+      if (e.path().extension() == ".gguf") names.push_back(e.path().stem().string());
+    }
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+TEST(TinyGguf, AllPresent) {
+  EXPECT_EQ(tiny_gguf_names(), (std::vector<std::string>{"gemma3_sliding", "qwen3_gqa", "qwen3_moe"}));
+}
+
+class TinyGguf : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(TinyGguf, LogitsMatchTransformers) {
+  const fs::path golden_dir = fs::path(DEEPINFER_TEST_DATA) / "golden" / "tiny" / GetParam();
+  const auto golden = read_json(golden_dir / "golden.json");
+  const fs::path file = fs::path(DEEPINFER_TEST_DATA) / "golden" / "tiny_gguf" / (GetParam() + ".gguf");
+  auto model = Model::load(file.string());
+  ASSERT_TRUE(model.ok()) << model.status().to_string();
+  auto hf = Model::load(golden_dir.string());
+  ASSERT_TRUE(hf.ok()) << hf.status().to_string();
+  EXPECT_EQ((*model)->config().architecture, (*hf)->config().architecture);
+  ThreadPool pool(2);
+  const auto prompt = golden["prompt_ids"].get<std::vector<int32_t>>();
+  auto ctx = (*model)->new_context(256);
+  ASSERT_TRUE(ctx.ok());
+  ASSERT_TRUE((*ctx)->eval(prompt, LogitsMode::kAll, pool).ok());
+  for (size_t p = 0; p < prompt.size(); ++p) {
+    Compare c = compare_logits((*ctx)->logits(static_cast<int64_t>(p)), golden["logits"][p]);
+    EXPECT_LE(c.max_err, 2e-5 * (1.0 + c.max_ref)) << file.filename() << " position " << p;
+  }
+  const auto long_prompt = golden["long_prompt_ids"].get<std::vector<int32_t>>();
+  auto long_ctx = (*model)->new_context(static_cast<int64_t>(long_prompt.size()));
+  ASSERT_TRUE(long_ctx.ok());
+  ASSERT_TRUE((*long_ctx)->eval(long_prompt, LogitsMode::kLast, pool).ok());
+  Compare c = compare_logits((*long_ctx)->logits(0), golden["long_last_logits"]);
+  EXPECT_LE(c.max_err, 2e-5 * (1.0 + c.max_ref)) << file.filename();
+}
+
+INSTANTIATE_TEST_SUITE_P(Golden, TinyGguf, ::testing::ValuesIn(tiny_gguf_names()),
+                         [](const auto& info) { return info.param; });
 
 }  // namespace
 }  // namespace deepinfer

@@ -17,6 +17,7 @@ Deterministic: the random conversations come from a fixed seed.
 """
 
 import json
+import os
 import random
 import re
 from pathlib import Path
@@ -876,6 +877,164 @@ def messages_parse_case(body, output):
                                 for e in streamed]}
 
 
+RESPONSES_PARSE_OUT = OUT.parent / "responses_responses.json"
+
+
+def responses_parse_requests():
+    fn = {"type": "function", "name": "get_weather", "parameters": {"type": "object"}}
+    ns = {"type": "namespace", "name": "ns", "description": "nd",
+          "tools": [{"type": "function", "name": "get_weather", "parameters": {"type": "object"}}]}
+    custom = {"type": "custom", "name": "apply_patch", "description": "edit files"}
+    reqs = []
+    for enc in ("v4", "v41"):
+        m = MODEL_NAMES[enc]
+        reqs += [
+            {"model": m, "input": "hi"},
+            {"model": m, "input": "hi", "reasoning": {"effort": "none"}},
+            {"model": m, "input": "hi", "tools": [fn, custom, {"type": "web_search"}]},
+            {"model": m, "input": "hi", "tools": [fn], "reasoning": {"effort": "none"},
+             "tool_choice": {"type": "function", "name": "get_weather"}},
+            {"model": m, "input": "hi", "tools": [ns, custom], "reasoning": {"effort": "none"}},
+        ]
+    m = MODEL_NAMES["v41"]
+    fn_full = {"type": "function", "name": "get_weather", "description": "d", "strict": True,
+               "parameters": {"type": "object", "properties": {"a": {"type": "number"}}}}
+    reqs += [
+        {"model": m, "input": "hi, json", "text": {"format": {"type": "json_object"}, "verbosity": "low"},
+         "instructions": "Be brief.", "max_output_tokens": 500, "temperature": 0.25, "top_p": 0.5,
+         "top_logprobs": 2, "user": "u-1", "reasoning": {"effort": "minimal", "summary": "auto"}},
+        {"model": m, "input": "hi", "tools": [fn_full], "tool_choice": "none", "reasoning": {"effort": "none"},
+         "temperature": 0},
+        {"model": m, "input": "hi", "tools": [fn_full], "tool_choice": "required",
+         "reasoning": {"effort": "none"}, "parallel_tool_calls": False},
+    ]
+    return reqs
+
+
+def responses_echo_requests():
+    """Requests whose settings the response objects report back (ResponsesEcho)."""
+    m = MODEL_NAMES["v41"]
+    fn = {"type": "function", "name": "f"}
+    variants = [
+        {"tools": [{"type": "web_search_2025_08_26", "search_context_size": "low",
+                    "user_location": {"type": "approximate", "city": "X"}}]},
+        {"tools": [{"type": "web_search", "user_location": {"type": "approximate"}}, {"type": "whatever"}]},
+        {"tools": [{"type": "custom", "name": "apply_patch", "description": "x", "format": {"type": "text"}}]},
+        {"tools": [{"type": "function", "name": "f", "parameters": None, "description": None, "extra": 1}]},
+        {"tools": [{"type": "namespace", "name": "ns", "tools": []}, fn]},
+        {"tool_choice": {"type": "function", "name": "f"}, "tools": [fn], "reasoning": {"effort": "none"}},
+        {"tool_choice": {"type": "custom", "name": "apply_patch"}, "tools": [{"type": "custom", "name": "apply_patch"}],
+         "reasoning": {"effort": "none"}},
+        {"tool_choice": {"type": "web_search"}, "tools": [fn]},
+        {"tool_choice": "none", "tools": [fn]},
+        {"reasoning": {"effort": "high", "summary": "detailed"}}, {"reasoning": {}}, {"reasoning": None},
+        {"text": {}}, {"text": {"verbosity": "high"}}, {"text": None},
+        {"temperature": 1}, {"temperature": 0.1}, {"temperature": 1e-7, "reasoning": {"effort": "none"}},
+        {"max_output_tokens": 5, "top_p": 0.999}, {"instructions": "multi\nline \"q\" é\u0001"},
+        {"user": "x"}, {"top_logprobs": None}, {"tool_choice": None}, {"tools": None}, {"tools": []},
+    ]
+    return [{"model": m, "input": "hi", **v} for v in variants]
+
+
+def responses_parse_outputs():
+    calls = [("get_weather", [("location", True, "Paris"), ("days", False, "3")])]
+    patch = [("apply_patch", [("input", True, "*** Begin Patch\n\"q\" \\ 日本\n*** End Patch")])]
+    ns_calls = [("ns::get_weather", [("a", False, "1")])]
+    ns_v4 = [("ns__get_weather", [("a", False, "1")])]
+    outs = []
+    for block, sp in (("tool_calls", ""), (" calls", " ")):
+        outs += ["Let me patch.\n\n" + dsml(block, sp, patch + calls),
+                 "plan</think>" + dsml(block, sp, ns_calls + ns_v4),
+                 dsml(block, sp, [("apply_patch", [("input", False, '"a\\u00e9\\ud83d\\ude00b"')])]),
+                 dsml(block, sp, [("apply_patch", [("other", True, "x")])])]
+    return outs
+
+
+FINISHES = {"stop": "Stop", "length": "Length", "content_filter": "ContentFilter", None: None}
+
+
+def normalize_times(text):
+    text = re.sub(r'"created_at":\d+', '"created_at":0', text)
+    return re.sub(r'"completed_at":\d+', '"completed_at":0', text)
+
+
+def responses_events(body, output, chunk_chars, finish):
+    r = dr.ResponsesRequest(json.dumps(body))
+    echo = r.echo()
+    ns_map = r.namespace_tool_map(dr.ConversionOptions())
+    req = r.convert(dr.ConversionOptions())
+    gen = dr.ResponsesRequest.chunk_generator(req, "resp-1", "model-x").with_echo(echo)
+    if ns_map:
+        gen = gen.with_namespace_tool_map(ns_map)
+    sp = dr.StreamProcessor(gen, req.parsing_options)
+    events = sp.push(dr.InferenceChunk.ready(
+        prompt_usage=dr.PromptUsage(prompt_tokens=10, prompt_cache_hit_tokens=4), system_fingerprint="fp1"))
+    step = chunk_chars or max(len(output), 1)
+    tokens = 3 if not chunk_chars else 1
+    for i in range(0, len(output), step):
+        if sp.finished:
+            break
+        events += sp.push(dr.InferenceChunk.text(output[i:i + step], tokens))
+    if not sp.finished and finish is not None:
+        events += sp.push(dr.InferenceChunk.finish(getattr(dr.InferenceFinishReason, FINISHES[finish])))
+    events += sp.finish()
+    return events
+
+
+def responses_parse_case(body, output, finish="stop"):
+    events = responses_events(body, output, 0, finish)
+    texts = [[dr.ResponsesResponse.sse_event_name(e), normalize_times(normalize_ids(e.to_json()))]
+             for e in events]
+    resp = dr.ResponsesResponse("resp-1", "model-x", 0, 10, 4)
+    for e in events:
+        resp.accumulate(e)
+    streamed = responses_events(body, output, CHUNK_CHARS, finish)
+    return {"request": body, "output": output, "finish": finish, "events": texts,
+            "body": normalize_times(normalize_ids(resp.to_json())),
+            # Fed CHUNK_CHARS characters at a time: the events between response.in_progress and
+            # the final response event (those two carry the whole response, as in "events").
+            "streamed_events": [[dr.ResponsesResponse.sse_event_name(e),
+                                 normalize_times(normalize_ids(e.to_json()))] for e in streamed[2:-1]]}
+
+
+def responses_cases():
+    # Every response object is repeated whole in three events: V4 requests get a third of the
+    # plain outputs to keep the file small.
+    cases = []
+    for r in responses_parse_requests():
+        outs = parse_outputs() if r["model"] != MODEL_NAMES["v4"] else parse_outputs()[::3]
+        cases += [responses_parse_case(r, o) for o in outs + responses_parse_outputs()]
+    cases += [responses_parse_case(r, "Hi") for r in responses_echo_requests()]
+    for r in responses_parse_requests()[:2]:
+        for o in ("plan</think>Hello", "Hello", ""):
+            cases += [responses_parse_case(r, o, f) for f in ("length", "content_filter", None)]
+    return cases
+
+
+PROMPT_IDS_OUT = OUT.parent / "prompt_ids.json"
+DEEPSEEK_TOKENIZER = (Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "deepinfer" / "models"
+                      / "deepseek-v4-tokenizer" / "tokenizer.json")
+
+
+def prompt_ids(cases):
+    """Token ids of the rendered golden prompts, as the reference encodes them with the DeepSeek V4
+    tokenizer (special pieces as their ids, text never parsed for specials). V4.1 prompts with a
+    <｜System｜> piece are left out: that tokenizer lacks the token (the reference fails too)."""
+    tok = dr.Tokenizer.from_file(str(DEEPSEEK_TOKENIZER))
+    encoders = {enc: e.with_tokenizer(tok) for enc, e in ENCODERS.items()}
+    out = []
+    for c in cases:
+        # Protocol requests only: the C++ test feeds them to `deepinfer render --tokens`.
+        if "conversation" not in c or "request" not in c:
+            continue
+        try:
+            ids = encoders[c["encoding"]].encode(conversation_from_json(c["conversation"]))
+        except Exception:  # noqa: BLE001 (the tokenizer has no <｜System｜>)
+            continue
+        out.append({"id": c["id"], "ids": list(ids)})
+    return out
+
+
 def main():
     rng = random.Random(20261130)
     cases = []
@@ -906,6 +1065,14 @@ def main():
     MESSAGES_PARSE_OUT.write_text(json.dumps({"reference": doc["reference"], "cases": msg_cases},
                                              ensure_ascii=False, separators=(",", ":")) + "\n")
     print(f"wrote {MESSAGES_PARSE_OUT}: {len(msg_cases)} outputs")
+    resp_cases = responses_cases()
+    RESPONSES_PARSE_OUT.write_text(json.dumps({"reference": doc["reference"], "cases": resp_cases},
+                                              ensure_ascii=False, separators=(",", ":")) + "\n")
+    print(f"wrote {RESPONSES_PARSE_OUT}: {len(resp_cases)} outputs")
+    ids = prompt_ids(cases)
+    PROMPT_IDS_OUT.write_text(json.dumps({"reference": doc["reference"], "tokenizer": "deepseek-v4-tokenizer",
+                                          "cases": ids}, separators=(",", ":")) + "\n")
+    print(f"wrote {PROMPT_IDS_OUT}: {len(ids)} prompts")
     n_err = sum("error" in c for c in cases)
     print(f"wrote {OUT}: {len(cases)} cases ({n_err} rejected requests)")
 

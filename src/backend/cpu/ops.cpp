@@ -115,6 +115,49 @@ void silu_mul(float* gate, const float* up, int64_t n) {
   }
 }
 
+void gelu_tanh_mul(float* gate, const float* up, int64_t n) {
+  constexpr float kSqrt2OverPi = 0.7978845608028654f;
+  constexpr float kCubic = 0.044715f;
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = gate[i];
+    const float inner = kSqrt2OverPi * (g + kCubic * g * g * g);
+    gate[i] = 0.5f * g * (1.0f + std::tanh(inner)) * up[i];
+  }
+}
+
+void soft_cap(float* x, int64_t n, float cap) {
+  DI_ICHECK(cap > 0.0f);
+  const float inv = 1.0f / cap;
+  for (int64_t i = 0; i < n; ++i) x[i] = cap * std::tanh(x[i] * inv);
+}
+
+void route_top_k(const float* logits, int64_t n_expert, int64_t k, bool renormalize, int32_t* ids,
+                 float* weights) {
+  DI_ICHECK(k > 0 && k <= n_expert);
+  float m = -std::numeric_limits<float>::infinity();
+  for (int64_t e = 0; e < n_expert; ++e) m = std::max(m, logits[e]);
+  double sum = 0.0;
+  for (int64_t e = 0; e < n_expert; ++e) sum += std::exp(static_cast<double>(logits[e] - m));
+  // Selection by repeated scan: k and n_expert are small (8 of 128 at most in practice), and
+  // this needs no buffer.
+  double picked_sum = 0.0;
+  for (int64_t j = 0; j < k; ++j) {
+    int32_t best = -1;
+    for (int64_t e = 0; e < n_expert; ++e) {
+      bool taken = false;
+      for (int64_t i = 0; i < j; ++i) taken = taken || ids[i] == e;
+      if (!taken && (best < 0 || logits[e] > logits[best])) best = static_cast<int32_t>(e);
+    }
+    ids[j] = best;
+    const double p = std::exp(static_cast<double>(logits[best] - m)) / sum;
+    weights[j] = static_cast<float>(p);
+    picked_sum += p;
+  }
+  if (renormalize) {
+    for (int64_t j = 0; j < k; ++j) weights[j] = static_cast<float>(weights[j] / picked_sum);
+  }
+}
+
 void softmax(float* x, int64_t n) {
   float m = -std::numeric_limits<float>::infinity();
   for (int64_t i = 0; i < n; ++i) m = std::max(m, x[i]);

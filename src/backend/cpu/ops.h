@@ -49,8 +49,25 @@ void rope(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, int64_t
 // gate[i] = silu(gate[i]) * up[i], n elements.
 void silu_mul(float* gate, const float* up, int64_t n);
 
+// gate[i] = gelu_tanh(gate[i]) * up[i], n elements (GeGLU with the tanh approximation of GELU:
+// 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), PyTorch's gelu(approximate="tanh")).
+void gelu_tanh_mul(float* gate, const float* up, int64_t n);
+
 // In-place softmax over n elements.
 void softmax(float* x, int64_t n);
+
+// x[i] = cap * tanh(x[i] / cap), n elements (Gemma's logit soft-capping); cap > 0.
+void soft_cap(float* x, int64_t n, float cap);
+
+// Mixture-of-experts routing of one token. logits: [n_expert] router outputs. Picks the k
+// experts of highest softmax probability (ties: lower index first) into ids[0..k), best
+// first, with their probabilities in weights[0..k); with `renormalize` the k weights are
+// divided by their sum (Qwen3-MoE's norm_topk_prob). Softmax over all experts, then top-k.
+void route_top_k(const float* logits, int64_t n_expert, int64_t k, bool renormalize, int32_t* ids,
+                 float* weights);
+
+// RMSNorm over every head of a [n_rows, n_heads, head_dim] tensor (QK-norm) is rms_norm with
+// n_rows * n_heads rows of head_dim elements: heads are contiguous.
 
 // Causal attention of n_tokens queries against their sequences' KV caches.
 // q:   [n_tokens, n_head, head_dim]  (already rotated and not yet scaled)

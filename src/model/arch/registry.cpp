@@ -10,6 +10,10 @@ namespace {
 constexpr std::array kArchitectures = {
     ArchEntry{"llama", &create_llama_family_model},
     ArchEntry{"qwen2", &create_llama_family_model},
+    // Gemma 3, Qwen3 and Qwen3-MoE share the decoder of decoder.h; each file sets its features.
+    ArchEntry{"gemma3", &create_gemma3_model},
+    ArchEntry{"qwen3", &create_qwen3_model},
+    ArchEntry{"qwen3moe", &create_qwen3_moe_model},
 };
 }  // namespace
 

@@ -27,5 +27,8 @@ const ArchEntry* find_architecture(std::string_view name);
 
 // Defined by each architecture file.
 Result<std::unique_ptr<Model>> create_llama_family_model(std::unique_ptr<TensorSource> source);
+Result<std::unique_ptr<Model>> create_gemma3_model(std::unique_ptr<TensorSource> source);
+Result<std::unique_ptr<Model>> create_qwen3_model(std::unique_ptr<TensorSource> source);
+Result<std::unique_ptr<Model>> create_qwen3_moe_model(std::unique_ptr<TensorSource> source);
 
 }  // namespace deepinfer

@@ -1,5 +1,6 @@
 #include "model/loader/hf_config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
@@ -19,15 +20,22 @@ struct ArchInfo {
   std::string_view gguf_arch;
   int64_t default_context;
   bool has_sliding_window;  // MistralConfig: sliding_window defaults to 4096, null turns it off
+  bool default_tied = false;
+  int64_t default_head_dim = 0;  // 0: hidden_size / num_attention_heads
+  std::string_view activation = "silu";
 };
 
 constexpr ArchInfo kArchitectures[] = {
     {"LlamaForCausalLM", "llama", 2048, false},
     {"MistralForCausalLM", "llama", 4096 * 32, true},
     {"Qwen2ForCausalLM", "qwen2", 32768, false},
+    {"Gemma3ForCausalLM", "gemma3", 131072, false, true, 256, "gelu_pytorch_tanh"},
+    {"Qwen3ForCausalLM", "qwen3", 32768, false, false, 128},
+    {"Qwen3MoeForCausalLM", "qwen3moe", 32768, false, false, 0},
 };
 constexpr std::string_view kModelTypes[][2] = {
-    {"llama", "LlamaForCausalLM"}, {"mistral", "MistralForCausalLM"}, {"qwen2", "Qwen2ForCausalLM"}};
+    {"llama", "LlamaForCausalLM"},      {"mistral", "MistralForCausalLM"}, {"qwen2", "Qwen2ForCausalLM"},
+    {"gemma3_text", "Gemma3ForCausalLM"}, {"qwen3", "Qwen3ForCausalLM"},   {"qwen3_moe", "Qwen3MoeForCausalLM"}};
 constexpr double kDefaultRmsEps = 1e-6;
 constexpr double kDefaultRopeTheta = 10000.0;
 constexpr int64_t kMistralDefaultWindow = 4096;
@@ -141,7 +149,8 @@ Result<const ArchInfo*> find_architecture(const ConfigReader& cfg, const std::st
     if (a.hf_name == hf_name) return &a;
   }
   return unimplemented(path + ": architecture " + shown +
-                       " is not supported (supported: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM)");
+                       " is not supported (supported: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, "
+                       "Gemma3ForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM)");
 }
 
 // rope_theta, partial rotation and scaling. transformers 5 writes them together under
@@ -210,6 +219,101 @@ Status read_rope(const json& root, const std::string& path, const std::string& p
   return unimplemented(path + ": rope scaling type '" + *type + "' is not supported (supported: linear, llama3)");
 }
 
+// Gemma 3: rope per layer type, layer types, query scaling, soft-capping. transformers 5 writes
+// rope_parameters as {"full_attention": {...}, "sliding_attention": {...}}; older configs have
+// rope_theta / rope_scaling (global layers) and rope_local_base_freq (sliding layers).
+constexpr double kGemmaLocalRopeBase = 10000.0;
+constexpr int64_t kGemmaGlobalEvery = 6;
+constexpr int64_t kGemmaDefaultWindow = 4096;
+constexpr double kGemmaDefaultQueryScalar = 256.0;
+
+Status read_gemma3(const json& root, const std::string& path, const std::string& p, int64_t n_layer,
+                   int64_t head_dim, Metadata* md) {
+  ConfigReader cfg(root, path);
+  const json* params = cfg.get("rope_parameters");
+  double local_base = kGemmaLocalRopeBase;
+  if (params && params->is_object() && params->contains("full_attention")) {
+    json global_root = json::object();
+    global_root["rope_parameters"] = (*params)["full_attention"];
+    DI_RETURN_IF_ERROR(read_rope(global_root, path, p, head_dim, md));
+    if (const auto it = params->find("sliding_attention"); it != params->end() && it->is_object()) {
+      ConfigReader local(*it, path, "rope_parameters.sliding_attention.");
+      DI_ASSIGN_OR_RETURN(std::optional<std::string> type, local.opt_string("rope_type"));
+      if (type && *type != "default") {
+        return unimplemented(path + ": rope scaling '" + *type + "' on Gemma 3 sliding layers is not supported");
+      }
+      DI_ASSIGN_OR_RETURN(local_base, local.positive_float_or("rope_theta", kGemmaLocalRopeBase));
+    }
+  } else {
+    DI_RETURN_IF_ERROR(read_rope(root, path, p, head_dim, md));
+    DI_ASSIGN_OR_RETURN(local_base, cfg.positive_float_or("rope_local_base_freq", kGemmaLocalRopeBase));
+  }
+  md->set(p + "rope.freq_base_swa", f32(local_base));
+
+  // Layer kinds: layer_types, else a pattern where every pattern-th layer is global.
+  MetaArray kinds{MetaType::kBool, {}};
+  if (const json* types = cfg.get("layer_types")) {
+    if (!types->is_array() || static_cast<int64_t>(types->size()) != n_layer) {
+      return cfg.bad("layer_types", "a list with one entry per layer");
+    }
+    for (const json& t : *types) {
+      if (t == "sliding_attention") {
+        kinds.items.push_back(MetaValue::of_bool(true));
+      } else if (t == "full_attention") {
+        kinds.items.push_back(MetaValue::of_bool(false));
+      } else {
+        return cfg.bad("layer_types", "a list of \"sliding_attention\" and \"full_attention\"");
+      }
+    }
+  } else {
+    const char* key = cfg.has("sliding_window_pattern") ? "sliding_window_pattern" : "_sliding_window_pattern";
+    DI_ASSIGN_OR_RETURN(int64_t every, cfg.positive_int_or(key, kGemmaGlobalEvery));
+    for (int64_t l = 0; l < n_layer; ++l) kinds.items.push_back(MetaValue::of_bool((l + 1) % every != 0));
+  }
+  auto it = root.find("sliding_window");
+  if (it == root.end() || !it->is_null()) {
+    DI_ASSIGN_OR_RETURN(int64_t window, cfg.positive_int_or("sliding_window", kGemmaDefaultWindow));
+    md->set(p + "attention.sliding_window", u32(window));
+    md->set(p + "attention.sliding_window_pattern", MetaValue::of_array(std::move(kinds)));
+  }
+
+  DI_ASSIGN_OR_RETURN(double scalar, cfg.positive_float_or("query_pre_attn_scalar", kGemmaDefaultQueryScalar));
+  md->set("deepinfer.query_pre_attn_scalar", f32(scalar));
+  DI_ASSIGN_OR_RETURN(std::optional<double> final_cap, cfg.opt_float("final_logit_softcapping"));
+  if (final_cap) {
+    if (!(*final_cap > 0)) return cfg.bad("final_logit_softcapping", "a positive number or null");
+    md->set(p + "final_logit_softcapping", f32(*final_cap));
+  }
+  if (cfg.has("attn_logit_softcapping")) {
+    return unimplemented(path + ": attn_logit_softcapping is not supported for Gemma 3");
+  }
+  DI_ASSIGN_OR_RETURN(std::optional<bool> bidirectional, cfg.opt_bool("use_bidirectional_attention"));
+  if (bidirectional.value_or(false)) {
+    return unimplemented(path + ": use_bidirectional_attention true (an encoder) is not supported");
+  }
+  return {};
+}
+
+// Qwen3-MoE: experts on every layer (decoder_sparse_step 1, no mlp_only_layers).
+Status read_qwen3_moe(const ConfigReader& cfg, const std::string& path, const std::string& p, Metadata* md) {
+  const char* count_key = cfg.has("num_experts") ? "num_experts" : "num_local_experts";
+  DI_ASSIGN_OR_RETURN(int64_t n_expert, cfg.positive_int(count_key));
+  DI_ASSIGN_OR_RETURN(int64_t n_used, cfg.positive_int("num_experts_per_tok"));
+  DI_ASSIGN_OR_RETURN(int64_t n_ff, cfg.positive_int("moe_intermediate_size"));
+  if (n_used > n_expert) return cfg.bad("num_experts_per_tok", "at most the number of experts");
+  DI_ASSIGN_OR_RETURN(std::optional<bool> norm, cfg.opt_bool("norm_topk_prob"));
+  DI_ASSIGN_OR_RETURN(int64_t step, cfg.positive_int_or("decoder_sparse_step", 1));
+  const json* dense = cfg.get("mlp_only_layers");
+  if (step != 1 || (dense && !(dense->is_array() && dense->empty()))) {
+    return unimplemented(path + ": Qwen3-MoE with dense layers (decoder_sparse_step or mlp_only_layers) is not supported");
+  }
+  md->set(p + "expert_count", u32(n_expert));
+  md->set(p + "expert_used_count", u32(n_used));
+  md->set(p + "expert_feed_forward_length", u32(n_ff));
+  md->set(p + "expert_weights_norm", MetaValue::of_bool(norm.value_or(false)));
+  return {};
+}
+
 // bos_token_id / eos_token_id: an id, null, or (eos, in newer configs) a list of ids.
 Status read_special_tokens(const ConfigReader& cfg, Metadata* md) {
   auto valid_id = [](const json& v) { return v.is_number_integer() && v.get<int64_t>() >= 0 && v.get<int64_t>() <= UINT32_MAX; };
@@ -249,8 +353,9 @@ Result<Metadata> parse_hf_config(std::string_view json_text, const std::string& 
   if (cfg.has("quantization_config")) {
     return unimplemented(path + ": quantized Hugging Face checkpoints (quantization_config) are not supported");
   }
-  DI_ASSIGN_OR_RETURN(std::optional<std::string> act, cfg.opt_string("hidden_act"));
-  if (act && *act != "silu") {
+  DI_ASSIGN_OR_RETURN(std::optional<std::string> act,
+                      cfg.opt_string(arch->gguf_arch == "gemma3" ? "hidden_activation" : "hidden_act"));
+  if (act && *act != arch->activation) {
     return unimplemented(path + ": hidden_act '" + *act + "' is not supported for " + std::string(arch->hf_name));
   }
 
@@ -273,6 +378,8 @@ Result<Metadata> parse_hf_config(std::string_view json_text, const std::string& 
   int64_t head_dim = 0;
   if (cfg.has("head_dim")) {
     DI_ASSIGN_OR_RETURN(head_dim, cfg.positive_int("head_dim"));
+  } else if (arch->default_head_dim > 0) {
+    head_dim = arch->default_head_dim;
   } else {
     if (n_embd % n_head != 0) {
       return invalid_argument(path + ": hidden_size " + std::to_string(n_embd) +
@@ -293,11 +400,17 @@ Result<Metadata> parse_hf_config(std::string_view json_text, const std::string& 
   md.set(p + "attention.value_length", u32(head_dim));
   md.set(p + "attention.layer_norm_rms_epsilon", f32(eps));
   md.set(p + "vocab_size", u32(n_vocab));
-  DI_RETURN_IF_ERROR(read_rope(root, path, p, head_dim, &md));
+  if (arch->gguf_arch == "gemma3") {
+    DI_RETURN_IF_ERROR(read_gemma3(root, path, p, n_layer, head_dim, &md));
+  } else {
+    DI_RETURN_IF_ERROR(read_rope(root, path, p, head_dim, &md));
+  }
+  if (arch->gguf_arch == "qwen3moe") {
+    DI_RETURN_IF_ERROR(read_qwen3_moe(cfg, path, p, &md));
+  }
 
-  // All three config classes default tie_word_embeddings to false.
   DI_ASSIGN_OR_RETURN(std::optional<bool> tied, cfg.opt_bool("tie_word_embeddings"));
-  md.set("deepinfer.tied_embeddings", MetaValue::of_bool(tied.value_or(false)));
+  md.set("deepinfer.tied_embeddings", MetaValue::of_bool(tied.value_or(arch->default_tied)));
 
   if (arch->has_sliding_window) {
     // Missing means the class default; an explicit null turns the window off.
@@ -308,12 +421,12 @@ Result<Metadata> parse_hf_config(std::string_view json_text, const std::string& 
       DI_ASSIGN_OR_RETURN(int64_t window, cfg.positive_int("sliding_window"));
       md.set(p + "attention.sliding_window", u32(window));
     }
-  } else if (arch->gguf_arch == "qwen2") {
+  } else if (arch->gguf_arch == "qwen2" || arch->gguf_arch == "qwen3" || arch->gguf_arch == "qwen3moe") {
     // Qwen2's window applies only to layers from max_window_layers on; the forward pass has no
     // per-layer window, so refuse rather than compute something else.
     DI_ASSIGN_OR_RETURN(std::optional<bool> use_window, cfg.opt_bool("use_sliding_window"));
     if (use_window.value_or(false)) {
-      return unimplemented(path + ": Qwen2 with use_sliding_window true is not supported");
+      return unimplemented(path + ": " + std::string(arch->hf_name) + " with use_sliding_window true is not supported");
     }
   }
   DI_RETURN_IF_ERROR(read_special_tokens(cfg, &md));
@@ -326,7 +439,7 @@ Result<Metadata> read_hf_config(const std::string& path) {
   return parse_hf_config(std::string_view(text ? text : "", file.size()), path);
 }
 
-std::optional<std::string> hf_to_gguf_tensor_name(std::string_view hf_name) {
+std::optional<std::string> hf_to_gguf_tensor_name(std::string_view hf_name, std::string_view architecture) {
   // Rotary inv_freq buffers were saved by old transformers versions; the forward pass computes
   // the frequencies from the config instead.
   if (hf_name.ends_with("rotary_emb.inv_freq")) return std::nullopt;
@@ -345,9 +458,19 @@ std::optional<std::string> hf_to_gguf_tensor_name(std::string_view hf_name) {
   }
   const std::string_view leaf = rest.substr(dot + 1);
 
+  // Gemma's post_attention_layernorm normalises the attention output (a sandwich norm); its
+  // pre_feedforward_layernorm plays the part Llama's post_attention_layernorm does.
+  static constexpr std::string_view kGemmaExact[][2] = {
+      {"post_attention_layernorm.weight", "post_attention_norm.weight"},
+      {"pre_feedforward_layernorm.weight", "ffn_norm.weight"},
+      {"post_feedforward_layernorm.weight", "post_ffw_norm.weight"},
+  };
   static constexpr std::string_view kExact[][2] = {
       {"input_layernorm.weight", "attn_norm.weight"},
       {"post_attention_layernorm.weight", "ffn_norm.weight"},
+      {"self_attn.q_norm.weight", "attn_q_norm.weight"},
+      {"self_attn.k_norm.weight", "attn_k_norm.weight"},
+      {"mlp.gate.weight", "ffn_gate_inp.weight"},  // MoE router
   };
   // Projections keep their suffix (.weight or .bias).
   static constexpr std::string_view kPrefix[][2] = {
@@ -357,6 +480,28 @@ std::optional<std::string> hf_to_gguf_tensor_name(std::string_view hf_name) {
       {"mlp.down_proj.", "ffn_down."},
   };
   const std::string blk = "blk." + std::string(layer) + ".";
+  if (architecture == "gemma3") {
+    for (const auto& m : kGemmaExact) {
+      if (leaf == m[0]) return blk + std::string(m[1]);
+    }
+  }
+  // MoE experts stay one matrix each: mlp.experts.E.gate_proj.weight -> ffn_gate_exps.E.weight.
+  constexpr std::string_view kExperts = "mlp.experts.";
+  if (leaf.starts_with(kExperts)) {
+    const std::string_view expert_leaf = leaf.substr(kExperts.size());
+    const size_t expert_dot = expert_leaf.find('.');
+    static constexpr std::string_view kExpertProj[][2] = {
+        {"gate_proj.weight", "ffn_gate_exps."}, {"up_proj.weight", "ffn_up_exps."}, {"down_proj.weight", "ffn_down_exps."}};
+    if (expert_dot != std::string_view::npos && expert_dot > 0) {
+      const std::string_view expert = expert_leaf.substr(0, expert_dot);
+      const bool numeric = std::all_of(expert.begin(), expert.end(), [](char c) { return c >= '0' && c <= '9'; });
+      for (const auto& m : kExpertProj) {
+        if (numeric && expert_leaf.substr(expert_dot + 1) == m[0]) {
+          return blk + std::string(m[1]) + std::string(expert) + ".weight";
+        }
+      }
+    }
+  }
   for (const auto& m : kExact) {
     if (leaf == m[0]) return blk + std::string(m[1]);
   }

@@ -16,7 +16,13 @@
 namespace deepinfer {
 
 // Supported "architectures": LlamaForCausalLM and MistralForCausalLM (both become "llama"),
-// Qwen2ForCausalLM ("qwen2"). Keys written besides the <arch>.* hyperparameters:
+// Qwen2ForCausalLM ("qwen2"), Gemma3ForCausalLM ("gemma3"), Qwen3ForCausalLM ("qwen3"),
+// Qwen3MoeForCausalLM ("qwen3moe"). Keys written besides the <arch>.* hyperparameters (with
+// llama.cpp's names where it has one: gemma3.rope.freq_base_swa,
+// gemma3.attention.sliding_window_pattern (bool per layer, true = sliding),
+// gemma3.final_logit_softcapping, qwen3moe.expert_count / expert_used_count /
+// expert_feed_forward_length / expert_weights_norm):
+//   deepinfer.query_pre_attn_scalar (f32)  Gemma 3: q·k is scaled by its inverse square root.
 //   deepinfer.rope_style = "half"          Hugging Face rotates halves of each head; GGUF llama
 //                                           files (no such key) pair neighbours instead.
 //   deepinfer.tied_embeddings (bool)        tie_word_embeddings with the class's default.
@@ -31,9 +37,12 @@ Result<Metadata> parse_hf_config(std::string_view json_text, const std::string& 
 // Reads and parses the file at `path` (NOT_FOUND when it does not exist).
 Result<Metadata> read_hf_config(const std::string& path);
 
-// "model.layers.3.self_attn.q_proj.weight" -> "blk.3.attn_q.weight". Names outside the Llama
-// family's vocabulary are returned unchanged; nullopt for buffers that are not weights
-// (rotary inv_freq), which the loader drops.
-std::optional<std::string> hf_to_gguf_tensor_name(std::string_view hf_name);
+// "model.layers.3.self_attn.q_proj.weight" -> "blk.3.attn_q.weight". Names outside the known
+// vocabulary are returned unchanged; nullopt for buffers that are not weights (rotary
+// inv_freq), which the loader drops. `architecture` (general.architecture) selects the few
+// names whose meaning differs by model: Gemma 3's post_attention_layernorm is a sandwich norm
+// (post_attention_norm), not the FFN's input norm. MoE experts become
+// blk.N.ffn_{gate,up,down}_exps.E.weight, one matrix per expert as stored.
+std::optional<std::string> hf_to_gguf_tensor_name(std::string_view hf_name, std::string_view architecture = {});
 
 }  // namespace deepinfer

@@ -168,6 +168,9 @@ Status SafetensorsSource::add_file(const fs::path& path, std::set<std::string>* 
   if (header.is_discarded()) return data_loss(name + ": header is not valid JSON");
   if (!header.is_object()) return data_loss(name + ": header is not a JSON object");
 
+  // Decides the few tensor names whose meaning differs by architecture.
+  Result<std::string> arch_name = metadata_.get_string_or("general.architecture", "");
+  const std::string architecture = arch_name.ok() ? *arch_name : "";
   const uint8_t* data = file.data() + 8 + header_len;
   const uint64_t data_size = size - 8 - header_len;
   for (const auto& [hf_name, info] : header.items()) {
@@ -215,7 +218,7 @@ Status SafetensorsSource::add_file(const fs::path& path, std::set<std::string>* 
     }
 
     hf_names->insert(hf_name);
-    std::optional<std::string> gguf_name = hf_to_gguf_tensor_name(hf_name);
+    std::optional<std::string> gguf_name = hf_to_gguf_tensor_name(hf_name, architecture);
     if (!gguf_name) continue;
     if (!dt->dtype) {
       return unimplemented(name + ": tensor '" + hf_name + "' has dtype " + dtype_name_str +

@@ -291,5 +291,67 @@ TEST(Ops, MatmulRowsDoNotDependOnBatchSize) {
   }
 }
 
+TEST(Ops, GeluTanhMulMatchesFormula) {
+  // Known values of gelu(x, approximate="tanh"): 0 at 0, about 0.841192 at 1, -0.158808 at -1,
+  // close to x for large x and to 0 for very negative x.
+  std::vector<float> gate = {0.0f, 1.0f, -1.0f, 6.0f, -6.0f, 0.5f};
+  const std::vector<float> up = {3.0f, 2.0f, 1.0f, 1.0f, 1.0f, -2.0f};
+  gelu_tanh_mul(gate.data(), up.data(), static_cast<int64_t>(gate.size()));
+  EXPECT_FLOAT_EQ(gate[0], 0.0f);
+  EXPECT_NEAR(gate[1], 2.0f * 0.8411920f, 1e-5);
+  EXPECT_NEAR(gate[2], -0.1588080f, 1e-5);
+  EXPECT_NEAR(gate[3], 6.0f, 1e-5);
+  EXPECT_NEAR(gate[4], 0.0f, 1e-5);
+  const double x = 0.5;
+  const double ref = 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+  EXPECT_NEAR(gate[5], -2.0 * ref, 1e-6);
+}
+
+TEST(Ops, SoftCapBoundsByTanh) {
+  std::vector<float> x = {0.0f, 10.0f, -100.0f, 1000.0f};
+  soft_cap(x.data(), 4, 30.0f);
+  EXPECT_FLOAT_EQ(x[0], 0.0f);
+  EXPECT_NEAR(x[1], 30.0 * std::tanh(10.0 / 30.0), 1e-5);
+  EXPECT_NEAR(x[2], 30.0 * std::tanh(-100.0 / 30.0), 1e-4);
+  EXPECT_NEAR(x[3], 30.0f, 1e-4);
+}
+
+TEST(Ops, RouteTopKPicksHighestSoftmaxProbabilities) {
+  const std::vector<float> logits = {0.5f, 2.0f, -1.0f, 1.5f, 2.0f};
+  std::vector<double> p(logits.size());
+  double sum = 0;
+  for (size_t e = 0; e < logits.size(); ++e) sum += p[e] = std::exp(static_cast<double>(logits[e]));
+  for (double& v : p) v /= sum;
+  int32_t ids[3];
+  float w[3];
+  route_top_k(logits.data(), 5, 3, /*renormalize=*/false, ids, w);
+  // The tie between experts 1 and 4 goes to the lower index.
+  EXPECT_EQ(ids[0], 1);
+  EXPECT_EQ(ids[1], 4);
+  EXPECT_EQ(ids[2], 3);
+  EXPECT_NEAR(w[0], p[1], 1e-6);
+  EXPECT_NEAR(w[1], p[4], 1e-6);
+  EXPECT_NEAR(w[2], p[3], 1e-6);
+  route_top_k(logits.data(), 5, 2, /*renormalize=*/true, ids, w);
+  EXPECT_EQ(ids[0], 1);
+  EXPECT_EQ(ids[1], 4);
+  EXPECT_NEAR(w[0], 0.5, 1e-6);
+  EXPECT_NEAR(w[0] + w[1], 1.0, 1e-6);
+}
+
+TEST(Ops, RmsNormPerHeadNormalizesEachHeadSeparately) {
+  // QK-norm: [2 tokens, 3 heads, 4] normalised as 6 rows of 4 with one shared weight.
+  const auto x = random_vector(24, 31);
+  const std::vector<float> w = {1.0f, 0.5f, 2.0f, -1.0f};
+  std::vector<float> out(24);
+  rms_norm(x.data(), w.data(), 1e-6f, 6, 4, out.data());
+  for (int r = 0; r < 6; ++r) {
+    double ss = 0;
+    for (int i = 0; i < 4; ++i) ss += static_cast<double>(x[r * 4 + i]) * x[r * 4 + i];
+    const double inv = 1.0 / std::sqrt(ss / 4 + 1e-6);
+    for (int i = 0; i < 4; ++i) EXPECT_NEAR(out[r * 4 + i], x[r * 4 + i] * inv * w[i], 1e-5);
+  }
+}
+
 }  // namespace
 }  // namespace deepinfer::cpu

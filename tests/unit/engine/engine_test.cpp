@@ -9,10 +9,15 @@
 #include <random>
 #include <thread>
 
+#include <sys/resource.h>
+
 #include <nlohmann/json.hpp>
 
 #include "engine/sampler.h"
+#include "model/loader/tensor_source.h"
 #include "model/model.h"
+#include "test_models.h"
+#include "tokenizer/tokenizer.h"
 
 namespace deepinfer {
 namespace {
@@ -32,7 +37,9 @@ std::vector<int32_t> greedy_alone(const Model& model, const std::vector<int32_t>
   for (int i = 0; i < n; ++i) {
     const int32_t t = Sampler::argmax(ctx->logits(0));
     out.push_back(t);
-    if (i + 1 < n) EXPECT_TRUE(ctx->eval(std::span<const int32_t>(&t, 1), LogitsMode::kLast, pool).ok());
+    if (i + 1 < n) {
+      EXPECT_TRUE(ctx->eval(std::span<const int32_t>(&t, 1), LogitsMode::kLast, pool).ok());
+    }
   }
   return out;
 }
@@ -160,6 +167,293 @@ TEST(Engine, StopTokenEndsGeneration) {
   auto h = std::move(engine->submit(r)).value();
   EXPECT_EQ(collect(*h, &reason), std::vector<int32_t>(expect.begin(), expect.begin() + first_stop + 1));
   EXPECT_EQ(reason, FinishReason::kStop);
+}
+
+// Every sequence's tokens, final event and first event, by index.
+struct Outputs {
+  std::vector<std::vector<int32_t>> tokens;
+  std::vector<std::vector<TokenLogprob>> logprobs;
+  std::vector<std::string> text;
+  std::vector<TokenEvent> first, last;
+};
+
+Outputs collect_n(RequestHandle& h, int n) {
+  Outputs o;
+  o.tokens.resize(static_cast<size_t>(n));
+  o.logprobs.resize(static_cast<size_t>(n));
+  o.text.resize(static_cast<size_t>(n));
+  o.first.resize(static_cast<size_t>(n));
+  o.last.resize(static_cast<size_t>(n));
+  std::vector<bool> seen(static_cast<size_t>(n), false);
+  // A lost final event must fail the test, not hang it.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  TokenEvent event;
+  for (WaitStatus w; (w = h.next_for(std::chrono::milliseconds(100), &event)) != WaitStatus::kEnd;) {
+    if (w == WaitStatus::kTimeout) {
+      if (std::chrono::steady_clock::now() < deadline) continue;
+      ADD_FAILURE() << "the handle did not end within 120 s";
+      break;
+    }
+    const std::optional<TokenEvent> e = std::move(event);
+    const auto i = static_cast<size_t>(e->index);
+    EXPECT_LT(i, static_cast<size_t>(n));
+    if (i >= static_cast<size_t>(n)) break;
+    EXPECT_EQ(o.last[i].finish, FinishReason::kNone) << "an event after the final one of index " << i;
+    o.tokens[i].insert(o.tokens[i].end(), e->tokens.begin(), e->tokens.end());
+    o.logprobs[i].insert(o.logprobs[i].end(), e->logprobs.begin(), e->logprobs.end());
+    o.text[i] += e->text;
+    if (!seen[i]) o.first[i] = *e;
+    seen[i] = true;
+    o.last[i] = *e;
+  }
+  for (int i = 0; i < n; ++i) EXPECT_NE(o.last[static_cast<size_t>(i)].finish, FinishReason::kNone) << "index " << i;
+  return o;
+}
+
+// Waits (briefly) for the engine thread to release what finished sequences held.
+void expect_kv_freed(const Engine& engine) {
+  for (int i = 0; i < 200 && engine.stats().kv_usage > 0.0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  EXPECT_EQ(engine.stats().kv_usage, 0.0);
+}
+
+TEST(Engine, NGreedySequencesEqualOneAndShareThePrompt) {
+  auto model = std::move(Model::load(tiny("llama_gqa_tied"))).value();
+  EngineConfig cfg;
+  cfg.model_path = tiny("llama_gqa_tied");
+  cfg.threads = 2;
+  cfg.block_size = 4;
+  auto engine = std::move(Engine::create(cfg)).value();
+  const auto prompt = random_prompts(1, model->config().n_vocab, 3)[0];
+  std::vector<int32_t> long_prompt = prompt;
+  long_prompt.resize(30, 9);
+  GenerationRequest r = greedy(long_prompt, 12);
+  r.n = 4;
+  auto h = std::move(engine->submit(r)).value();
+  const Outputs o = collect_n(*h, 4);
+  const auto expect = greedy_alone(*model, long_prompt, 12);
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(o.tokens[i], expect) << "sequence " << i;
+    EXPECT_EQ(o.last[i].finish, FinishReason::kLength);
+    EXPECT_EQ(o.first[i].n_prompt_tokens, 30);
+  }
+  EXPECT_EQ(o.first[0].n_cached_prompt_tokens, 0);
+  for (size_t i = 1; i < 4; ++i) EXPECT_EQ(o.first[i].n_cached_prompt_tokens, 28) << "the full blocks of the prompt";
+  expect_kv_freed(*engine);
+}
+
+TEST(Engine, SeededSamplingIsReproducibleAcrossRunsAndSequences) {
+  EngineConfig cfg;
+  cfg.model_path = tiny("qwen2_gqa");
+  cfg.threads = 2;
+  auto engine = std::move(Engine::create(cfg)).value();
+  GenerationRequest r = greedy({3, 1, 4, 1, 5, 9, 2, 6}, 20);
+  r.sampling.temperature = 1.0f;
+  r.sampling.seed = 1234;
+  r.n = 4;
+  const Outputs a = collect_n(*std::move(engine->submit(r)).value(), 4);
+  const Outputs b = collect_n(*std::move(engine->submit(r)).value(), 4);
+  EXPECT_EQ(a.tokens, b.tokens);
+  // Sequence i uses seed + i, so it reproduces a single request with that seed.
+  GenerationRequest single = r;
+  single.n = 1;
+  single.sampling.seed = 1236;
+  EXPECT_EQ(collect_n(*std::move(engine->submit(single)).value(), 1).tokens[0], a.tokens[2]);
+  EXPECT_NE(a.tokens[0], a.tokens[1]) << "different seeds should sample differently at temperature 1";
+  expect_kv_freed(*engine);
+}
+
+TEST(Engine, LogprobsOfSampledAndPromptTokens) {
+  auto model = std::move(Model::load(tiny("llama_mha_untied"))).value();
+  EngineConfig cfg;
+  cfg.model_path = tiny("llama_mha_untied");
+  cfg.threads = 2;
+  cfg.block_size = 4;
+  cfg.max_num_batched_tokens = 5;  // the prompt comes in chunks
+  auto engine = std::move(Engine::create(cfg)).value();
+  const std::vector<int32_t> prompt = {11, 22, 33, 44, 55, 66, 77, 88, 99, 111, 122, 133, 144};
+  // Warm the prefix cache: prompt logprobs must still cover every position.
+  collect(*std::move(engine->submit(greedy(prompt, 2))).value());
+
+  GenerationRequest r = greedy(prompt, 6);
+  r.sampling.logprobs = 3;
+  r.sampling.prompt_logprobs = 2;
+  r.n = 2;
+  const Outputs o = collect_n(*std::move(engine->submit(r)).value(), 2);
+
+  ThreadPool pool(1);
+  auto ctx = std::move(model->new_context(64)).value();
+  ASSERT_TRUE(ctx->eval(prompt, LogitsMode::kAll, pool).ok());
+  std::vector<std::pair<float, int32_t>> scratch;
+  for (size_t i = 0; i < 2; ++i) {
+    const auto& pl = o.first[i].prompt_logprobs;
+    ASSERT_EQ(pl.size(), prompt.size()) << "sequence " << i;
+    EXPECT_FALSE(pl[0].has_value());
+    for (size_t p = 1; p < prompt.size(); ++p) {
+      ASSERT_TRUE(pl[p].has_value()) << "position " << p;
+      const TokenLogprob want = compute_logprob(ctx->logits(static_cast<int64_t>(p - 1)), prompt[p], 2, scratch);
+      EXPECT_EQ(pl[p]->token, prompt[p]);
+      EXPECT_EQ(pl[p]->logprob, want.logprob) << "position " << p;
+      EXPECT_EQ(pl[p]->rank, want.rank);
+      ASSERT_EQ(pl[p]->top.size(), 2u);
+      EXPECT_EQ(pl[p]->top[0].token, want.top[0].token);
+    }
+    ASSERT_EQ(o.logprobs[i].size(), o.tokens[i].size());
+    for (size_t t = 0; t < o.tokens[i].size(); ++t) {
+      const TokenLogprob& lp = o.logprobs[i][t];
+      EXPECT_EQ(lp.token, o.tokens[i][t]);
+      EXPECT_EQ(lp.rank, 1) << "greedy picks the most probable token";
+      ASSERT_EQ(lp.top.size(), 3u);
+      EXPECT_EQ(lp.top[0].token, lp.token);
+      EXPECT_EQ(lp.top[0].logprob, lp.logprob);
+      EXPECT_LE(lp.logprob, 0.0f);
+    }
+  }
+  EXPECT_EQ(o.first[0].n_cached_prompt_tokens, 0) << "prompt logprobs need every position computed";
+  EXPECT_EQ(o.tokens[0], greedy_alone(*model, prompt, 6));
+  expect_kv_freed(*engine);
+}
+
+TEST(Engine, MinTokensHoldsStopTokensBack) {
+  auto model = std::move(Model::load(tiny("llama_gqa_tied"))).value();
+  EngineConfig cfg;
+  cfg.model_path = tiny("llama_gqa_tied");
+  auto engine = std::move(Engine::create(cfg)).value();
+  const std::vector<int32_t> prompt = {5, 6, 7};
+  const auto expect = greedy_alone(*model, prompt, 1);
+  GenerationRequest r = greedy(prompt, 8);
+  r.stop_token_ids = {expect[0]};
+  r.sampling.min_tokens = 3;
+  const Outputs o = collect_n(*std::move(engine->submit(r)).value(), 1);
+  ASSERT_GE(o.tokens[0].size(), 3u);
+  for (size_t i = 0; i < 3; ++i) EXPECT_NE(o.tokens[0][i], expect[0]) << "token " << i;
+  if (o.last[0].finish == FinishReason::kStop) {
+    EXPECT_EQ(o.last[0].stop_token, expect[0]);
+  }
+}
+
+TEST(Engine, NextForTimesOutThenDelivers) {
+  EngineConfig cfg;
+  cfg.model_path = tiny("llama_mha_untied");
+  cfg.threads = 1;
+  auto engine = std::move(Engine::create(cfg)).value();
+  auto h = std::move(engine->submit(greedy({1, 2, 3}, 3))).value();
+  TokenEvent e;
+  int n_tokens = 0;
+  WaitStatus w;
+  while ((w = h->next_for(std::chrono::milliseconds(50), &e)) != WaitStatus::kEnd) {
+    if (w == WaitStatus::kEvent) n_tokens += static_cast<int>(e.tokens.size());
+  }
+  EXPECT_EQ(n_tokens, 3);
+  EXPECT_EQ(h->next_for(std::chrono::milliseconds(1), &e), WaitStatus::kEnd);
+}
+
+TEST(Engine, CancelBeforeChildrenStartEndsEverySequence) {
+  EngineConfig cfg;
+  cfg.model_path = tiny("llama_mha_untied");
+  cfg.threads = 1;
+  auto engine = std::move(Engine::create(cfg)).value();
+  GenerationRequest r = greedy(std::vector<int32_t>(100, 3), 50);
+  r.n = 3;
+  auto h = std::move(engine->submit(r)).value();
+  h->cancel();
+  const Outputs o = collect_n(*h, 3);
+  for (size_t i = 0; i < 3; ++i) EXPECT_EQ(o.last[i].finish, FinishReason::kCancelled) << "sequence " << i;
+  expect_kv_freed(*engine);
+}
+
+double process_cpu_seconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1e-6;
+}
+
+TEST(Engine, IdleEngineDoesNotSpin) {
+  EngineConfig cfg;
+  cfg.model_path = tiny("llama_mha_untied");
+  cfg.threads = 2;
+  auto engine = std::move(Engine::create(cfg)).value();
+  collect(*std::move(engine->submit(greedy({1, 2, 3}, 4))).value());
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the pool's workers stop spinning
+  const double before = process_cpu_seconds();
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  EXPECT_LT(process_cpu_seconds() - before, 0.05) << "the engine thread should sleep while there is no work";
+  // And it wakes up for the next submission.
+  EXPECT_EQ(collect(*std::move(engine->submit(greedy({1, 2, 3}, 4))).value()).size(), 4u);
+}
+
+TEST(Engine, DestroyingTheEngineEndsOpenHandlesAsCancelled) {
+  std::shared_ptr<RequestHandle> running, queued;
+  {
+    EngineConfig cfg;
+    cfg.model_path = tiny("llama_mha_untied");
+    cfg.threads = 1;
+    auto engine = std::move(Engine::create(cfg)).value();
+    GenerationRequest r = greedy({1, 2, 3}, 200);
+    r.n = 2;
+    running = std::move(engine->submit(r)).value();
+    ASSERT_TRUE(running->next().has_value());
+    queued = std::move(engine->submit(r)).value();
+  }
+  for (auto* h : {running.get(), queued.get()}) {
+    const Outputs o = collect_n(*h, 2);
+    // A sequence may have finished by length before the engine went away; none is left open.
+    for (size_t i = 0; i < 2; ++i) EXPECT_NE(o.last[i].finish, FinishReason::kNone);
+  }
+}
+
+TEST(Engine, StopStringsNeedATokenizer) {
+  EngineConfig cfg;
+  cfg.model_path = tiny("llama_mha_untied");
+  auto engine = std::move(Engine::create(cfg)).value();
+  GenerationRequest r = greedy({1, 2}, 4);
+  r.stop = {"x"};
+  const Status s = engine->submit(r).status();
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("tokenizer"), std::string::npos) << s.message();
+  GenerationRequest bad_n = greedy({1, 2}, 4);
+  bad_n.n = 0;
+  EXPECT_EQ(engine->submit(bad_n).status().code(), StatusCode::kInvalidArgument);
+  GenerationRequest bad_stop = greedy({1, 2}, 4);
+  bad_stop.stop_token_ids = {-1};
+  EXPECT_EQ(engine->submit(bad_stop).status().code(), StatusCode::kInvalidArgument);
+  GenerationRequest bad_lp = greedy({1, 2}, 4);
+  bad_lp.sampling.logprobs = 21;
+  EXPECT_EQ(engine->submit(bad_lp).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(Engine, StopStringOnTheRealModelCutsTextAndFreesBlocks) {
+  const std::string path = testing::real_model();
+  ASSERT_FALSE(path.empty());
+  EngineConfig cfg;
+  cfg.model_path = path;
+  cfg.threads = 2;
+  cfg.kv_cache_tokens = 4096;
+  auto engine = std::move(Engine::create(cfg)).value();
+  auto tokenizer = std::move(Tokenizer::from_metadata(std::move(open_tensor_source(path)).value()->metadata())).value();
+  const std::vector<int32_t> prompt = tokenizer->encode("Once upon a time, in a small village,", {});
+  GenerationRequest r = greedy(prompt, 24);
+  r.sampling.ignore_eos = true;
+  const Outputs plain = collect_n(*std::move(engine->submit(r)).value(), 1);
+  EXPECT_EQ(plain.text[0], tokenizer->decode(plain.tokens[0])) << "text pieces concatenate to decode()";
+  // A stop string made of the end of token 5's text and the start of token 6's.
+  const std::string upto5 = tokenizer->decode(std::span<const int32_t>(plain.tokens[0].data(), 5));
+  const std::string upto6 = tokenizer->decode(std::span<const int32_t>(plain.tokens[0].data(), 6));
+  ASSERT_GT(upto6.size(), upto5.size());
+  const size_t cut = upto5.size() - std::min<size_t>(2, upto5.size());
+  const std::string stop = upto6.substr(cut, upto5.size() + 1 - cut);
+  ASSERT_EQ(upto5.find(stop), std::string::npos) << "pick a prompt whose early text is free of the stop string";
+  r.stop = {"never in this text", stop};
+  const Outputs o = collect_n(*std::move(engine->submit(r)).value(), 1);
+  EXPECT_EQ(o.last[0].finish, FinishReason::kStop);
+  EXPECT_EQ(o.last[0].stop_string, stop);
+  EXPECT_EQ(o.text[0], upto6.substr(0, upto6.find(stop)));
+  EXPECT_EQ(o.tokens[0], std::vector<int32_t>(plain.tokens[0].begin(), plain.tokens[0].begin() + 6));
+  r.include_stop_str_in_output = true;
+  const Outputs kept = collect_n(*std::move(engine->submit(r)).value(), 1);
+  EXPECT_EQ(kept.text[0], upto6.substr(0, upto6.find(stop) + stop.size()));
+  expect_kv_freed(*engine);
+  EXPECT_EQ(engine->stats().n_running + engine->stats().n_waiting, 0);
 }
 
 }  // namespace

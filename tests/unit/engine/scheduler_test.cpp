@@ -178,6 +178,25 @@ TEST(Scheduler, PrefixHitSkipsCachedTokens) {
   EXPECT_EQ(h.kv().stats().prefix_hits, 8);
 }
 
+TEST(Scheduler, RequestWithoutPrefixCacheComputesItsWholePrompt) {
+  // Prompt logprobs need every position's logits, so such a request skips the lookup; it still
+  // publishes its blocks for the others.
+  Harness h({.max_num_batched_tokens = 64, .max_num_seqs = 8}, 16);
+  h.add('A', 9, 1);
+  h.expect({{"A:9", "", "", ""}});
+  auto r = std::make_unique<Request>();
+  r->id = 'B';
+  for (int i = 1; i <= 9; ++i) r->tokens.push_back(i);
+  r->n_prompt = 9;
+  r->max_tokens = 1;
+  r->use_prefix_cache = false;
+  h.scheduler().add(std::move(r));
+  h.expect({{"B:9", "", "", ""}});
+  h.add('C', 9, 1);
+  h.expect({{"C:1", "", "", ""}});
+  EXPECT_EQ(h.kv().stats().prefix_hits, 8);
+}
+
 TEST(Scheduler, StopTokenFinishes) {
   Harness h({.max_num_batched_tokens = 64, .max_num_seqs = 8}, 16);
   auto r = std::make_unique<Request>();

@@ -228,11 +228,11 @@ TEST(HfConfig, ModelTypeStandsInForArchitectures) {
 
 TEST(HfConfig, UnknownArchitecture) {
   json cfg = llama();
-  cfg["architectures"] = {"Gemma3ForCausalLM"};
+  cfg["architectures"] = {"Phi3ForCausalLM"};
   Status st = parse_error(cfg.dump());
   EXPECT_EQ(st.code(), StatusCode::kUnimplemented);
   EXPECT_MESSAGE_HAS(st, kPath);
-  EXPECT_MESSAGE_HAS(st, "Gemma3ForCausalLM");
+  EXPECT_MESSAGE_HAS(st, "Phi3ForCausalLM");
 
   cfg.erase("architectures");
   cfg["model_type"] = "gpt2";
@@ -308,6 +308,67 @@ TEST(HfConfig, UnsupportedFeaturesAreRefused) {
   st = parse_error(cfg.dump());
   EXPECT_EQ(st.code(), StatusCode::kUnimplemented);
   EXPECT_MESSAGE_HAS(st, "quantization_config");
+}
+
+// Gemma 3 as transformers 4 wrote it: top-level rope_theta and rope_local_base_freq, layer
+// kinds from sliding_window_pattern (every 6th layer global), norms with (1 + w).
+TEST(HfConfig, Gemma3LegacyKeys) {
+  json cfg = llama();
+  cfg["architectures"] = {"Gemma3ForCausalLM"};
+  cfg.erase("hidden_act");
+  cfg["hidden_activation"] = "gelu_pytorch_tanh";
+  cfg["num_hidden_layers"] = 7;
+  cfg["head_dim"] = 32;
+  cfg["rope_theta"] = 1000000.0;
+  cfg["rope_local_base_freq"] = 10000.0;
+  cfg["sliding_window"] = 512;
+  cfg["sliding_window_pattern"] = 6;
+  cfg["query_pre_attn_scalar"] = 32;
+  cfg["final_logit_softcapping"] = nullptr;
+  cfg["attn_logit_softcapping"] = nullptr;
+  cfg.erase("tie_word_embeddings");
+  const Metadata md = parse_ok(cfg);
+  EXPECT_EQ(s(md, "general.architecture"), "gemma3");
+  EXPECT_EQ(f(md, "gemma3.rope.freq_base"), 1000000.0);
+  EXPECT_EQ(f(md, "gemma3.rope.freq_base_swa"), 10000.0);
+  EXPECT_EQ(u(md, "gemma3.attention.sliding_window"), 512u);
+  EXPECT_EQ(f(md, "deepinfer.query_pre_attn_scalar"), 32.0);
+  EXPECT_FALSE(md.has("gemma3.final_logit_softcapping"));
+  EXPECT_TRUE(*md.get_bool("deepinfer.tied_embeddings"));  // Gemma3TextConfig's default
+  const MetaValue* kinds = md.find("gemma3.attention.sliding_window_pattern");
+  ASSERT_NE(kinds, nullptr);
+  const auto& items = std::get<std::shared_ptr<MetaArray>>(kinds->value)->items;
+  ASSERT_EQ(items.size(), 7u);
+  for (size_t l = 0; l < items.size(); ++l) EXPECT_EQ(std::get<bool>(items[l].value), l != 5) << l;
+
+  cfg["attn_logit_softcapping"] = 50.0;
+  EXPECT_EQ(parse_error(cfg.dump()).code(), StatusCode::kUnimplemented);
+  cfg["attn_logit_softcapping"] = nullptr;
+  cfg["hidden_activation"] = "gelu";
+  EXPECT_EQ(parse_error(cfg.dump()).code(), StatusCode::kUnimplemented);
+}
+
+TEST(HfConfig, Qwen3MoeExperts) {
+  json cfg = llama();
+  cfg["architectures"] = {"Qwen3MoeForCausalLM"};
+  cfg["num_experts"] = 128;
+  cfg["num_experts_per_tok"] = 8;
+  cfg["moe_intermediate_size"] = 768;
+  cfg["norm_topk_prob"] = true;
+  cfg["mlp_only_layers"] = json::array();
+  const Metadata md = parse_ok(cfg);
+  EXPECT_EQ(s(md, "general.architecture"), "qwen3moe");
+  EXPECT_EQ(u(md, "qwen3moe.expert_count"), 128u);
+  EXPECT_EQ(u(md, "qwen3moe.expert_used_count"), 8u);
+  EXPECT_EQ(u(md, "qwen3moe.expert_feed_forward_length"), 768u);
+  EXPECT_TRUE(*md.get_bool("qwen3moe.expert_weights_norm"));
+  EXPECT_EQ(u(md, "qwen3moe.attention.key_length"), 8u);  // no head_dim: hidden / heads, as transformers does
+
+  cfg["mlp_only_layers"] = {0};
+  EXPECT_EQ(parse_error(cfg.dump()).code(), StatusCode::kUnimplemented);
+  cfg["mlp_only_layers"] = json::array();
+  cfg["num_experts_per_tok"] = 200;
+  EXPECT_EQ(parse_error(cfg.dump()).code(), StatusCode::kInvalidArgument);
 }
 
 }  // namespace

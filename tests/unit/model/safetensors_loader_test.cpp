@@ -546,8 +546,15 @@ TEST(HfTensorNames, MapToGgufNames) {
       {"model.layers.3.mlp.gate_proj.weight", "blk.3.ffn_gate.weight"},
       {"model.layers.3.mlp.up_proj.weight", "blk.3.ffn_up.weight"},
       {"model.layers.10.mlp.down_proj.weight", "blk.10.ffn_down.weight"},
+      {"model.layers.3.self_attn.q_norm.weight", "blk.3.attn_q_norm.weight"},
+      {"model.layers.3.self_attn.k_norm.weight", "blk.3.attn_k_norm.weight"},
+      {"model.layers.2.mlp.gate.weight", "blk.2.ffn_gate_inp.weight"},
+      {"model.layers.2.mlp.experts.13.gate_proj.weight", "blk.2.ffn_gate_exps.13.weight"},
+      {"model.layers.2.mlp.experts.0.up_proj.weight", "blk.2.ffn_up_exps.0.weight"},
+      {"model.layers.2.mlp.experts.7.down_proj.weight", "blk.2.ffn_down_exps.7.weight"},
       // Unknown names stay as they are.
-      {"model.layers.3.self_attn.q_norm.weight", "model.layers.3.self_attn.q_norm.weight"},
+      {"model.layers.3.self_attn.q_ln.weight", "model.layers.3.self_attn.q_ln.weight"},
+      {"model.layers.2.mlp.experts.x.gate_proj.weight", "model.layers.2.mlp.experts.x.gate_proj.weight"},
       {"model.layers.x.input_layernorm.weight", "model.layers.x.input_layernorm.weight"},
       {"model.layers.3.self_attn.q_proj.scales", "model.layers.3.self_attn.q_proj.scales"},
       {"vision_tower.blocks.0.weight", "vision_tower.blocks.0.weight"},
@@ -559,6 +566,19 @@ TEST(HfTensorNames, MapToGgufNames) {
   }
   EXPECT_FALSE(hf_to_gguf_tensor_name("model.layers.0.self_attn.rotary_emb.inv_freq").has_value());
   EXPECT_FALSE(hf_to_gguf_tensor_name("model.rotary_emb.inv_freq").has_value());
+}
+
+TEST(HfTensorNames, GemmaSandwichNormsMapByArchitecture) {
+  // Gemma's post_attention_layernorm normalises the attention output; its FFN input norm is
+  // pre_feedforward_layernorm. Other architectures keep Llama's meaning.
+  EXPECT_EQ(*hf_to_gguf_tensor_name("model.layers.4.post_attention_layernorm.weight", "gemma3"),
+            "blk.4.post_attention_norm.weight");
+  EXPECT_EQ(*hf_to_gguf_tensor_name("model.layers.4.pre_feedforward_layernorm.weight", "gemma3"),
+            "blk.4.ffn_norm.weight");
+  EXPECT_EQ(*hf_to_gguf_tensor_name("model.layers.4.post_feedforward_layernorm.weight", "gemma3"),
+            "blk.4.post_ffw_norm.weight");
+  EXPECT_EQ(*hf_to_gguf_tensor_name("model.layers.4.post_attention_layernorm.weight", "qwen3"),
+            "blk.4.ffn_norm.weight");
 }
 
 }  // namespace

@@ -216,5 +216,54 @@ TEST(OutputParser, RandomTextAndRandomChunkings) {
   }
 }
 
+
+// --- <tool_call> JSON blocks (ToolCallFormat::kTaggedJson) ----------------------------------
+
+ParsingOptions tagged_options() {
+  ParsingOptions o;
+  o.tool_call_format = ToolCallFormat::kTaggedJson;
+  return o;
+}
+
+TEST(TaggedToolCalls, NestedUnicodeAndEmptyNamesUnderEveryChunking) {
+  const std::string text =
+      "Let me look.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": "
+      "\"Z\\u00fcrich \xE6\x97\xA5\xE6\x9C\xAC\", \"\": [1, {\"a\": null}], \"x y\": 2.5}}\n"
+      "</tool_call>\n<tool_call>\n{\"arguments\": {}, \"name\": \"search\"}\n</tool_call>";
+  expect_chunking_independent(
+      tagged_options(), text,
+      "0:Let me look.|2:get_weather|3:{\"city\": \"Z\xC3\xBCrich \xE6\x97\xA5\xE6\x9C\xAC\", "
+      "\"\": [1, {\"a\": null}], \"x y\": 2.5}|2:search|3:{}|");
+}
+
+TEST(TaggedToolCalls, StringArgumentsAndParametersKey) {
+  EXPECT_EQ(describe(run(tagged_options(),
+                         {"<tool_call>{\"name\": \"f\", \"arguments\": \"{\\\"a\\\": 1}\"}"
+                          "</tool_call>"})),
+            "2:f|3:{\"a\": 1}|");
+  EXPECT_EQ(describe(run(tagged_options(),
+                         {"<tool_call>{\"name\": \"f\", \"parameters\": {\"b\": true}}</tool_call>"})),
+            "2:f|3:{\"b\": true}|");
+  EXPECT_EQ(describe(run(tagged_options(), {"<tool_call>[{\"name\": \"f\", \"arguments\": {}}, "
+                                            "{\"name\": \"g\"}]</tool_call>"})),
+            "2:f|3:{}|2:g|3:{}|");
+}
+
+TEST(TaggedToolCalls, MalformedAndUnclosedBlocksStayText) {
+  EXPECT_EQ(describe(run(tagged_options(), {"a<tool_call>{\"nam</tool_call>b"})),
+            "0:a<tool_call>{\"nam</tool_call>b|");
+  expect_chunking_independent(tagged_options(), "a <tool_call>{\"name\": \"f\"",
+                              "0:a <tool_call>{\"name\": \"f\"|");
+}
+
+TEST(TaggedToolCalls, OnlyWhereSelected) {
+  const std::string text = "<tool_call>{\"name\": \"f\", \"arguments\": {}}</tool_call>";
+  ParsingOptions off = tagged_options();
+  off.parse_tool_calls = false;
+  EXPECT_EQ(describe(run(off, {text})), "0:" + text + "|");
+  // The DSML format leaves the tags alone.
+  EXPECT_EQ(describe(run(ParsingOptions{}, {text})), "0:" + text + "|");
+}
+
 }  // namespace
 }  // namespace deepinfer::recipe

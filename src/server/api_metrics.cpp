@@ -1,0 +1,93 @@
+#include "server/api_metrics.h"
+
+#include <memory>
+#include <vector>
+
+namespace deepinfer::server {
+
+namespace {
+
+std::vector<double> latency_buckets() {
+  return {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0};
+}
+
+// EngineStats holds running totals; a Prometheus counter only grows by increments, so each
+// scrape adds what the total gained since the previous one.
+struct TotalsMirror {
+  std::mutex mutex;
+  EngineStats seen;
+};
+
+}  // namespace
+
+ApiMetrics::ApiMetrics(const Engine& engine)
+    : requests_in_flight(registry_.gauge("deepinfer:api_requests_in_flight",
+                                         "Generating requests admitted by the API server and not yet answered.")),
+      requests_finished(registry_.counter("deepinfer:request_success_total", "Generating requests answered.")),
+      requests_rejected(registry_.counter("deepinfer:request_rejected_total",
+                                          "Requests refused with 429 because the queue was full.")),
+      ttft(registry_.histogram("deepinfer:time_to_first_token_seconds", "Time to first token in seconds.",
+                               latency_buckets())),
+      itl(registry_.histogram("deepinfer:inter_token_latency_seconds", "Time between tokens in seconds.",
+                              latency_buckets())),
+      e2e(registry_.histogram("deepinfer:e2e_request_latency_seconds",
+                              "Arrival to last token, in seconds.", latency_buckets())),
+      queue_time(registry_.histogram("deepinfer:request_queue_time_seconds",
+                                     "Submission to first scheduling, in seconds.", latency_buckets())) {
+  Gauge& running = registry_.gauge("deepinfer:num_requests_running", "Requests in the engine's running batch.");
+  Gauge& waiting = registry_.gauge("deepinfer:num_requests_waiting", "Requests waiting for the engine.");
+  Gauge& kv_usage = registry_.gauge("deepinfer:kv_cache_usage_perc", "Fraction of KV cache blocks in use (0-1).");
+  Gauge& kv_used = registry_.gauge("deepinfer:kv_cache_blocks_used", "KV cache blocks in use.");
+  Gauge& kv_total = registry_.gauge("deepinfer:kv_cache_blocks_total", "KV cache blocks in all.");
+  Counter& queries = registry_.counter("deepinfer:prefix_cache_queries_total",
+                                       "Prompt tokens looked up in the prefix cache.");
+  Counter& hits = registry_.counter("deepinfer:prefix_cache_hits_total", "Prompt tokens found in the prefix cache.");
+  Counter& prompt = registry_.counter("deepinfer:prompt_tokens_total", "Prompt tokens computed.");
+  Counter& generation = registry_.counter("deepinfer:generation_tokens_total", "Tokens generated.");
+  Counter& preemptions = registry_.counter("deepinfer:num_preemptions_total", "Sequences preempted.");
+  auto mirror = std::make_shared<TotalsMirror>();
+  registry_.on_render([&, mirror] {
+    const EngineStats s = engine.stats();
+    running.set(static_cast<double>(s.n_running));
+    waiting.set(static_cast<double>(s.n_waiting));
+    kv_usage.set(s.kv_usage);
+    kv_used.set(static_cast<double>(s.kv_blocks_used));
+    kv_total.set(static_cast<double>(s.kv_blocks_total));
+    std::lock_guard lock(mirror->mutex);
+    auto add = [](Counter& c, int64_t now, int64_t& seen) {
+      if (now > seen) c.inc(static_cast<double>(now - seen));
+      seen = now;
+    };
+    add(queries, s.prefix_queries, mirror->seen.prefix_queries);
+    add(hits, s.prefix_hits, mirror->seen.prefix_hits);
+    add(prompt, s.prompt_tokens, mirror->seen.prompt_tokens);
+    add(generation, s.generation_tokens, mirror->seen.generation_tokens);
+    add(preemptions, s.n_preemptions, mirror->seen.n_preemptions);
+  });
+}
+
+void RequestTimer::on_event(size_t n_tokens, bool first_of_index, double queue_seconds) {
+  const Clock::time_point now = Clock::now();
+  if (first_of_index) metrics_.queue_time.observe(queue_seconds);
+  if (n_tokens == 0) return;
+  if (!any_token_) {
+    metrics_.ttft.observe(std::chrono::duration<double>(now - arrival_).count());
+    any_token_ = true;
+    if (n_tokens > 1) {
+      // Tokens that arrive together (a prompt's first token with a stop-string flush) count
+      // as zero gaps rather than one long one.
+      for (size_t i = 1; i < n_tokens; ++i) metrics_.itl.observe(0.0);
+    }
+  } else {
+    const double gap = std::chrono::duration<double>(now - last_).count() / static_cast<double>(n_tokens);
+    for (size_t i = 0; i < n_tokens; ++i) metrics_.itl.observe(gap);
+  }
+  last_ = now;
+}
+
+void RequestTimer::on_end() {
+  metrics_.e2e.observe(std::chrono::duration<double>(Clock::now() - arrival_).count());
+  metrics_.requests_finished.inc();
+}
+
+}  // namespace deepinfer::server

@@ -1,0 +1,141 @@
+#include "server/api_prompt.h"
+
+#include <filesystem>
+
+#include <nlohmann/json.hpp>
+
+#include "model/loader/tensor_source.h"
+#include "recipe/dsv4_encoding.h"
+
+namespace deepinfer::server {
+
+Result<std::shared_ptr<const Tokenizer>> load_tokenizer(const std::string& path) {
+  namespace fs = std::filesystem;
+  if (fs::is_directory(path) && fs::exists(fs::path(path) / "tokenizer.json")) {
+    DI_ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> tok, Tokenizer::from_hf_dir(path));
+    return std::shared_ptr<const Tokenizer>(std::move(tok));
+  }
+  DI_ASSIGN_OR_RETURN(std::unique_ptr<TensorSource> source, open_tensor_source(path));
+  if (!source->metadata().has("tokenizer.ggml.tokens")) {
+    return invalid_argument(path + " carries no tokenizer; the server needs one to render prompts");
+  }
+  auto tok = Tokenizer::from_metadata(source->metadata());
+  if (!tok.ok()) return Status(tok.status().code(), path + ": " + tok.status().message());
+  return std::shared_ptr<const Tokenizer>(std::move(tok).value());
+}
+
+Result<std::unique_ptr<PromptBuilder>> PromptBuilder::create(std::shared_ptr<const Tokenizer> tokenizer) {
+  if (tokenizer->find_token(recipe::kUserToken).has_value()) {
+    return std::unique_ptr<PromptBuilder>(new PromptBuilder(std::move(tokenizer), std::nullopt));
+  }
+  if (tokenizer->chat_template().empty()) {
+    return invalid_argument("the model carries no chat template (tokenizer.chat_template) and is not DeepSeek V4");
+  }
+  auto tmpl = recipe::ChatTemplate::parse(tokenizer->chat_template());
+  if (!tmpl.ok()) return invalid_argument("the model's chat template: " + tmpl.status().message());
+  return std::unique_ptr<PromptBuilder>(new PromptBuilder(std::move(tokenizer), std::move(tmpl).value()));
+}
+
+namespace {
+
+// The first entry of a JSON Schema's "required" whose property is a string, if any.
+std::optional<std::string> first_required_string(const std::string& schema_json) {
+  const nlohmann::json schema = nlohmann::json::parse(schema_json, nullptr, /*allow_exceptions=*/false);
+  if (!schema.is_object() || !schema.contains("required") || !schema["required"].is_array() ||
+      schema["required"].empty() || !schema["required"][0].is_string() || !schema.contains("properties")) {
+    return std::nullopt;
+  }
+  const std::string key = schema["required"][0].get<std::string>();
+  const nlohmann::json& props = schema["properties"];
+  if (!props.is_object() || !props.contains(key) || !props[key].is_object() ||
+      props[key].value("type", nlohmann::json()) != "string") {
+    return std::nullopt;
+  }
+  return key;
+}
+
+}  // namespace
+
+Result<BuiltPrompt> PromptBuilder::build(const recipe::ConversationRequest& request) const {
+  return is_deepseek() ? build_deepseek(request) : build_template(request);
+}
+
+Result<BuiltPrompt> PromptBuilder::build_deepseek(const recipe::ConversationRequest& request) const {
+  const recipe::RenderedPrompt rendered =
+      recipe::render_prompt(request.conversation, recipe::prompt_encoding(request.model_version));
+  std::vector<Segment> segments;
+  segments.reserve(rendered.pieces.size());
+  for (const recipe::PromptPiece& piece : rendered.pieces) {
+    if (!piece.special) {
+      segments.push_back(Segment::of_text(piece.text));
+      continue;
+    }
+    if (std::optional<int32_t> id = tokenizer_->find_token(piece.text)) {
+      segments.push_back(Segment::of_token(*id));
+      continue;
+    }
+    // A marker the vocabulary has no single token for (V4's "<｜System｜>" in some releases):
+    // it is still the encoder's text, so it is tokenized as trusted, specials parsed.
+    for (int32_t id : tokenizer_->encode(piece.text, {.add_bos = false, .parse_special = true})) {
+      segments.push_back(Segment::of_token(id));
+    }
+  }
+  BuiltPrompt out;
+  DI_ASSIGN_OR_RETURN(out.ids, tokenizer_->encode_segments(segments, {.add_bos = false}));
+  out.ends_in_tool_calls = rendered.ends_in_tool_calls;
+  return out;
+}
+
+Result<BuiltPrompt> PromptBuilder::build_template(const recipe::ConversationRequest& request) const {
+  recipe::Conversation conversation = request.conversation;
+  conversation.thinking_mode = false;
+  recipe::ChatTemplateInput input = recipe::template_input(conversation, /*add_generation_prompt=*/true);
+  if (tokenizer_->bos_id() >= 0) input.bos_token = tokenizer_->token_text(tokenizer_->bos_id());
+  if (tokenizer_->eos_id() >= 0) input.eos_token = tokenizer_->token_text(tokenizer_->eos_id());
+  input.extra["enable_thinking"] = false;
+  auto pieces = chat_template_->render_pieces(input);
+  if (!pieces.ok()) return invalid_argument("chat template: " + pieces.status().message());
+
+  // Template text may spell control tokens; text that came from the request never does.
+  // Pieces are tokenized one by one: a piece boundary is where a marker or a line break meets
+  // user text, which the pre-tokenizers split anyway.
+  BuiltPrompt out;
+  for (const recipe::TemplatePiece& piece : *pieces) {
+    EncodeOptions options;
+    options.parse_special = piece.trusted;
+    const std::vector<int32_t> ids = tokenizer_->encode(piece.text, options);
+    out.ids.insert(out.ids.end(), ids.begin(), ids.end());
+  }
+  // tool_choice required (or one named function): open the call so the model can only write
+  // one. Few templates offer a prefill of their own; the tagged-JSON form is what the output
+  // parser reads for these models. With one function the name is given, and when its first
+  // required parameter is a string, that key too, so a small model only writes the value.
+  if (conversation.tool_choice == recipe::ToolChoice::kRequired && !conversation.tools.empty()) {
+    out.output_prefix = "<tool_call>\n{\"name\": \"";
+    if (conversation.tools.size() == 1) {
+      const recipe::ToolDefinition& tool = conversation.tools[0];
+      out.output_prefix += tool.name + "\", \"arguments\": {";
+      out.opens_arguments = true;
+      if (std::optional<std::string> key = first_required_string(tool.parameters_json)) {
+        out.output_prefix += nlohmann::json(*key).dump() + ": \"";
+        out.prefix_in_string = true;
+      }
+    }
+    const std::vector<int32_t> ids = tokenizer_->encode(out.output_prefix, EncodeOptions{});
+    out.ids.insert(out.ids.end(), ids.begin(), ids.end());
+  }
+  return out;
+}
+
+void PromptBuilder::adjust_parsing(const BuiltPrompt& prompt, recipe::ConversationRequest& request) const {
+  recipe::ParsingOptions& parsing = request.parsing_options;
+  if (prompt.ends_in_tool_calls) parsing.starts_in_tool_calls = true;
+  if (!is_deepseek()) {
+    parsing.thinking_initial_stage = std::nullopt;
+    parsing.tool_call_format = recipe::ToolCallFormat::kTaggedJson;
+  }
+  // Stop strings are the engine's: it ends the sequence (and frees its KV) at the match.
+  parsing.stop_sequences.clear();
+}
+
+}  // namespace deepinfer::server

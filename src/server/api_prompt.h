@@ -1,0 +1,70 @@
+// From a converted request to the prompt's token ids, for the served model.
+//
+// DeepSeek V4 vocabularies (they spell "<｜User｜>") go through the recipe's V4/V4.1 encoder;
+// every other model through its own chat template (tokenizer.chat_template). Either way the
+// prompt is tokenized injection-safe: only markers the encoder or the template text placed
+// become control tokens; a user who types "<|im_start|>" gets the ids of those characters.
+// Immutable after create(); build() may be called from many threads at once.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "deepinfer/status.h"
+#include "recipe/chat_template.h"
+#include "recipe/protocol.h"
+#include "tokenizer/tokenizer.h"
+
+namespace deepinfer::server {
+
+struct BuiltPrompt {
+  std::vector<int32_t> ids;
+  // The prompt opened a tool call (tool_choice required): the parser starts inside it.
+  bool ends_in_tool_calls = false;
+  // Text the prompt ends with that belongs to the answer (a chat template model's forced
+  // "<tool_call>" opening): fed to the output parser before the generated text.
+  std::string output_prefix;
+  // The prefix opened the forced call's arguments object ({"name": ..., "arguments": {): the
+  // call is complete once that object closes (see OutputShaper).
+  bool opens_arguments = false;
+  bool prefix_in_string = false;  // ... and ends inside a string value ("city": ")
+};
+
+// The tokenizer of a GGUF file (its tokenizer.ggml.* metadata) or of a Hugging Face directory
+// (tokenizer.json). The server keeps its own for prompts and responses; the engine loads another
+// from the same file for detokenizing, so they agree. INVALID_ARGUMENT when there is none.
+Result<std::shared_ptr<const Tokenizer>> load_tokenizer(const std::string& path);
+
+class PromptBuilder {
+ public:
+  // INVALID_ARGUMENT when the model is not DeepSeek V4 and carries no usable chat template.
+  static Result<std::unique_ptr<PromptBuilder>> create(std::shared_ptr<const Tokenizer> tokenizer);
+
+  bool is_deepseek() const { return !chat_template_.has_value(); }
+  // Whether the prompt format has a thinking mode (DeepSeek V4's <think>).
+  bool has_thinking_mode() const { return is_deepseek(); }
+
+  // The request as token ids. For a model without thinking mode, thinking is switched off in
+  // the conversation first. INVALID_ARGUMENT for a template render error.
+  Result<BuiltPrompt> build(const recipe::ConversationRequest& request) const;
+
+  // Sets the parsing options the request's output needs for this model (thinking stage, tool
+  // calls opened by the prompt).
+  void adjust_parsing(const BuiltPrompt& prompt, recipe::ConversationRequest& request) const;
+
+  const Tokenizer& tokenizer() const { return *tokenizer_; }
+
+ private:
+  PromptBuilder(std::shared_ptr<const Tokenizer> tokenizer, std::optional<recipe::ChatTemplate> tmpl)
+      : tokenizer_(std::move(tokenizer)), chat_template_(std::move(tmpl)) {}
+  Result<BuiltPrompt> build_deepseek(const recipe::ConversationRequest& request) const;
+  Result<BuiltPrompt> build_template(const recipe::ConversationRequest& request) const;
+
+  std::shared_ptr<const Tokenizer> tokenizer_;
+  std::optional<recipe::ChatTemplate> chat_template_;  // nullopt: DeepSeek V4 encoder
+};
+
+}  // namespace deepinfer::server

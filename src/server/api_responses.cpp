@@ -1,0 +1,88 @@
+// POST /v1/responses: OpenAI Responses through the recipe's adapter and ResponsesWriter.
+#include "recipe/output_parser.h"
+#include "recipe/responses_response.h"
+#include "server/api_common.h"
+#include "server/api_server.h"
+
+namespace deepinfer::server {
+
+void ApiServer::responses(const HttpRequest& request, ResponseWriter& out) {
+  const auto arrival = RequestTimer::Clock::now();
+  Admission admission(in_flight_, *metrics_, admission_limit());
+  if (!admission.admitted()) return send_overloaded(out, ApiFlavor::kOpenAi);
+  std::optional<PreparedRequest> p =
+      prepare(request, ApiFlavor::kOpenAi, recipe::convert_responses, /*chat_logprobs=*/false, out);
+  if (!p) return;
+  p->generation.n = 1;
+  p->generation.sampling.logprobs = -1;
+  auto echo = recipe::responses_echo(request.body, p->converted.model_version);
+  if (!echo.ok()) {
+    return send_error(out, ApiFlavor::kOpenAi, {recipe::error_status(echo.status()), echo.status().message(), "", ""});
+  }
+  auto handle = submit_or_answer(engine_, p->generation, ApiFlavor::kOpenAi, out);
+  if (!handle) return;
+
+  recipe::ResponsesResponseSettings settings;
+  settings.id = random_id("resp_");
+  settings.model = config_.served_model_name;
+  settings.echo = std::move(echo).value();
+  recipe::ResponsesWriter writer(std::move(settings));
+  recipe::OutputParser parser(p->converted.parsing_options);
+  const bool stream = p->converted.stream;
+  recipe::Usage usage;
+  usage.prompt_tokens = static_cast<int64_t>(p->prompt.ids.size());
+  FinishReason finish = FinishReason::kNone;
+
+  bool started = false;
+  OutputShaper shaper(p->prompt);
+  bool ended = false;  // the last event was handled (a forced call or the parser ended it early)
+  auto send_events = [&](const std::vector<recipe::ResponsesEvent>& events) {
+    for (const recipe::ResponsesEvent& e : events) {
+      if (!out.write(e.sse())) return false;
+    }
+    return true;
+  };
+  auto on_event = [&](const TokenEvent& e) -> bool {
+    if (ended) return true;
+    if (e.n_prompt_tokens > 0) {
+      usage.prompt_tokens = e.n_prompt_tokens;
+      usage.prompt_cache_hit_tokens = e.n_cached_prompt_tokens;
+    }
+    usage.completion_tokens += static_cast<int64_t>(e.tokens.size());
+    std::vector<recipe::OutputEvent> events = parser.feed(shaper.shape(e.text));
+    // A closed forced call, a finished JSON answer or the end of the tool-call block: nothing
+    // more can follow, so generation stops here rather than at max_tokens.
+    FinishReason event_finish = e.finish;
+    if (event_finish == FinishReason::kNone && (shaper.done() || parser.finished())) {
+      event_finish = FinishReason::kStop;
+      handle->cancel();
+    }
+    if (event_finish != FinishReason::kNone) {
+      ended = true;
+      std::vector<recipe::OutputEvent> rest = parser.finish();
+      events.insert(events.end(), rest.begin(), rest.end());
+      finish = event_finish;
+    }
+    if (!stream) {
+      writer.events(events);
+      return true;
+    }
+    if (!started) {
+      started = true;
+      if (!out.start_stream(200, "text/event-stream", {{"Cache-Control", "no-cache"}})) return false;
+      if (!send_events(writer.start())) return false;
+    }
+    if (!send_events(writer.events(events))) return false;
+    if (finish != FinishReason::kNone) return send_events(writer.finish(backend_finish(finish), usage));
+    return true;
+  };
+  RequestTimer timer(*metrics_, arrival);
+  if (!pump_events(*handle, out, config_.poll_interval, timer, on_event)) return;
+  if (stream) {
+    out.finish();
+    return;
+  }
+  send_json(out, 200, writer.body(backend_finish(finish), usage));
+}
+
+}  // namespace deepinfer::server

@@ -1,0 +1,66 @@
+// Metrics in the Prometheus text exposition format (version 0.0.4): counters, gauges and
+// histograms with fixed bucket bounds. Updates are lock-free (atomics) and may come from any
+// thread; render() takes a consistent-enough snapshot for scraping.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace deepinfer::server {
+
+class Counter {
+ public:
+  void inc(double v = 1.0);
+  double value() const;
+ private:
+  std::atomic<double> value_{0.0};
+};
+
+class Gauge {
+ public:
+  void set(double v);
+  double value() const;
+ private:
+  std::atomic<double> value_{0.0};
+};
+
+class Histogram {
+ public:
+  explicit Histogram(std::vector<double> upper_bounds);  // ascending; +Inf is implicit
+  void observe(double v);
+  const std::vector<double>& upper_bounds() const { return bounds_; }
+  // Cumulative counts per bound, then the +Inf count; the sum of observations.
+  std::vector<uint64_t> cumulative_counts() const;
+  double sum() const;
+ private:
+  std::vector<double> bounds_;
+  std::unique_ptr<std::atomic<uint64_t>[]> counts_;  // [bounds + 1], not cumulative
+  std::atomic<double> sum_{0.0};
+};
+
+class MetricsRegistry {
+ public:
+  MetricsRegistry();
+  ~MetricsRegistry();  // out of line: Entry is complete only in metrics.cpp
+  // Names follow Prometheus rules ([a-zA-Z_:][a-zA-Z0-9_:]*); registering a name twice returns
+  // the first metric. References stay valid for the registry's lifetime.
+  Counter& counter(const std::string& name, const std::string& help);
+  Gauge& gauge(const std::string& name, const std::string& help);
+  Histogram& histogram(const std::string& name, const std::string& help, std::vector<double> upper_bounds);
+  // Called at the start of every render(), to refresh gauges from their sources.
+  void on_render(std::function<void()> refresh);
+  std::string render() const;
+
+ private:
+  struct Entry;
+  mutable std::mutex mutex_;
+  std::vector<std::unique_ptr<Entry>> entries_;
+  std::vector<std::function<void()>> refreshers_;
+};
+
+}  // namespace deepinfer::server

@@ -1,0 +1,87 @@
+#include "server/serve.h"
+
+#include <pthread.h>
+#include <signal.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <thread>
+
+#include "deepinfer/engine.h"
+#include "model/catalog.h"
+#include "server/api_server.h"
+#include "server/http.h"
+
+namespace deepinfer::server {
+
+namespace {
+
+std::string default_served_name(const std::string& model_arg, const std::string& path) {
+  if (!model_arg.empty() && find_known_model(model_arg) != nullptr) return model_arg;
+  if (model_arg.empty()) return std::string(kDefaultModelName);
+  return std::filesystem::path(path).stem().string();
+}
+
+}  // namespace
+
+Status serve(const ServeOptions& options) {
+  // Every thread started from here on inherits the mask: only the waiter below takes the
+  // signals, outside any handler, so it may call shutdown().
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  const std::string model_arg = options.model.empty() ? std::string(kDefaultModelName) : options.model;
+  DI_ASSIGN_OR_RETURN(std::string path, resolve_model_path(model_arg));
+  DI_ASSIGN_OR_RETURN(std::shared_ptr<const Tokenizer> tokenizer, load_tokenizer(path));
+  DI_ASSIGN_OR_RETURN(std::unique_ptr<PromptBuilder> prompts, PromptBuilder::create(tokenizer));
+
+  EngineConfig engine_config;
+  engine_config.model_path = path;
+  engine_config.threads = options.threads;
+  engine_config.max_num_seqs = options.max_num_seqs;
+  DI_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::create(engine_config));
+
+  ApiConfig api_config;
+  api_config.served_model_name =
+      options.served_model_name.empty() ? default_served_name(options.model, path) : options.served_model_name;
+  api_config.max_num_seqs = options.max_num_seqs;
+  api_config.max_queue = options.max_queue;
+  ApiServer api(api_config, *engine, std::move(prompts));
+
+  HttpServerConfig http_config;
+  http_config.host = options.host;
+  http_config.port = options.port;
+  http_config.api_keys = options.api_keys;
+  http_config.max_body_bytes = options.max_body_bytes;
+  http_config.read_timeout = std::chrono::milliseconds(static_cast<int64_t>(options.read_timeout_s * 1000.0));
+  http_config.error_body = api.error_body();
+  DI_ASSIGN_OR_RETURN(std::unique_ptr<HttpServer> http, HttpServer::start(http_config, api.routes()));
+
+  std::fprintf(stderr, "deepinfer serve: %s on http://%s:%u (context %lld tokens)%s\n",
+               api_config.served_model_name.c_str(), options.host.c_str(), static_cast<unsigned>(http->port()),
+               static_cast<long long>(engine->max_context()), options.api_keys.empty() ? "" : ", API key required");
+  std::fflush(stderr);
+
+  const auto grace = std::chrono::milliseconds(static_cast<int64_t>(options.shutdown_timeout_s * 1000.0));
+  std::thread waiter([&] {
+    int signal_number = 0;
+    sigwait(&signals, &signal_number);
+    std::fprintf(stderr, "deepinfer serve: %s, shutting down (up to %.0f s for requests in flight)\n",
+                 signal_number == SIGTERM ? "SIGTERM" : "SIGINT", options.shutdown_timeout_s);
+    http->shutdown(grace);
+  });
+  http->wait();
+  waiter.join();
+  http.reset();
+  engine.reset();  // cancels whatever is left
+  std::fprintf(stderr, "deepinfer serve: stopped\n");
+  return Status::ok_status();
+}
+
+}  // namespace deepinfer::server

@@ -1,0 +1,32 @@
+// `deepinfer serve`: load the model into an engine, serve the API over HTTP until SIGTERM or
+// SIGINT, then shut down gracefully (stop accepting, let requests in flight finish up to the
+// timeout, close everything). Blocks the calling thread; installs its own signal handling, so
+// call it once per process from the main thread.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "deepinfer/status.h"
+
+namespace deepinfer::server {
+
+struct ServeOptions {
+  std::string model;                  // path or known name; empty: the default model
+  std::string host = "127.0.0.1";
+  uint16_t port = 8000;               // 0: any free port (the log line names it)
+  std::vector<std::string> api_keys;  // empty: no authentication
+  std::string served_model_name;      // empty: the model's name as given (or the file's stem)
+  int32_t max_num_seqs = 64;
+  int32_t threads = 0;                // 0: all cores
+  int64_t max_queue = 512;            // waiting requests before 429
+  double shutdown_timeout_s = 30.0;
+  double read_timeout_s = 30.0;       // a request must arrive within this (408 after)
+  size_t max_body_bytes = size_t{32} << 20;
+};
+
+// Returns after a graceful shutdown (OK) or when loading or binding fails (the error).
+Status serve(const ServeOptions& options);
+
+}  // namespace deepinfer::server
