@@ -10,8 +10,10 @@ Measured through the deepinfer command, best of --reps runs each, loading exclud
            V4 format and tokenized with the DeepSeek V4 tokenizer from the model cache:
            request conversion, prompt rendering and injection-safe tokenization timed apart
   parse    `deepinfer parse --protocol chat --stats --chunk C` on a generated output (reasoning,
-           answer text with unicode, DSML tool calls with nested JSON) of about --parse-mb MB:
-           the output parser alone, and parser + Chat Completions SSE writer
+           answer text with unicode, DSML tool calls with nested JSON) of about --parse-mb MB
+           (--small-chunk-mb for chunks under 16 characters: the SSE writer, timed in the same
+           run, is slow there), for C in --chunk (0: the whole output at once): the output
+           parser alone, and parser + Chat Completions SSE writer
 
 The generated text is deterministic (fixed seed). Usage:
   python bench/recipe_bench.py --deepinfer build/bin/deepinfer [--threads 1,2] [--reps 5]
@@ -101,7 +103,8 @@ def main():
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--parse-mb", type=float, default=20.0)
-    ap.add_argument("--chunk", default="4,64")
+    ap.add_argument("--chunk", default="1,4,16,64,0")
+    ap.add_argument("--small-chunk-mb", type=float, default=2.0)
     args = ap.parse_args()
     rng = random.Random(20261130)
     with tempfile.TemporaryDirectory() as tmp:
@@ -119,14 +122,21 @@ def main():
                for n in ("1", args.threads.split(",")[-1])]
         print(f"ids on 1 and {args.threads.split(',')[-1]} thread(s) equal: {ids[0] == ids[1]}")
         out = tmp / "output.txt"
-        out.write_text(model_output(rng, args.parse_mb))
+        output = model_output(rng, args.parse_mb)
+        out.write_text(output)
+        small = tmp / "output_small.txt"
+        # A prefix cut at a character, closed by the output's tool-call block.
+        block = output.index("<｜DSML｜tool_calls>")
+        small.write_text(output[:min(block, int(args.small_chunk_mb * 1e6))] + output[block:])
         parse_req = tmp / "parse_request.json"
         parse_req.write_text(json.dumps({"model": "DeepSeek-V4.1-Flash", "tools": tools(rng)[:2],
                                          "messages": [{"role": "user", "content": "hi"}]}))
         for chunk in args.chunk.split(","):
             s = run([args.deepinfer, "parse", "--protocol", "chat", "--request", str(parse_req), "--stream",
-                     "--stats", "--chunk", chunk, "--repeat", str(args.reps)], out)
-            print(f"parse, {chunk}-character chunks: {s['bytes'] / 1e6:.1f} MB, {s['events']} events: "
+                     "--stats", "--chunk", chunk, "--repeat", str(args.reps)],
+                    small if 0 < int(chunk) < 16 else out)
+            label = f"{chunk}-character chunks" if int(chunk) > 0 else "whole output"
+            print(f"parse, {label}: {s['bytes'] / 1e6:.1f} MB, {s['events']} events: "
                   f"parser {s['parse_mb_per_s']:.1f} MB/s, parser + chat SSE writer "
                   f"{s['respond_mb_per_s']:.1f} MB/s")
 

@@ -43,6 +43,15 @@ struct EngineConfig {
   // chunked (bitwise). With a seed as well, its output is reproducible.
   bool batch_invariant = false;
   bool async_scheduling = true;         // plan step N+1 while step N runs
+  // Models with sliding-window layers (Gemma 3): after a prefix-cache hit, rebuild the sliding
+  // layers' KV by recomputing only the last window of the cached prefix ("SWA bounded replay").
+  // The rebuilt window sees no KV before the replay start, so it approximates a cold run's
+  // (greedy tokens agree in the tests; logits differ slightly). Off: such models take no prefix
+  // hit (cold recompute). Models without sliding layers ignore it.
+  bool swa_replay = true;
+  // Tokens replayed; 0 = one window (the bounded replay above). A model's number of sliding
+  // layers times its window makes the replay reproduce the cold run exactly, at that cost.
+  int64_t swa_replay_tokens = 0;
 };
 
 struct GenerationRequest {
@@ -104,9 +113,18 @@ class RequestHandle {
 struct EngineStats {
   int64_t n_running = 0;
   int64_t n_waiting = 0;
-  double kv_usage = 0.0;           // fraction of KV blocks in use
-  int64_t kv_blocks_used = 0;
+  double kv_usage = 0.0;           // fraction of KV blocks in use (all groups)
+  int64_t kv_blocks_used = 0;      // all groups
   int64_t kv_blocks_total = 0;
+  // Per KV group: full-attention layers' blocks, and sliding-window layers' blocks (0 when the
+  // model has none), which hold only each running sequence's window plus its current chunk.
+  int64_t kv_full_blocks_used = 0;
+  int64_t kv_full_blocks_total = 0;
+  int64_t kv_sliding_blocks_used = 0;
+  int64_t kv_sliding_blocks_total = 0;
+  int64_t kv_sliding_blocks_peak = 0;  // most sliding blocks held at the end of any step
+  int64_t kv_block_size = 0;           // tokens per block
+  int64_t kv_cache_bytes = 0;          // KV memory of all layers, both groups
   int64_t prefix_queries = 0;      // prompt tokens looked up in the prefix cache
   int64_t prefix_hits = 0;         // of those, found
   int64_t prompt_tokens = 0;       // computed prompt tokens (not counting cache hits)

@@ -40,6 +40,7 @@ const char* kGenerateUsage = R"(usage: deepinfer generate [-m MODEL] --input FIL
   --no-prefix-caching        turn the prefix cache off
   --batch-invariant          outputs do not depend on the batch (with "seed": reproducible)
   --no-async-scheduling      do the engine's bookkeeping between steps, not during them
+  --no-swa-replay            sliding-window models (Gemma 3) take no prefix hit: cold recompute
 )";
 
 const char* finish_name(FinishReason r) {
@@ -208,7 +209,7 @@ int generate_command(const std::vector<std::string>& argv) {
   FlagSpec spec;
   spec.with_value = {"--model", "--input", "--output", "--threads", "--max-num-seqs", "--max-num-batched-tokens",
                      "--kv-cache-tokens"};
-  spec.switches = {"--no-prefix-caching", "--batch-invariant", "--no-async-scheduling", "--help"};
+  spec.switches = {"--no-prefix-caching", "--batch-invariant", "--no-async-scheduling", "--no-swa-replay", "--help"};
   spec.aliases = {{"-m", "--model"}, {"-i", "--input"}, {"-o", "--output"}, {"-t", "--threads"}, {"-h", "--help"}};
   auto parsed = Args::parse(argv, spec);
   if (!parsed.ok()) return fail(parsed.status().message() + "\n" + kGenerateUsage, 2);
@@ -263,6 +264,7 @@ int generate_command(const std::vector<std::string>& argv) {
   config.enable_prefix_caching = !args.has("--no-prefix-caching");
   config.batch_invariant = args.has("--batch-invariant");
   config.async_scheduling = !args.has("--no-async-scheduling");
+  config.swa_replay = !args.has("--no-swa-replay");
   auto engine = Engine::create(config);
   if (!engine.ok()) return fail(engine.status().message());
 

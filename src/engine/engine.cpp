@@ -19,6 +19,9 @@
 // each sequence samples with its own Sampler and generator (sampling runs in parallel by whole
 // sequences), so the CPU engine has no faster, batch-dependent path to switch off: the flag is
 // the contract such a path must honour. tests/unit/engine/batch_invariance_test.cpp checks it.
+// One exception by design: a model with sliding-window layers that takes a prefix hit replays
+// the last window (EngineConfig::swa_replay), whose rebuilt KV approximates the cold run's.
+// Turn swa_replay off where bitwise reproducibility across requests matters more.
 #include "deepinfer/engine.h"
 
 #include <algorithm>
@@ -92,15 +95,17 @@ struct PromptJob {
 class EngineImpl final : public Engine {
  public:
   EngineImpl(const EngineConfig& config, std::unique_ptr<Model> model, std::shared_ptr<const Tokenizer> tokenizer,
-             int64_t n_blocks)
+             int64_t n_blocks, int64_t n_sliding_blocks)
       : config_(config),
         model_(std::move(model)),
         tokenizer_(std::move(tokenizer)),
         kv_manager_(kv::KvCacheConfig{config.block_size, static_cast<int32_t>(n_blocks), config.enable_prefix_caching,
-                                      model_->source().path()}),
-        kv_(model_->config(), n_blocks, config.block_size),
+                                      model_->source().path(), model_->config().layer_window,
+                                      static_cast<int32_t>(n_sliding_blocks)}),
+        kv_(model_->config(), n_blocks, n_sliding_blocks, config.block_size),
         scheduler_(SchedulerConfig{config.max_num_batched_tokens, config.max_num_seqs,
-                                   config.priority_scheduling ? SchedulingPolicy::kPriority : SchedulingPolicy::kFcfs},
+                                   config.priority_scheduling ? SchedulingPolicy::kPriority : SchedulingPolicy::kFcfs,
+                                   config.swa_replay, config.swa_replay_tokens},
                    kv_manager_),
         runner_(model_->new_batch_runner()),
         pool_(config.threads > 0 ? config.threads : ThreadPool::default_threads()),
@@ -356,7 +361,14 @@ class EngineImpl final : public Engine {
       // Prompt logprobs need every prompt position's logits; otherwise only a sampling row.
       const bool all = seq.collects_prompt_logprobs && c.first_position < r->n_prompt - 1;
       const LogitsMode mode = all ? LogitsMode::kAll : c.samples ? LogitsMode::kLast : LogitsMode::kNone;
-      batch_.push_back({c.n_tokens, c.first_position, kv_manager_.block_table(c.id), mode});
+      BatchSequence& b = batch_.emplace_back();
+      b.n_tokens = c.n_tokens;
+      b.first_position = c.first_position;
+      b.block_table = kv_manager_.block_table(c.id);
+      b.logits = mode;
+      if (kv_manager_.has_sliding_group()) b.sliding_block_table = kv_manager_.block_table(c.id, kv::kSlidingGroup);
+      b.replay_start = r->replay_start;
+      b.n_shared = r->n_shared;
       if (all) {
         for (int64_t i = 0; i < c.n_tokens && c.first_position + i + 1 < r->n_prompt; ++i) {
           prompt_jobs_.push_back({seq.group.get(), row + i, c.first_position + i});
@@ -440,6 +452,15 @@ class EngineImpl final : public Engine {
     stats_.kv_usage = kvs.usage;
     stats_.kv_blocks_total = kvs.pool.n_blocks;
     stats_.kv_blocks_used = kvs.pool.n_blocks - kvs.pool.n_free;
+    stats_.kv_full_blocks_total = kvs.groups[kv::kFullGroup].n_blocks;
+    stats_.kv_full_blocks_used = kvs.groups[kv::kFullGroup].n_used;
+    if (kv_manager_.has_sliding_group()) {
+      stats_.kv_sliding_blocks_total = kvs.groups[kv::kSlidingGroup].n_blocks;
+      stats_.kv_sliding_blocks_used = kvs.groups[kv::kSlidingGroup].n_used;
+      stats_.kv_sliding_blocks_peak = std::max(stats_.kv_sliding_blocks_peak, stats_.kv_sliding_blocks_used);
+    }
+    stats_.kv_block_size = kv_.block_size();
+    stats_.kv_cache_bytes = static_cast<int64_t>(kv_.bytes());
     stats_.prefix_queries = kvs.prefix_queries;
     stats_.prefix_hits = kvs.prefix_hits;
     stats_.n_preemptions += static_cast<int64_t>(plan.preempted.size());
@@ -500,6 +521,19 @@ Result<std::shared_ptr<const Tokenizer>> load_tokenizer(const Model& model) {
   return std::shared_ptr<const Tokenizer>();
 }
 
+// Blocks of the sliding-window group: between steps a running sequence holds at most its
+// window rounded out to whole blocks plus the block being filled (ceil((W - 1) / bs) + 1);
+// during a step its chunk adds its own blocks, and all chunks of a step hold at most the token
+// budget (plus one partial block each). Never more than the full group, which bounds every
+// sequence's length. Falling short would only mean preemption, a normal outcome.
+int64_t sliding_pool_blocks(const EngineConfig& config, const ModelConfig& model, int64_t n_blocks) {
+  if (!model.has_sliding_layers()) return 0;
+  const int64_t bs = config.block_size;
+  const int64_t per_seq = (model.layer_window - 1 + bs - 1) / bs + 2;
+  const int64_t chunks = (config.max_num_batched_tokens + bs - 1) / bs;
+  return std::min(n_blocks, config.max_num_seqs * per_seq + chunks);
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
@@ -517,7 +551,9 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
     tokens = std::min<int64_t>(16 * c.n_ctx_train, (int64_t{1} << 30) / bytes_per_token);
   }
   const int64_t n_blocks = (tokens + config.block_size - 1) / config.block_size;
-  return std::unique_ptr<Engine>(new EngineImpl(config, std::move(model), std::move(tokenizer), n_blocks));
+  const int64_t n_sliding_blocks = sliding_pool_blocks(config, model->config(), n_blocks);
+  return std::unique_ptr<Engine>(
+      new EngineImpl(config, std::move(model), std::move(tokenizer), n_blocks, n_sliding_blocks));
 }
 
 }  // namespace deepinfer

@@ -23,6 +23,12 @@ struct Request {
   std::vector<int32_t> tokens;  // prompt followed by generated tokens
   int64_t n_prompt = 0;
   int64_t n_computed = 0;       // leading tokens whose KV is in the cache
+  // SWA bounded replay (models with sliding-window layers): after a prefix hit of n_shared
+  // tokens, computing restarts at replay_start (<= n_shared) to rebuild the sliding layers'
+  // window. Full-attention layers keep the shared rows below n_shared untouched, and sliding
+  // layers see no KV below replay_start. Both 0 without a hit; set on each admission.
+  int64_t n_shared = 0;
+  int64_t replay_start = 0;
   int64_t max_tokens = 16;      // generated tokens allowed
   std::vector<int32_t> stop_token_ids;
   std::string cache_salt;

@@ -74,6 +74,15 @@ Request* Scheduler::lowest_ranked_running(const Request* except) const {
   return nullptr;
 }
 
+// The last window before a hit of n_hit tokens, rounded down to a block so the sliding group's
+// table starts on a block boundary (at most block_size - 1 extra tokens replayed).
+int64_t Scheduler::replay_start_for(int64_t n_hit) const {
+  const int64_t bs = kv_.config().block_size;
+  const int64_t replay = config_.swa_replay_tokens > 0 ? config_.swa_replay_tokens : kv_.config().sliding_window;
+  const int64_t start = std::max<int64_t>(0, n_hit - replay);
+  return start / bs * bs;
+}
+
 StepPlan Scheduler::schedule() {
   StepPlan plan;
   for (auto& [id, r] : requests_) {
@@ -111,11 +120,16 @@ StepPlan Scheduler::schedule() {
   while (!waiting_.empty() && budget > 0 && plan.preempted.empty() &&
          static_cast<int32_t>(running_.size()) < config_.max_num_seqs) {
     Request* r = waiting_.front();
-    const kv::PrefixHit hit = r->use_prefix_cache ? kv_.find_cached_prefix(r->tokens, r->cache_salt) : kv::PrefixHit{};
-    const int64_t n = std::min(r->n_tokens() - hit.n_tokens, budget);
-    if (!kv_.allocate_slots(r->id, hit.n_tokens + n, &hit)) break;  // waits for blocks to free up
+    const bool sliding = kv_.has_sliding_group();
+    const bool lookup = r->use_prefix_cache && (!sliding || config_.swa_replay);
+    const kv::PrefixHit hit = lookup ? kv_.find_cached_prefix(r->tokens, r->cache_salt) : kv::PrefixHit{};
+    const int64_t start = sliding ? replay_start_for(hit.n_tokens) : hit.n_tokens;
+    const int64_t n = std::min(r->n_tokens() - start, budget);
+    if (!kv_.allocate_slots(r->id, start + n, &hit, start)) break;  // waits for blocks to free up
     waiting_.pop_front();
-    r->n_computed = hit.n_tokens;
+    r->n_computed = start;
+    r->n_shared = hit.n_tokens;
+    r->replay_start = start;
     r->state = RequestState::kRunning;
     auto pos = std::find_if(running_.begin(), running_.end(), [&](const Request* x) { return ranks_before(*r, *x); });
     running_.insert(pos, r);
@@ -132,6 +146,7 @@ std::vector<RequestId> Scheduler::update(const StepPlan& plan, const std::vector
     if (r->state != RequestState::kRunning) continue;
     r->n_computed = c.first_position + c.n_tokens;
     kv_.cache_full_blocks(r->id, r->tokens, r->n_computed, r->cache_salt);
+    kv_.free_out_of_window(r->id, r->n_computed);
   }
   std::vector<RequestId> finished;
   for (const SampledToken& s : sampled) {

@@ -8,7 +8,8 @@
 // preempted: its blocks are freed and it waits again, to be recomputed (a normal outcome).
 //
 // schedule() emits a plain-data StepPlan; the runner executes it and update() applies the
-// sampled tokens. Features such as speculative decoding or grammar masks attach to the plan
+// sampled tokens. With a sliding-window KV group, admission after a prefix hit starts at the
+// replay start (see Request) and each update drops the blocks that left the window. Features such as speculative decoding or grammar masks attach to the plan
 // and the update, not to branches here. Single-threaded: the engine thread owns it.
 #pragma once
 
@@ -29,6 +30,14 @@ struct SchedulerConfig {
   int64_t max_num_batched_tokens = 2048;
   int32_t max_num_seqs = 64;
   SchedulingPolicy policy = SchedulingPolicy::kFcfs;
+  // Models with sliding-window layers: on a prefix hit of P tokens, recompute only the last
+  // window before P (SWA bounded replay). Off: such models take no prefix hit at all (their
+  // blocks are still published), a cold recompute to compare against.
+  bool swa_replay = true;
+  // Tokens replayed before the hit's end; 0 = one window. One window is the bounded, fast
+  // replay; (sliding layers) x (window - 1) + window reproduces the cold run exactly, since
+  // then every sliding layer's rebuilt rows saw full windows below them.
+  int64_t swa_replay_tokens = 0;
 };
 
 struct ScheduledChunk {
@@ -79,6 +88,7 @@ class Scheduler {
   void preempt(Request* r, StepPlan& plan);
   void finish(Request* r, FinishReason reason);
   Request* lowest_ranked_running(const Request* except) const;
+  int64_t replay_start_for(int64_t n_hit) const;
 
   SchedulerConfig config_;
   kv::KvCacheManager& kv_;

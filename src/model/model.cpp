@@ -19,11 +19,20 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& path) {
   return entry->create(std::move(source));
 }
 
-PagedKvCache::PagedKvCache(const ModelConfig& config, int64_t n_blocks, int64_t block_size)
-    : n_blocks_(n_blocks), block_size_(block_size), kv_dim_(config.n_head_kv * config.head_dim) {
-  const size_t n = static_cast<size_t>(config.n_layer * layer_stride());
-  k_.assign(n, 0.0f);
-  v_.assign(n, 0.0f);
+PagedKvCache::PagedKvCache(const ModelConfig& config, int64_t n_full, int64_t n_sliding, int64_t block_size)
+    : n_blocks_(n_full),
+      n_sliding_blocks_(n_sliding),
+      block_size_(block_size),
+      kv_dim_(config.n_head_kv * config.head_dim) {
+  if (config.has_sliding_layers()) layer_sliding_ = config.layer_sliding;
+  layer_offset_.resize(static_cast<size_t>(config.n_layer));
+  int64_t total = 0;
+  for (int64_t l = 0; l < config.n_layer; ++l) {
+    layer_offset_[static_cast<size_t>(l)] = total;
+    total += n_blocks(l) * block_size_ * kv_dim_;
+  }
+  k_.assign(static_cast<size_t>(total), 0.0f);
+  v_.assign(static_cast<size_t>(total), 0.0f);
 }
 
 namespace {
@@ -52,8 +61,11 @@ class SequenceContext final : public InferenceContext {
     for (size_t begin = 0; begin < tokens.size(); begin += kMaxBatch) {
       const size_t count = std::min<size_t>(kMaxBatch, tokens.size() - begin);
       const bool last = begin + count == tokens.size();
-      BatchSequence seq{static_cast<int64_t>(count), n_past_, block_table_,
-                        mode == LogitsMode::kLast && !last ? LogitsMode::kNone : mode};
+      BatchSequence seq;
+      seq.n_tokens = static_cast<int64_t>(count);
+      seq.first_position = n_past_;
+      seq.block_table = block_table_;
+      seq.logits = mode == LogitsMode::kLast && !last ? LogitsMode::kNone : mode;
       DI_RETURN_IF_ERROR(runner_->run(tokens.subspan(begin, count), std::span<const BatchSequence>(&seq, 1), kv_, pool));
       for (int64_t r = 0; r < runner_->n_logit_rows(); ++r) {
         auto row = runner_->logits(r);

@@ -49,6 +49,14 @@ struct ModelConfig {
   bool tied_embeddings = false;
   bool attn_bias = false;    // Q/K/V projections carry a bias (Qwen2)
   int64_t sliding_window = 0;  // Mistral: every layer attends to the last `sliding_window` positions
+  // Interleaved local layers (Gemma 3): [n_layer], true where a layer attends to the last
+  // `layer_window` positions (its query included); empty when there are none. Their KV lives in
+  // a separate, bounded cache group (PagedKvCache, src/kv). Mistral's all-layer window above
+  // keeps the plain full-cache layout instead.
+  std::vector<bool> layer_sliding;
+  int64_t layer_window = 0;
+
+  bool has_sliding_layers() const { return layer_window > 0 && !layer_sliding.empty(); }
 };
 
 class InferenceContext;
@@ -75,35 +83,53 @@ class Model {
 
 enum class LogitsMode { kNone, kLast, kAll };
 
-// Paged KV memory of a whole model, in float32. For layer l, k(l) and v(l) are
-// [n_blocks * block_size, kv_dim]; position p of a sequence lives in row
-// block_table[p / block_size] * block_size + p % block_size. Which blocks belong to which
-// sequence is the KV cache manager's business (src/kv), not this storage's.
+// Paged KV memory of a whole model, in float32, one pool per KV group: full-attention layers
+// index the full pool (n_blocks), sliding-window layers (ModelConfig::layer_sliding) the sliding
+// pool (n_sliding_blocks). For layer l, k(l) and v(l) are [pool blocks * block_size, kv_dim];
+// position p of a sequence lives in row table[p / block_size] * block_size + p % block_size,
+// with the sequence's table for that layer's group. Which blocks belong to which sequence is the
+// KV cache manager's business (src/kv), not this storage's.
 class PagedKvCache {
  public:
-  PagedKvCache(const ModelConfig& config, int64_t n_blocks, int64_t block_size);
+  // Both pools n_blocks: sliding layers may then share the full table (BatchSequence without a
+  // sliding table), as a single sequence with an identity table does.
+  PagedKvCache(const ModelConfig& config, int64_t n_blocks, int64_t block_size)
+      : PagedKvCache(config, n_blocks, n_blocks, block_size) {}
+  PagedKvCache(const ModelConfig& config, int64_t n_blocks, int64_t n_sliding_blocks, int64_t block_size);
 
-  float* k(int64_t layer) { return k_.data() + layer * layer_stride(); }
-  float* v(int64_t layer) { return v_.data() + layer * layer_stride(); }
-  int64_t n_blocks() const { return n_blocks_; }
+  float* k(int64_t layer) { return k_.data() + offset(layer); }
+  float* v(int64_t layer) { return v_.data() + offset(layer); }
+  bool sliding(int64_t layer) const { return !layer_sliding_.empty() && layer_sliding_[static_cast<size_t>(layer)]; }
+  int64_t n_blocks() const { return n_blocks_; }                  // full pool
+  int64_t n_sliding_blocks() const { return n_sliding_blocks_; }  // sliding pool
+  int64_t n_blocks(int64_t layer) const { return sliding(layer) ? n_sliding_blocks_ : n_blocks_; }
   int64_t block_size() const { return block_size_; }
   int64_t kv_dim() const { return kv_dim_; }
   size_t bytes() const { return (k_.size() + v_.size()) * sizeof(float); }
 
  private:
-  int64_t layer_stride() const { return n_blocks_ * block_size_ * kv_dim_; }
+  int64_t offset(int64_t layer) const { return layer_offset_[static_cast<size_t>(layer)]; }
 
-  int64_t n_blocks_, block_size_, kv_dim_;
+  int64_t n_blocks_, n_sliding_blocks_, block_size_, kv_dim_;
+  std::vector<bool> layer_sliding_;
+  std::vector<int64_t> layer_offset_;  // [n_layer] first float of the layer's K (and V)
   std::vector<float> k_, v_;
 };
 
 // One sequence's part of a flattened batch: its next n_tokens tokens (consecutive in the
-// batch's token list) at positions first_position.., with the block table that covers them.
+// batch's token list) at positions first_position.., with the block tables that cover them.
 struct BatchSequence {
   int64_t n_tokens = 0;
   int64_t first_position = 0;  // == tokens of this sequence already in the cache
-  std::span<const int32_t> block_table;
+  std::span<const int32_t> block_table;  // full-attention group
   LogitsMode logits = LogitsMode::kLast;
+  // Sliding-window group (models with ModelConfig::layer_sliding): entries below the window are
+  // -1 and never read. Empty: sliding layers use block_table (a cache with equal pools).
+  std::span<const int32_t> sliding_block_table;
+  // SWA bounded replay: sliding layers see no KV below replay_start, and full-attention layers
+  // do not write positions below n_shared (prefix-cached rows other sequences may share).
+  int64_t replay_start = 0;
+  int64_t n_shared = 0;
 };
 
 class BatchRunner {

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string_view>
+#include <vector>
 
 #include "recipe/prompt_json.h"
 
@@ -142,7 +144,9 @@ std::string tool_schema_line(const ToolDefinition& tool, FloatStyle style) {
   return dump_prompt_json(line, style);
 }
 
-std::string tools_block(const std::vector<ToolDefinition>& tools, const Dialect& d) {
+// The fixed text of the tools block before the schemas: its DSML and think markers are real
+// special tokens (as in 0.2.0).
+std::string tools_block_intro(const Dialect& d) {
   const std::string b = d.block_tag, i = d.invoke_tag, p = d.parameter_tag;
   const std::string dsml = kDsmlToken;
   std::string s =
@@ -178,13 +182,21 @@ std::string tools_block(const std::vector<ToolDefinition>& tools, const Dialect&
       "reasoning inside <think>...</think> BEFORE any tool calls or final response.\n\n"
       "Otherwise, output directly after </think> with tool calls or final response.\n\n"
       "### Available Tool Schemas\n\n";
-  for (size_t k = 0; k < tools.size(); ++k) {
-    if (k) s += '\n';
-    s += tool_schema_line(tools[k], d.tools_float_style);
-  }
-  s += "\n\nYou MUST strictly follow the above defined tool name and parameter schemas to invoke "
-       "tool calls.\n";
   return s;
+}
+
+// The tools block. The schema lines are the client's text (names, descriptions, schemas) and
+// stay plain text, as in 0.2.0: a "<think>" or "｜DSML｜" in a tool description is not a token.
+void write_tools_block(const std::vector<ToolDefinition>& tools, const Dialect& d,
+                       PieceWriter& w) {
+  w.template_text(tools_block_intro(d));
+  for (size_t k = 0; k < tools.size(); ++k) {
+    if (k) w.text("\n");
+    w.text(tool_schema_line(tools[k], d.tools_float_style));
+  }
+  w.text(
+      "\n\nYou MUST strictly follow the above defined tool name and parameter schemas to invoke "
+      "tool calls.\n");
 }
 
 void write_tool_calls(const std::vector<ToolCall>& calls, const Dialect& d, PieceWriter& w) {
@@ -228,10 +240,23 @@ void write_tool_calls(const std::vector<ToolCall>& calls, const Dialect& d, Piec
   tag("\n</", std::string(d.block_tag) + ">");
 }
 
+// The messages in rendering order. The conversation's own messages are referred to, not
+// copied (a long conversation is megabytes of text); only a merged system prompt is owned.
+// Not movable: `msgs` may point into it.
+struct Normalized {
+  Normalized() = default;
+  Normalized(const Normalized&) = delete;
+  Normalized& operator=(const Normalized&) = delete;
+
+  std::optional<Message> merged_system;          // V4: every system message in one
+  Message empty_system = Message::system("");    // the system prompt extras need when none is
+  std::vector<const Message*> msgs;
+};
+
 // Step 1 of §1.2: system placement, tool-result order.
-std::vector<Message> normalize(const Conversation& conv, const Dialect& d) {
-  std::vector<Message> out;
-  out.reserve(conv.messages.size());
+void normalize(const Conversation& conv, const Dialect& d, Normalized& n) {
+  std::vector<const Message*>& out = n.msgs;
+  out.reserve(conv.messages.size() + 1);
   if (!d.v41) {
     // V4 has no system token, so every system message is hoisted into the one system prompt.
     bool any_system = false;
@@ -245,61 +270,65 @@ std::vector<Message> normalize(const Conversation& conv, const Dialect& d) {
       merged.image_sources.insert(merged.image_sources.end(), m.image_sources.begin(),
                                   m.image_sources.end());
     }
-    if (any_system) out.push_back(std::move(merged));
+    if (any_system) {
+      n.merged_system = std::move(merged);
+      out.push_back(&*n.merged_system);
+    }
     for (const Message& m : conv.messages) {
-      if (m.role != Role::kSystem) out.push_back(m);
+      if (m.role != Role::kSystem) out.push_back(&m);
     }
   } else {
-    out = conv.messages;
+    for (const Message& m : conv.messages) out.push_back(&m);
   }
   // Tool results follow the order of the calls they answer, within each run of results.
   const std::vector<ToolCall>* calls = nullptr;
+  std::vector<size_t> slots;
+  std::vector<const Message*> tools;
   for (size_t i = 0; i < out.size();) {
-    if (out[i].role == Role::kAssistant) {
-      calls = &out[i].tool_calls;
+    if (out[i]->role == Role::kAssistant) {
+      calls = &out[i]->tool_calls;
       ++i;
       continue;
     }
-    if (out[i].role != Role::kTool && out[i].role != Role::kUser) {
+    if (out[i]->role != Role::kTool && out[i]->role != Role::kUser) {
       ++i;
       continue;
     }
     size_t end = i;
-    while (end < out.size() && (out[end].role == Role::kTool || out[end].role == Role::kUser))
+    while (end < out.size() && (out[end]->role == Role::kTool || out[end]->role == Role::kUser))
       ++end;
     if (calls) {
-      auto key = [&](const Message& m) -> size_t {
+      auto key = [&](const Message* m) -> size_t {
         for (size_t k = 0; k < calls->size(); ++k) {
-          if (m.tool_call_id && (*calls)[k].id == *m.tool_call_id) return k;
+          if (m->tool_call_id && (*calls)[k].id == *m->tool_call_id) return k;
         }
         // An unknown id: V4 puts the result last, V4.1 first.
         return d.v41 ? 0 : calls->size();
       };
-      std::vector<size_t> slots;
-      std::vector<Message> tools;
+      slots.clear();
+      tools.clear();
       for (size_t k = i; k < end; ++k) {
-        if (out[k].role == Role::kTool) {
+        if (out[k]->role == Role::kTool) {
           slots.push_back(k);
           tools.push_back(out[k]);
         }
       }
       std::stable_sort(tools.begin(), tools.end(),
-                       [&](const Message& a, const Message& b) { return key(a) < key(b); });
-      for (size_t k = 0; k < slots.size(); ++k) out[slots[k]] = std::move(tools[k]);
+                       [&](const Message* a, const Message* b) { return key(a) < key(b); });
+      for (size_t k = 0; k < slots.size(); ++k) out[slots[k]] = tools[k];
     }
     i = end;
   }
-  return out;
 }
 
 // `last_user`: index of the last user message, or npos when there is none.
-bool keeps_reasoning(const std::vector<Message>& msgs, size_t index, size_t last_user,
+bool keeps_reasoning(const std::vector<const Message*>& msgs, size_t index, size_t last_user,
                      bool tools_defined, const RenderOptions& opts) {
   switch (opts.retention) {
     case ReasoningRetention::kKeepAll:
       return true;
     case ReasoningRetention::kDropAllUnlessTools:
-      return tools_defined || msgs[index].prefix;
+      return tools_defined || msgs[index]->prefix;
     case ReasoningRetention::kDropBeforeLastUserUnlessTools:
       return tools_defined || last_user == std::string::npos || index > last_user;
   }
@@ -339,7 +368,10 @@ void write_think_part(const Message& m, size_t index, bool open_turn, bool keep,
 }  // namespace
 
 std::string RenderedPrompt::text() const {
+  size_t size = 0;
+  for (const PromptPiece& p : pieces) size += p.text.size();
   std::string s;
+  s.reserve(size);
   for (const PromptPiece& p : pieces) s += p.text;
   return s;
 }
@@ -357,24 +389,24 @@ std::vector<std::pair<size_t, size_t>> RenderedPrompt::special_ranges() const {
 RenderedPrompt render_prompt(const Conversation& conv, PromptEncoding encoding,
                              const RenderOptions& opts) {
   const Dialect& d = encoding == PromptEncoding::kDeepseekV41 ? kV41Dialect : kV4Dialect;
-  std::vector<Message> msgs = normalize(conv, d);
+  Normalized normalized;
+  normalize(conv, d, normalized);
+  std::vector<const Message*>& msgs = normalized.msgs;
 
   const bool tools_active = !conv.tools.empty() && conv.tool_choice != ToolChoice::kNone;
   const bool json_mode = conv.response_format == ResponseFormat::kJsonObject;
-  // Extras appended to the system prompt, which therefore must exist.
-  std::string system_extra;
-  if (tools_active) system_extra += "\n\n" + tools_block(conv.tools, d);
-  if (json_mode) system_extra += std::string("\n\n") + (d.v41 ? kV41JsonModeText : kV4JsonModeText);
+  // Extras appended to the system prompt (the tools block, the JSON-mode text), which therefore
+  // must exist.
   size_t extra_at = msgs.size();  // index of the system message that gets the extras
-  if (!system_extra.empty()) {
-    if (msgs.empty() || msgs[0].role != Role::kSystem)
-      msgs.insert(msgs.begin(), Message::system(""));
+  if (tools_active || json_mode) {
+    if (msgs.empty() || msgs[0]->role != Role::kSystem)
+      msgs.insert(msgs.begin(), &normalized.empty_system);
     extra_at = 0;
   }
 
   size_t last_user = std::string::npos;
   for (size_t k = 0; k < msgs.size(); ++k) {
-    if (msgs[k].role == Role::kUser) last_user = k;
+    if (msgs[k]->role == Role::kUser) last_user = k;
   }
 
   RenderedPrompt result;
@@ -383,8 +415,8 @@ RenderedPrompt render_prompt(const Conversation& conv, PromptEncoding encoding,
   const std::string effort = effort_header(conv, d, opts);
   if (msgs.empty() && !d.v41) w.text(effort);
   for (size_t i = 0; i < msgs.size(); ++i) {
-    const Message& m = msgs[i];
-    const Role prev = i ? msgs[i - 1].role : Role::kSystem;
+    const Message& m = *msgs[i];
+    const Role prev = i ? msgs[i - 1]->role : Role::kSystem;
     if (i == 0 && (!effort.empty() || m.role == Role::kSystem)) {
       if (d.v41) w.special(kSystemToken);
       w.text(effort);
@@ -395,7 +427,14 @@ RenderedPrompt render_prompt(const Conversation& conv, PromptEncoding encoding,
         w.content_with_images(m.content, m.image_sources.size());
         result.image_sources.insert(result.image_sources.end(), m.image_sources.begin(),
                                     m.image_sources.end());
-        if (i == extra_at) w.template_text(system_extra);
+        if (i == extra_at && tools_active) {
+          w.text("\n\n");
+          write_tools_block(conv.tools, d, w);
+        }
+        if (i == extra_at && json_mode) {
+          w.text("\n\n");
+          w.text(d.v41 ? kV41JsonModeText : kV4JsonModeText);
+        }
         if (d.v41 && m.tools) {
           w.text("\n\n### Updated Tool Schemas\n\n");
           for (size_t k = 0; k < m.tools->size(); ++k) {
@@ -446,8 +485,8 @@ RenderedPrompt render_prompt(const Conversation& conv, PromptEncoding encoding,
     }
   }
   const bool ends_open =
-      !msgs.empty() && msgs.back().role == Role::kAssistant && msgs.back().prefix;
-  const bool ends_with_assistant = !msgs.empty() && msgs.back().role == Role::kAssistant;
+      !msgs.empty() && msgs.back()->role == Role::kAssistant && msgs.back()->prefix;
+  const bool ends_with_assistant = !msgs.empty() && msgs.back()->role == Role::kAssistant;
   if (!ends_open && (opts.generation_prompt_after_assistant || !ends_with_assistant)) {
     w.special(kAssistantToken);
     w.special(conv.thinking_mode ? kThinkStartToken : kThinkEndToken);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <utility>
 
@@ -53,6 +54,7 @@ class Matcher {
   }
   // `n` bytes outside start_bytes() fed to an idle matcher: only the count changes.
   void skip(size_t n) { fed_ += n; }
+  void reset() { matched_ = newlines_ = fed_ = 0; }
 
   // Bytes at the end of the input that may still become part of a match.
   size_t partial() const {
@@ -128,6 +130,52 @@ struct Branch {
   Action action;
 };
 
+// The branches of one stage, built the first time the stage is entered and kept: a DSML call
+// enters a dozen stages, which must not build matchers each time.
+struct StageTable {
+  bool built = false;
+  std::vector<Branch> branches;
+  Action unmatched;
+  std::array<bool, 256> start_bytes{};  // bytes that can begin a match of some branch
+};
+constexpr size_t kNumStageTables = (static_cast<size_t>(StageId::kFinished) + 1) * 2;
+size_t table_index(Stage s) { return static_cast<size_t>(s.id) * 2 + (s.flag ? 1 : 0); }
+
+// Pending bytes [previous run's end, end) came in fed chunk `chunk`. Chunks are appended in
+// order, so a few runs describe the pending text (one per chunk a held-back marker spans).
+struct ChunkRun {
+  size_t end;
+  uint32_t chunk;
+};
+
+// Bytes being classified, with the fed chunk of each: the pending text, or a run of a chunk
+// that no marker can touch, classified in place without being copied.
+struct Source {
+  std::string_view text;
+  const ChunkRun* runs;
+  size_t n_runs;
+
+  uint32_t chunk_at(size_t i) const {
+    for (size_t k = 0; k < n_runs; ++k) {
+      if (i < runs[k].end) return runs[k].chunk;
+    }
+    return runs[n_runs - 1].chunk;
+  }
+};
+
+// In JSON mode, where the top-level value stands: a brace or bracket count outside strings.
+enum class JsonScan { kOff, kAwaitValue, kInValue, kDone };
+
+// Text buffers of handed-over events larger than this are freed rather than reused.
+constexpr size_t kMaxSpareCapacity = 4096;
+constexpr size_t kMaxSpares = 64;
+constexpr size_t kSpareReserve = 128;
+// Events one call returns that fit without growing the vectors (a chunk of a few tokens makes
+// a handful).
+constexpr size_t kReservedEvents = 32;
+// A text that fits in the string itself has no buffer worth keeping.
+const size_t kInlineCapacity = std::string().capacity();
+
 constexpr const char* kDsmlStart = "<｜DSML｜";
 constexpr const char* kDsmlClose = "</｜DSML｜";
 constexpr const char* kTaggedCallStart = "<tool_call>";
@@ -138,34 +186,35 @@ constexpr const char* kTaggedCallEnd = "</tool_call>";
 struct OutputParser::State {
   ParsingOptions options;
   Stage stage;
-  std::vector<Branch> branches;
-  std::array<bool, 256> start_bytes{};  // bytes that can begin a match of some branch
-  Action unmatched;
-  std::string pending;                  // bytes of this stage not yet classified
-  std::vector<uint32_t> pending_chunk;  // the fed chunk each pending byte came in
-  uint32_t chunk = 0;                   // number of feed() calls so far
+  std::array<StageTable, kNumStageTables> tables;
+  StageTable* table = nullptr;           // the current stage's
+  std::string pending;                   // bytes of this stage not yet classified
+  std::vector<ChunkRun> pending_runs;    // the fed chunk of each pending byte
+  uint32_t chunk = 0;                    // number of feed() calls so far
   std::string tool_name;
   std::string tagged_call;  // the JSON of a <tool_call> block so far
   bool has_tool_calls = false;
   bool finished = false;
   bool last_was_space = false;      // ToSpace runs become one space
   bool open_run = false;            // out.back() is unmatched text that may still grow
+  std::vector<OutputEvent> out;     // events not handed over yet
   std::vector<uint32_t> out_chunk;  // the chunk each event of `out` belongs to
+  std::vector<OutputEvent> ready;   // what the last feed() / finish() returned
+  std::vector<std::string> spare;   // text buffers of handed-over events, for new events
   std::optional<std::string> stop_sequence;
-  std::vector<OutputEvent> out;
+  JsonScan json_scan = JsonScan::kOff;
+  int64_t json_depth = 0;
+  bool json_in_string = false;
+  bool json_escaped = false;
 
-  void enter(Stage s) {
-    stage = s;
-    pending.clear();
-    pending_chunk.clear();
-    branches.clear();
+  void build(StageTable& t, Stage s) {
     auto add = [&](MatcherKind k, std::string pattern, Stage next, Action a) {
-      branches.push_back({Matcher(k, std::move(pattern)), next, std::move(a)});
+      t.branches.push_back({Matcher(k, std::move(pattern)), next, std::move(a)});
     };
     auto stops = [&] {
-      for (const std::string& s : options.stop_sequences) {
-        if (!s.empty())
-          add(MatcherKind::kString, s, {StageId::kFinished}, {ActionKind::kStopSequence});
+      for (const std::string& seq : options.stop_sequences) {
+        if (!seq.empty())
+          add(MatcherKind::kString, seq, {StageId::kFinished}, {ActionKind::kStopSequence});
       }
     };
     const bool tools = options.parse_tool_calls;
@@ -189,7 +238,7 @@ struct OutputParser::State {
           add(MatcherKind::kString, "[", {StageId::kJson}, {ActionKind::kLabel, "["});
           tool_start();
           add(MatcherKind::kString, "</think>", {StageId::kCommon, false}, {ActionKind::kSkip});
-          unmatched = {ActionKind::kToSpace};
+          t.unmatched = {ActionKind::kToSpace};
           break;
         }
         stops();
@@ -197,16 +246,16 @@ struct OutputParser::State {
         if (s.flag) add(MatcherKind::kLeadingNewline, "", s, {ActionKind::kSkip});
         // A stray end of thinking in the answer is dropped.
         add(MatcherKind::kString, "</think>", {StageId::kCommon, false}, {ActionKind::kSkip});
-        unmatched = {ActionKind::kRaw};
+        t.unmatched = {ActionKind::kRaw};
         break;
       case StageId::kJson:
         stops();
         add(MatcherKind::kString, "\n```", {StageId::kMatchedJson}, {ActionKind::kSkip});
-        unmatched = {ActionKind::kRaw};
+        t.unmatched = {ActionKind::kRaw};
         break;
       case StageId::kMatchedJson:
         tool_start();
-        unmatched = {ActionKind::kToSpace};
+        t.unmatched = {ActionKind::kToSpace};
         break;
       case StageId::kToolCalls:
         add(MatcherKind::kString, "invoke name=\"", {StageId::kToolName},
@@ -215,123 +264,215 @@ struct OutputParser::State {
             {ActionKind::kSkip});
         add(MatcherKind::kString, std::string(kDsmlClose) + " calls>", {StageId::kFinished},
             {ActionKind::kSkip});
-        unmatched = {ActionKind::kSkip};
+        t.unmatched = {ActionKind::kSkip};
         break;
       case StageId::kToolName:
         add(MatcherKind::kString, "\"", {StageId::kArgs, true}, {ActionKind::kToolNameEnd});
-        unmatched = {ActionKind::kToolName};
+        t.unmatched = {ActionKind::kToolName};
         break;
       case StageId::kArgs:
         add(MatcherKind::kString, "parameter name=\"", {StageId::kParamName},
             {ActionKind::kParamNameStart, s.flag ? "{" : ", "});
         add(MatcherKind::kString, kDsmlClose, {StageId::kToolCalls},
             {ActionKind::kArgsEnd, s.flag ? "{}" : "}"});
-        unmatched = {ActionKind::kSkip};
+        t.unmatched = {ActionKind::kSkip};
         break;
       case StageId::kParamName:
         // The quoted name (not escaped) streams as one run with its quotes, as in the reference.
         add(MatcherKind::kString, "\"", {StageId::kParamType}, {ActionKind::kParamNameEnd});
-        unmatched = {ActionKind::kRawArgs};
+        t.unmatched = {ActionKind::kRawArgs};
         break;
       case StageId::kParamType:
         add(MatcherKind::kString, "true\">", {StageId::kParamValue, true},
             {ActionKind::kLabel, "\""});
         add(MatcherKind::kString, "false\">", {StageId::kParamValue, false}, {ActionKind::kSkip});
-        unmatched = {ActionKind::kSkip};
+        t.unmatched = {ActionKind::kSkip};
         break;
       case StageId::kParamValue:
         add(MatcherKind::kString, kDsmlClose, {StageId::kArgs, false},
             s.flag ? Action{ActionKind::kLabel, "\""} : Action{ActionKind::kSkip});
-        unmatched = {s.flag ? ActionKind::kRawArgsString : ActionKind::kRawArgs};
+        t.unmatched = {s.flag ? ActionKind::kRawArgsString : ActionKind::kRawArgs};
         break;
       case StageId::kReasoning:
         tool_start();
         if (s.flag) add(MatcherKind::kLeadingNewline, "", s, {ActionKind::kSkip});
         add(MatcherKind::kNewlinesAndString, "</think>", {StageId::kCommon, true},
             {ActionKind::kSkip});
-        unmatched = {ActionKind::kReasoning};
+        t.unmatched = {ActionKind::kReasoning};
         break;
       case StageId::kTaggedCall:
         // The block is read whole: a model may write "arguments" before "name".
         add(MatcherKind::kString, kTaggedCallEnd, {StageId::kCommon, true},
             {ActionKind::kTaggedCallEnd});
-        unmatched = {ActionKind::kTaggedCallBody};
+        t.unmatched = {ActionKind::kTaggedCallBody};
         break;
       case StageId::kFinished:
-        unmatched = {ActionKind::kSkip};
+        t.unmatched = {ActionKind::kSkip};
         break;
     }
-    start_bytes.fill(false);
-    for (const Branch& b : branches) b.matcher.add_start_bytes(start_bytes);
+    for (const Branch& b : t.branches) b.matcher.add_start_bytes(t.start_bytes);
+    t.built = true;
   }
 
-  // Length of the run at the start of `text` that no branch can match any byte of: such bytes
-  // are only appended, which is most of the output (the byte-by-byte matching is the slow part).
-  size_t plain_run(std::string_view text) const {
-    for (const Branch& b : branches) {
+  void enter(Stage s) {
+    stage = s;
+    pending.clear();
+    pending_runs.clear();
+    table = &tables[table_index(s)];
+    if (!table->built) build(*table, s);
+    for (Branch& b : table->branches) b.matcher.reset();
+  }
+
+  // Length of the run at text[from...] that no branch can match any byte of: such bytes are
+  // classified as they stand, which is most of the output (the byte-by-byte matching is the
+  // slow part).
+  size_t plain_run(std::string_view text, size_t from) const {
+    for (const Branch& b : table->branches) {
       if (!b.matcher.idle()) return 0;
     }
-    size_t n = 0;
-    while (n < text.size() && !start_bytes[static_cast<unsigned char>(text[n])]) ++n;
-    return n;
+    const std::array<bool, 256>& starts = table->start_bytes;
+    size_t n = from;
+    while (n < text.size() && !starts[static_cast<unsigned char>(text[n])]) ++n;
+    return n - from;
   }
 
-  void feed_plain(std::string_view bytes) {
-    pending.append(bytes);
-    pending_chunk.insert(pending_chunk.end(), bytes.size(), chunk);
-    for (Branch& b : branches) b.matcher.skip(bytes.size());
+  Source pending_source() const { return {pending, pending_runs.data(), pending_runs.size()}; }
+
+  void append_pending(char c) {
+    pending += c;
+    if (pending_runs.empty() || pending_runs.back().chunk != chunk) {
+      pending_runs.push_back({pending.size(), chunk});
+    } else {
+      pending_runs.back().end = pending.size();
+    }
   }
 
-  // One event per segment, as the reference sends one delta per segment: a run of bytes with
-  // one action inside one fed chunk, or one marker's label.
+  // Drops the first `n` pending bytes (classified).
+  void drop_pending(size_t n) {
+    if (n == 0) return;
+    pending.erase(0, n);
+    size_t gone = 0;
+    while (gone < pending_runs.size() && pending_runs[gone].end <= n) ++gone;
+    pending_runs.erase(pending_runs.begin(), pending_runs.begin() + static_cast<ptrdiff_t>(gone));
+    for (ChunkRun& r : pending_runs) r.end -= n;
+  }
+
+  // In JSON mode, follows the top-level value through `bytes` of the JSON stage; the output is
+  // finished when it closes. Brackets of either kind count alike: a model's mismatched bracket
+  // still ends the value it opened.
+  void scan_json(std::string_view bytes) {
+    for (char c : bytes) {
+      if (json_scan == JsonScan::kAwaitValue) {
+        if (c == ' ' || c == '\n' || c == '\r' || c == '\t') continue;
+        if (c != '{' && c != '[') {
+          json_scan = JsonScan::kOff;  // a scalar: its end cannot be seen while streaming
+          return;
+        }
+        json_scan = JsonScan::kInValue;
+        json_depth = 1;
+        continue;
+      }
+      if (json_scan != JsonScan::kInValue) return;
+      if (json_in_string) {
+        if (json_escaped) {
+          json_escaped = false;
+        } else if (c == '\\') {
+          json_escaped = true;
+        } else if (c == '"') {
+          json_in_string = false;
+        }
+        continue;
+      }
+      if (c == '"') {
+        json_in_string = true;
+      } else if (c == '{' || c == '[') {
+        ++json_depth;
+      } else if ((c == '}' || c == ']') && --json_depth == 0) {
+        json_scan = JsonScan::kDone;
+        finished = true;
+        return;
+      }
+    }
+  }
+  bool scanning_json() const {
+    return stage.id == StageId::kJson &&
+           (json_scan == JsonScan::kAwaitValue || json_scan == JsonScan::kInValue);
+  }
+
+  // A new event's text buffer: one of a handed-over event, so that steady streaming does not
+  // allocate. A fresh one is made roomy enough for most events, so that the pool settles after
+  // a few chunks instead of regrowing its buffers one by one.
+  std::string take_spare() {
+    if (spare.empty()) {
+      std::string s;
+      s.reserve(kSpareReserve);
+      return s;
+    }
+    std::string s = std::move(spare.back());
+    spare.pop_back();
+    s.clear();
+    return s;
+  }
+  // The events handed over by the last call are no longer the caller's: keep their buffers.
+  void recycle_ready() {
+    for (OutputEvent& e : ready) {
+      const size_t cap = e.text.capacity();
+      if (cap > kInlineCapacity && cap <= kMaxSpareCapacity && spare.size() < kMaxSpares)
+        spare.push_back(std::move(e.text));
+    }
+    ready.clear();
+  }
+
   // Events follow the reference's deltas: one per run of one action within one fed chunk, or
   // one per marker label. A run of unmatched text grows (open_run) until something else is
-  // emitted.
+  // emitted. `escape`: the text goes in as a JSON string's inside.
   void push(OutputEvent::Kind kind, std::string_view text, uint32_t in_chunk,
-            bool unmatched_text = false) {
+            bool unmatched_text = false, bool escape = false) {
     if (text.empty()) return;
+    std::string* dest;
     if (unmatched_text && open_run && !out.empty() && out.back().kind == kind &&
         out_chunk.back() == in_chunk) {
-      out.back().text += text;
+      dest = &out.back().text;
     } else {
-      out.push_back({kind, std::string(text)});
+      out.push_back({kind, take_spare()});
       out_chunk.push_back(in_chunk);
+      dest = &out.back().text;
+    }
+    if (escape) {
+      append_json_escaped(text, *dest);
+    } else {
+      dest->append(text);
     }
     open_run = unmatched_text;
   }
 
-  // Text of pending[begin, end), one push per fed chunk it spans.
-  void push_runs(OutputEvent::Kind kind, size_t begin, size_t end, bool escape) {
+  // Text of src[begin, end), one push per fed chunk it spans.
+  void push_runs(OutputEvent::Kind kind, const Source& src, size_t begin, size_t end,
+                 bool escape) {
+    size_t k = 0;
     while (begin < end) {
-      size_t stop = begin;
-      while (stop < end && pending_chunk[stop] == pending_chunk[begin]) ++stop;
-      std::string_view bytes = std::string_view(pending).substr(begin, stop - begin);
-      if (escape) {
-        std::string escaped;
-        append_json_escaped(bytes, escaped);
-        push(kind, escaped, pending_chunk[begin], true);
-      } else {
-        push(kind, bytes, pending_chunk[begin], true);
-      }
+      while (src.runs[k].end <= begin) ++k;
+      const size_t stop = std::min(end, src.runs[k].end);
+      push(kind, src.text.substr(begin, stop - begin), src.runs[k].chunk, true, escape);
       begin = stop;
     }
   }
 
-  // Applies `a` to pending[begin, end).
-  void emit(const Action& a, size_t begin, size_t end) {
+  // Applies `a` to src[begin, end).
+  void emit(const Action& a, const Source& src, size_t begin, size_t end) {
     if (begin >= end) return;
-    const std::string_view bytes = std::string_view(pending).substr(begin, end - begin);
-    const uint32_t at = pending_chunk[end - 1];  // a label belongs where its marker ends
+    const std::string_view bytes = src.text.substr(begin, end - begin);
+    const uint32_t at = src.chunk_at(end - 1);  // a label belongs where its marker ends
     const bool space = a.kind == ActionKind::kToSpace;
-    if (space && !last_was_space) push(OutputEvent::Kind::kContent, " ", pending_chunk[begin]);
+    if (space && !last_was_space) push(OutputEvent::Kind::kContent, " ", src.chunk_at(begin));
     last_was_space = space;
     const bool in_json = stage.id == StageId::kCommon || stage.id == StageId::kJson;
     switch (a.kind) {
       case ActionKind::kRaw:
-        push_runs(OutputEvent::Kind::kContent, begin, end, false);
+        push_runs(OutputEvent::Kind::kContent, src, begin, end, false);
         break;
       case ActionKind::kReasoning:
-        push_runs(OutputEvent::Kind::kReasoning, begin, end, false);
+        push_runs(OutputEvent::Kind::kReasoning, src, begin, end, false);
         break;
       case ActionKind::kSkip:
       case ActionKind::kToSpace:
@@ -343,7 +484,8 @@ struct OutputParser::State {
         tool_name.clear();
         break;
       case ActionKind::kToolNameEnd:
-        out.push_back({OutputEvent::Kind::kToolCall, tool_name});
+        out.push_back({OutputEvent::Kind::kToolCall, take_spare()});
+        out.back().text.assign(tool_name);
         out_chunk.push_back(at);
         open_run = false;
         has_tool_calls = true;
@@ -363,10 +505,10 @@ struct OutputParser::State {
         push(OutputEvent::Kind::kToolArguments, ": ", at);
         break;
       case ActionKind::kRawArgs:
-        push_runs(OutputEvent::Kind::kToolArguments, begin, end, false);
+        push_runs(OutputEvent::Kind::kToolArguments, src, begin, end, false);
         break;
       case ActionKind::kRawArgsString:
-        push_runs(OutputEvent::Kind::kToolArguments, begin, end, true);
+        push_runs(OutputEvent::Kind::kToolArguments, src, begin, end, true);
         break;
       case ActionKind::kStopSequence:
         stop_sequence = std::string(bytes);
@@ -417,65 +559,110 @@ struct OutputParser::State {
     has_tool_calls = true;
   }
 
+  // A byte that some branch may match.
   void feed_byte(char c) {
-    pending += c;
-    pending_chunk.push_back(chunk);
-    for (Branch& b : branches) {
+    if (scanning_json()) scan_json(std::string_view(&c, 1));
+    append_pending(c);
+    for (Branch& b : table->branches) {
       if (!b.matcher.feed(c)) continue;
       const size_t n = std::min(b.matcher.match_length(), pending.size());
-      emit(unmatched, 0, pending.size() - n);
-      Action action = b.action;
-      Stage next = b.next;
+      const Source src = pending_source();
+      emit(table->unmatched, src, 0, pending.size() - n);
+      // The tables are never rebuilt, so the action outlives enter().
+      const Action& action = b.action;
+      const Stage next = b.next;
       // A marker ends the run of text before it, except the quote that closes a streamed name.
       if (action.kind != ActionKind::kParamNameEnd) open_run = false;
-      emit(action, pending.size() - n, pending.size());
+      emit(action, src, pending.size() - n, pending.size());
       last_was_space = false;  // each stage segment of filler text becomes its own space
       if (next.id == StageId::kFinished) finished = true;
+      if (next.id == StageId::kJson && stage.id != StageId::kJson) {
+        // "{" or "[" opened the value; after a fence it is still to come.
+        json_scan = action.kind == ActionKind::kLabel ? JsonScan::kInValue : JsonScan::kAwaitValue;
+        json_depth = json_scan == JsonScan::kInValue ? 1 : 0;
+        json_in_string = json_escaped = false;
+      }
       enter(next);
       return;
     }
+  }
+
+  // Bytes no branch can touch (every matcher idle, none a start byte): whatever is pending can
+  // no longer be part of a marker either, so both are classified now, the run in place.
+  void feed_plain(std::string_view bytes) {
+    if (!pending.empty()) {
+      emit(table->unmatched, pending_source(), 0, pending.size());
+      drop_pending(pending.size());
+    }
+    if (scanning_json()) scan_json(bytes);
+    const ChunkRun run{bytes.size(), chunk};
+    emit(table->unmatched, Source{bytes, &run, 1}, 0, bytes.size());
+    for (Branch& b : table->branches) b.matcher.skip(bytes.size());
   }
 
   // Releases every pending byte that can no longer be part of a marker.
   void release(bool all) {
     size_t keep = 0;
     if (!all) {
-      for (const Branch& b : branches) keep = std::max(keep, b.matcher.partial());
+      for (const Branch& b : table->branches) keep = std::max(keep, b.matcher.partial());
     }
     keep = std::min(keep, pending.size());
-    emit(unmatched, 0, pending.size() - keep);
-    pending.erase(0, pending.size() - keep);
-    pending_chunk.erase(pending_chunk.begin(), pending_chunk.end() - static_cast<ptrdiff_t>(keep));
+    emit(table->unmatched, pending_source(), 0, pending.size() - keep);
+    drop_pending(pending.size() - keep);
   }
 
-  // Events of chunks whose bytes are all classified; a chunk with a held-back tail waits.
-  std::vector<OutputEvent> take_ready(bool all) {
-    if (all || pending_chunk.empty() || out_chunk.empty() ||
-        out_chunk.back() < pending_chunk.front()) {
-      // Everything is ready (the common case): hand the events over without moving them.
-      std::vector<OutputEvent> ready;
+  // The common case while streaming, a chunk of answer or reasoning text with nothing held
+  // back and no byte that could start a marker: one event, in the buffer of the last one.
+  // Returns false (having done nothing) for any other chunk. The general path gives the same.
+  bool feed_only_text(std::string_view bytes) {
+    const ActionKind action = table->unmatched.kind;
+    if (bytes.empty() || !pending.empty() || !out.empty() || stop_sequence ||
+        (action != ActionKind::kRaw && action != ActionKind::kReasoning) ||
+        plain_run(bytes, 0) != bytes.size()) {
+      return false;
+    }
+    if (scanning_json()) scan_json(bytes);
+    for (Branch& b : table->branches) b.matcher.skip(bytes.size());
+    last_was_space = false;
+    open_run = false;
+    const auto kind =
+        action == ActionKind::kRaw ? OutputEvent::Kind::kContent : OutputEvent::Kind::kReasoning;
+    if (ready.size() != 1) {
+      recycle_ready();
+      ready.push_back({kind, take_spare()});
+    }
+    ready[0].kind = kind;
+    ready[0].text.assign(bytes);
+    return true;
+  }
+
+  // Moves the events of chunks whose bytes are all classified to `ready`; a chunk with a
+  // held-back tail waits.
+  void take_ready(bool all) {
+    if (all || pending.empty() || out_chunk.empty() ||
+        out_chunk.back() < pending_runs.front().chunk) {
+      // Everything is ready (the common case): the buffers trade places, nothing is copied.
       ready.swap(out);
       out_chunk.clear();
       open_run = false;
-      return ready;
+      return;
     }
-    size_t n = out.size();
-    if (!all && !pending_chunk.empty()) {
-      n = 0;
-      while (n < out.size() && out_chunk[n] < pending_chunk.front()) ++n;
-    }
-    std::vector<OutputEvent> ready(
-        std::make_move_iterator(out.begin()),
-        std::make_move_iterator(out.begin() + static_cast<ptrdiff_t>(n)));
+    size_t n = 0;
+    while (n < out.size() && out_chunk[n] < pending_runs.front().chunk) ++n;
+    std::move(out.begin(), out.begin() + static_cast<ptrdiff_t>(n), std::back_inserter(ready));
     out.erase(out.begin(), out.begin() + static_cast<ptrdiff_t>(n));
     out_chunk.erase(out_chunk.begin(), out_chunk.begin() + static_cast<ptrdiff_t>(n));
     if (out.empty()) open_run = false;
-    return ready;
   }
 };
 
 OutputParser::OutputParser(const ParsingOptions& options) : state_(std::make_unique<State>()) {
   state_->options = options;
+  // `out` and `ready` trade buffers at every call, so each would otherwise grow on its own.
+  state_->out.reserve(kReservedEvents);
+  state_->out_chunk.reserve(kReservedEvents);
+  state_->ready.reserve(kReservedEvents);
+  state_->spare.reserve(kMaxSpares);
   Stage first{StageId::kCommon, true};
   if (options.starts_in_tool_calls) {
     first = {StageId::kToolCalls};
@@ -499,12 +686,14 @@ OutputParser::~OutputParser() = default;
 OutputParser::OutputParser(OutputParser&&) noexcept = default;
 OutputParser& OutputParser::operator=(OutputParser&&) noexcept = default;
 
-std::vector<OutputEvent> OutputParser::feed(std::string_view chunk) {
+const std::vector<OutputEvent>& OutputParser::feed(std::string_view chunk) {
   State& s = *state_;
   ++s.chunk;
+  if (s.feed_only_text(chunk)) return s.ready;
+  s.recycle_ready();
   for (size_t i = 0; i < chunk.size() && !s.stop_sequence;) {
     // A stop sequence ends the output: the rest is not read.
-    const size_t plain = s.plain_run(chunk.substr(i));
+    const size_t plain = s.plain_run(chunk, i);
     if (plain > 0) {
       s.feed_plain(chunk.substr(i, plain));
       i += plain;
@@ -513,18 +702,21 @@ std::vector<OutputEvent> OutputParser::feed(std::string_view chunk) {
     }
   }
   if (!s.stop_sequence) s.release(/*all=*/false);
-  return s.take_ready(/*all=*/false);
+  s.take_ready(/*all=*/false);
+  return s.ready;
 }
 
-std::vector<OutputEvent> OutputParser::finish() {
+const std::vector<OutputEvent>& OutputParser::finish() {
   State& s = *state_;
+  s.recycle_ready();
   if (!s.stop_sequence) s.release(/*all=*/true);
   if (s.stage.id == StageId::kTaggedCall) {
     // An unclosed <tool_call> is not a call: the model's text is given back.
     s.push(OutputEvent::Kind::kContent, kTaggedCallStart + s.tagged_call, s.chunk);
     s.enter({StageId::kFinished});
   }
-  return s.take_ready(/*all=*/true);
+  s.take_ready(/*all=*/true);
+  return s.ready;
 }
 
 bool OutputParser::has_tool_calls() const { return state_->has_tool_calls; }

@@ -7,6 +7,11 @@
 // chunk's events are returned once all its bytes are classified: a chunk that ends in what may
 // be the start of a marker waits for the next feed(). The merged events are the same for every
 // chunking of the same output.
+//
+// feed() and finish() return the parser's own event buffer, valid until the next call of either:
+// a response fed a token at a time makes millions of calls, so the parser keeps its buffers (and
+// the text buffers of handed-over events) instead of allocating a vector per call. Copy the
+// events (`std::vector<OutputEvent> events = parser.feed(...)`) to keep them longer.
 #pragma once
 
 #include <memory>
@@ -37,14 +42,20 @@ class OutputParser {
   OutputParser(OutputParser&&) noexcept;
   OutputParser& operator=(OutputParser&&) noexcept;
 
-  std::vector<OutputEvent> feed(std::string_view chunk);
-  // End of output: releases what was held back.
-  std::vector<OutputEvent> finish();
+  // The events of `chunk` (and of earlier chunks held back until now); valid until the next
+  // feed() or finish().
+  const std::vector<OutputEvent>& feed(std::string_view chunk);
+  // End of output: releases what was held back. Valid until the next feed() or finish().
+  const std::vector<OutputEvent>& finish();
 
   bool has_tool_calls() const;
   // The stop sequence that ended the output, if one did; input after it is ignored.
   const std::optional<std::string>& stop_sequence() const;
-  // True once the output can carry nothing more (a stop sequence, the end of the DSML block).
+  // True once the output can carry nothing more: a stop sequence, the end of the DSML block, or
+  // in JSON mode the end of the top-level JSON object or array. The caller stops generation
+  // there. Text fed after a complete JSON value is still read as deepseek-recipe 0.2.0 reads it
+  // (kept as content, or one space after a closing fence), so the events of any output stay the
+  // reference's; a caller that stops feeding at finished() ends the answer at the value.
   bool finished() const;
 
  private:

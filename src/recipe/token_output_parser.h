@@ -23,25 +23,28 @@ class TokenOutputParser {
   TokenOutputParser(const ParsingOptions& options, Decoder decoder)
       : parser_(options), decoder_(std::move(decoder)) {}
 
-  // Ids after the output ended (a stop sequence, the end of the DSML block) are not read.
-  std::vector<OutputEvent> feed(std::span<const int32_t> ids) {
-    std::string text;
+  // Ids after the output ended (a stop sequence, the end of the DSML block or of the JSON
+  // value) are not read. The events are valid until the next feed() or finish(), as
+  // OutputParser's are.
+  const std::vector<OutputEvent>& feed(std::span<const int32_t> ids) {
+    text_.clear();
     for (int32_t id : ids) {
       if (parser_.finished()) break;
-      text += decoder_.push(id);
+      text_ += decoder_.push(id);
       ++tokens_;
     }
-    if (text.empty()) return {};
-    return parser_.feed(text);
+    return parser_.feed(text_);
   }
-  std::vector<OutputEvent> feed(int32_t id) { return feed(std::span<const int32_t>(&id, 1)); }
+  const std::vector<OutputEvent>& feed(int32_t id) {
+    return feed(std::span<const int32_t>(&id, 1));
+  }
 
+  // Once per response, so the two parts are simply joined.
   std::vector<OutputEvent> finish() {
     std::vector<OutputEvent> events;
     if (!parser_.finished()) events = parser_.feed(decoder_.finish());
-    std::vector<OutputEvent> rest = parser_.finish();
-    events.insert(events.end(), std::make_move_iterator(rest.begin()),
-                  std::make_move_iterator(rest.end()));
+    const std::vector<OutputEvent>& rest = parser_.finish();
+    events.insert(events.end(), rest.begin(), rest.end());
     return events;
   }
 
@@ -52,6 +55,7 @@ class TokenOutputParser {
  private:
   OutputParser parser_;
   Decoder decoder_;
+  std::string text_;  // the text of the ids of one feed(), buffer kept across calls
   int64_t tokens_ = 0;
 };
 

@@ -19,7 +19,6 @@ struct Choice {
   recipe::ChatCompletionWriter writer;
   Json pending_logprobs = Json::array();  // logprobs not yet attached to a streamed chunk
   Json all_logprobs = Json::array();
-  int64_t n_tokens = 0;
   FinishReason finish = FinishReason::kNone;
 };
 
@@ -33,6 +32,20 @@ std::string patch_chunk(const std::string& chunk, int32_t index, Json* logprobs)
   if (logprobs != nullptr && !logprobs->empty()) {
     choice["logprobs"] = {{"content", std::move(*logprobs)}};
     *logprobs = Json::array();
+  }
+  return j.dump(-1, ' ', false, Json::error_handler_t::replace);
+}
+
+// The recipe's finish chunk carries the usage (DeepSeek's API does so); OpenAI's and vLLM's
+// streams carry it only when stream_options.include_usage asks, and then in a chunk of its
+// own after every choice's last one. This takes it out of the finish chunk: "usage": null
+// like every other chunk with include_usage, no field at all without.
+std::string without_usage(const std::string& chunk, bool include_usage) {
+  Json j = Json::parse(chunk);
+  if (include_usage) {
+    j["usage"] = nullptr;
+  } else {
+    j.erase("usage");
   }
   return j.dump(-1, ' ', false, Json::error_handler_t::replace);
 }
@@ -61,8 +74,10 @@ void ApiServer::chat_completions(const HttpRequest& request, ResponseWriter& out
   for (int32_t i = 0; i < n; ++i) choices.emplace_back(p->converted.parsing_options, settings, p->prompt);
   recipe::Usage usage;
   const bool stream = p->converted.stream;
+  const bool include_usage = stream && p->converted.include_usage;
   const Tokenizer& tokenizer = prompts_->tokenizer();
 
+  int32_t n_ended = 0;
   bool started = false;
   auto write = [&](const std::string& json) { return out.write(sse_data(json)); };
   auto on_event = [&](const TokenEvent& e) -> bool {
@@ -72,7 +87,6 @@ void ApiServer::chat_completions(const HttpRequest& request, ResponseWriter& out
       usage.prompt_tokens = e.n_prompt_tokens;
       usage.prompt_cache_hit_tokens = e.n_cached_prompt_tokens;
     }
-    c.n_tokens += static_cast<int64_t>(e.tokens.size());
     usage.completion_tokens += static_cast<int64_t>(e.tokens.size());
     if (want_logprobs) {
       append_chat_logprobs(tokenizer, e.logprobs, stream ? c.pending_logprobs : c.all_logprobs);
@@ -83,10 +97,12 @@ void ApiServer::chat_completions(const HttpRequest& request, ResponseWriter& out
     // more can follow, so the sequence stops here rather than at max_tokens.
     if (finish == FinishReason::kNone && (c.shaper.done() || c.parser.finished())) {
       finish = FinishReason::kStop;
-      if (n == 1) handle->cancel();
+      // The engine cancels whole requests: once every choice has ended, nothing is left to wait for.
+      if (n_ended + 1 == n) handle->cancel();
     }
     if (finish != FinishReason::kNone) {
       c.ended = true;
+      ++n_ended;
       std::vector<recipe::OutputEvent> rest = c.parser.finish();
       events.insert(events.end(), rest.begin(), rest.end());
       c.finish = finish;
@@ -106,9 +122,7 @@ void ApiServer::chat_completions(const HttpRequest& request, ResponseWriter& out
       if (!write(patch_chunk(chunk, e.index, &c.pending_logprobs))) return false;
     }
     if (finish != FinishReason::kNone) {
-      recipe::Usage own = usage;
-      own.completion_tokens = c.n_tokens;
-      const std::string last = c.writer.finish_chunk(backend_finish(finish), own);
+      const std::string last = without_usage(c.writer.finish_chunk(backend_finish(finish), usage), include_usage);
       if (!write(patch_chunk(last, e.index, &c.pending_logprobs))) return false;
     }
     return true;
@@ -120,6 +134,12 @@ void ApiServer::chat_completions(const HttpRequest& request, ResponseWriter& out
 
   if (stream) {
     if (!started) out.start_stream(200, "text/event-stream", {{"Cache-Control", "no-cache"}});
+    if (include_usage) {
+      // The usage of every choice together, in the recipe's usage shape, with no choices.
+      Json last = Json::parse(choices[0].writer.finish_chunk(backend_finish(choices[0].finish), usage));
+      last["choices"] = Json::array();
+      out.write(sse_data(last.dump(-1, ' ', false, Json::error_handler_t::replace)));
+    }
     out.write("data: [DONE]\n\n");
     out.finish();
     return;

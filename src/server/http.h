@@ -76,6 +76,10 @@ struct HttpServerConfig {
   int max_connections = 1024;                 // further connections get 503 and are closed
   std::string cors_allow_origin = "*";        // empty: no CORS headers, OPTIONS is a 405
   bool log_requests = true;                   // one line per request on stderr
+  // Where request lines go instead of stderr (without the newline); called from connection
+  // threads, so it must be thread-safe. Status 499 in a line: the client left before the
+  // answer was complete (nothing, or only part of it, reached the client).
+  std::function<void(std::string_view line)> log_sink;
   ErrorBody error_body;                       // null: {"error":{"message":...}}
 };
 

@@ -14,6 +14,8 @@ namespace http = boost::beast::http;
 namespace {
 
 constexpr size_t kMinReadBuffer = size_t{64} << 10;
+// Logged (never sent) for a request whose client left before its answer was complete.
+constexpr int kClientClosed = 499;
 // How long a server-initiated close waits for the peer's unread bytes, so that closing with
 // data pending does not reset the connection before the client has read our answer.
 constexpr std::chrono::milliseconds kLingerMax{500};
@@ -97,6 +99,8 @@ class ConnectionWriter final : public ResponseWriter {
   size_t bytes() const { return bytes_; }
   // The connection may serve another request: answered completely, nothing failed.
   bool reusable() const { return keep_alive_ && state_ == State::kDone && !gone_; }
+  // The client left (or a write failed) before the answer was complete.
+  bool gone() const { return gone_; }
 
  private:
   Clock::time_point write_deadline() const { return Clock::now() + context_.config.idle_timeout; }
@@ -257,10 +261,13 @@ class Connection {
     bool keep_alive = message.keep_alive() && !context_.stopping.load();
     ConnectionWriter writer(context_, socket_, request.method == "HEAD", keep_alive);
     dispatch(request, writer);
-    if (writer.state() == ConnectionWriter::State::kNone) {
+    // A handler returns without answering when its client left first (it cancelled its work):
+    // that is no server error, and there is no one to send a 500 to.
+    if (writer.state() == ConnectionWriter::State::kNone && !writer.client_gone()) {
       writer.send(500, "application/json", error_body(context_, request, 500, "the handler sent no response"), {});
     }
-    log(request, writer.status(), writer.bytes(), started);
+    // nginx's 499 "client closed request": the log tells a vanished client from a failure.
+    log(request, writer.gone() ? kClientClosed : writer.status(), writer.bytes(), started);
     return writer.reusable() && !context_.stopping.load();
   }
 
@@ -328,9 +335,16 @@ class Connection {
   void log(const HttpRequest& request, int status, size_t bytes, Clock::time_point started) {
     if (!context_.config.log_requests) return;
     double ms = std::chrono::duration<double, std::milli>(Clock::now() - started).count();
-    std::fprintf(stderr, "http: %s %s %s %d %zuB %.1fms\n", request.remote.c_str(),
-                 request.method.empty() ? "-" : request.method.c_str(),
-                 request.path.empty() ? "-" : request.path.c_str(), status, bytes, ms);
+    char line[512];
+    // Remote and path are cut to fit; one line per request whatever they hold.
+    std::snprintf(line, sizeof(line), "http: %.64s %.16s %.256s %d %zuB %.1fms", request.remote.c_str(),
+                  request.method.empty() ? "-" : request.method.c_str(),
+                  request.path.empty() ? "-" : request.path.c_str(), status, bytes, ms);
+    if (context_.config.log_sink) {
+      context_.config.log_sink(line);
+    } else {
+      std::fprintf(stderr, "%s\n", line);
+    }
   }
 
   const ServerContext& context_;

@@ -409,15 +409,13 @@ void HfPipeline::encode_normalized(std::string_view text, bool match_control, bo
   if (pos < text.size()) encode_model(text.substr(pos), at_start && pos == 0, out);
 }
 
-bool HfPipeline::is_piece_boundary(std::string_view window, size_t pos) const {
+void HfPipeline::split_views(std::string_view text, std::vector<std::string_view>* pieces) const {
   HfPreTokenizer::Arena arena;
-  std::vector<PreToken> pieces;
-  pre_tokenizer_.split({window, false}, &arena, &pieces);
-  for (const PreToken& piece : pieces) {
-    // Pieces are views into the window (no step rewrites text when position_independent()).
-    if (piece.text.data() == window.data() + pos) return true;
-  }
-  return false;
+  std::vector<PreToken> pre_tokens;
+  pre_tokenizer_.split({text, false}, &arena, &pre_tokens);
+  // Pieces are views into text: no step rewrites text when the pre-tokenizer is
+  // position_independent(), which cuttable() requires.
+  for (const PreToken& piece : pre_tokens) pieces->push_back(piece.text);
 }
 
 void HfPipeline::encode_model(std::string_view text, bool at_start, std::vector<int32_t>* out) const {

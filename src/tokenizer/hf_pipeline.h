@@ -59,8 +59,8 @@ class HfPipeline {
   // encoding): no normalizer (it could join or move text), a position-independent
   // pre-tokenizer, and no added token that reaches across whitespace (lstrip/rstrip).
   bool cuttable() const { return cuttable_; }
-  // Whether the pre-tokenizer, run on `window`, ends a piece at `pos`.
-  bool is_piece_boundary(std::string_view window, size_t pos) const;
+  // The pre-tokens of text, as views into it (only when cuttable(): nothing is rewritten).
+  void split_views(std::string_view text, std::vector<std::string_view>* pieces) const;
 
   const HfDecoder& decoder() const { return decoder_; }
   const std::vector<HfAddedToken>& added_tokens() const { return added_; }

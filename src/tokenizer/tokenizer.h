@@ -110,9 +110,11 @@ class Tokenizer {
 
   // The same ids as encode(text, options), computed on `pool` (one caller at a time, as the
   // pool requires). Long text is cut where a newline is followed by an ASCII letter and the
-  // pre-tokenizer, run on a window around the cut, ends a piece there: every pre-tokenizer we
-  // ship ends pieces at such a point, no special token spans it, and BPE never merges across
-  // pieces. The parts are encoded at once. Falls back to encode() for SentencePiece
+  // pre-tokenizer, run on a window around the cut, splits the two sides apart into the same
+  // pieces as the whole (a piece boundary alone is not enough: GPT-2's \s+(?!\S) looks ahead);
+  // no special token spans such a point, and BPE never merges across pieces. The text becomes
+  // up to 16 parts per thread, which the threads take as they go, so they finish together
+  // even when parts differ in cost. Falls back to encode() for SentencePiece
   // vocabularies (their merges cross any boundary) and for tokenizer.json files with a
   // normalizer, a position-dependent pre-tokenizer (Metaspace, ByteLevel add_prefix_space) or
   // added tokens with lstrip/rstrip/single_word.
@@ -154,8 +156,9 @@ class Tokenizer {
   void add_prefix(std::vector<int32_t>* out, bool add_bos) const;
   void init_parallel_safety();
   void add_end_of_turn_tokens(const Vocab& vocab);
-  bool is_piece_boundary(std::string_view window, size_t pos) const;
-  std::vector<size_t> find_cuts(std::string_view text, int n_parts) const;
+  void split_views(std::string_view text, std::vector<std::string_view>* pieces) const;
+  bool cut_keeps_pieces(std::string_view window, size_t pos) const;
+  size_t first_cut(std::string_view text, size_t from, size_t limit) const;
   void add_suffix(std::vector<int32_t>* out, bool add_bos) const;
 
   Kind kind_ = Kind::kByteLevelBpe;

@@ -2,6 +2,7 @@
 import random
 import socket
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 from conftest import API_KEY, MODEL, wait_idle
@@ -51,6 +52,7 @@ def vanish(port, seed):
 
 
 def test_200_vanishing_clients_leave_nothing(server, openai_client):
+    log_start = len(server.log())
     threads = [threading.Thread(target=vanish, args=(server.port, i)) for i in range(200)]
     for t in threads:
         t.start()
@@ -61,6 +63,16 @@ def test_200_vanishing_clients_leave_nothing(server, openai_client):
     assert m["deepinfer:num_requests_waiting"] == 0, m
     assert m["deepinfer:kv_cache_blocks_used"] == 0, m
     assert m["deepinfer:api_requests_in_flight"] == 0, m
+    # A client that left is logged as nginx's 499 (client closed request), never as a 500.
+    deadline = time.time() + 5  # a handler logs its line just after it leaves the in-flight count
+    while True:
+        lines = [line for line in server.log()[log_start:].splitlines() if " POST /v1/chat/completions " in line]
+        if len(lines) >= 200 or time.time() > deadline:
+            break
+        time.sleep(0.05)
+    assert len(lines) == 200, lines[-5:]
+    assert not [line for line in lines if " 500 " in line], lines
+    assert [line for line in lines if " 499 " in line]
     # And the server still answers.
     assert ask(openai_client, "cats", max_tokens=2)
 

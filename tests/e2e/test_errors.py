@@ -45,6 +45,7 @@ def test_wrong_key(server):
     with pytest.raises(openai.AuthenticationError) as e:
         bad_openai.chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=2)
     assert e.value.status_code == 401
+    assert_openai_shape(e.value.response.json())
     bad_anthropic = anthropic.Anthropic(base_url=server.base_url, api_key="wrong", max_retries=0)
     with pytest.raises(anthropic.AuthenticationError) as e:
         bad_anthropic.messages.create(model=MODEL, max_tokens=2, messages=MESSAGES)
@@ -126,18 +127,40 @@ def test_bad_input_keeps_serving(server, openai_client):
     assert r.choices[0].message.content is not None
 
 
-def test_slow_client_gets_408_while_others_are_served(server, openai_client):
-    s = socket.create_connection(("127.0.0.1", server.port), timeout=30)
-    s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Le")  # and nothing more
+def test_slow_clients_get_408_while_others_are_served(server, openai_client):
+    # One never finishes its headers, one its body, one trickles a byte at a time for longer
+    # than the read timeout: a deadline on the whole request, not on each read.
+    chat = b'{"model": "%s", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}' % MODEL.encode()
+    slow_head = socket.create_connection(("127.0.0.1", server.port), timeout=30)
+    slow_head.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Le")  # and nothing more
+    slow_body = socket.create_connection(("127.0.0.1", server.port), timeout=30)
+    slow_body.sendall(post("/v1/chat/completions", chat)[:-10])  # all but the last 10 bytes
+    trickle = socket.create_connection(("127.0.0.1", server.port), timeout=30)
+    trickle_bytes = post("/v1/chat/completions", chat)
     start = time.time()
     r = openai_client.chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=2, temperature=0)
     assert r.choices[0].message.content is not None
-    data = b""
-    while b"\r\n\r\n" not in data:
-        piece = s.recv(4096)
-        if not piece:
+    sent = 0
+    trickle.settimeout(0.5)
+    answer = b""
+    while sent < len(trickle_bytes) and time.time() - start < 5 + 10:
+        try:
+            trickle.sendall(trickle_bytes[sent:sent + 1])
+        except OSError:
             break
-        data += piece
-    s.close()
-    assert status_of(data) == 408, data
+        sent += 1
+        try:
+            answer = trickle.recv(4096)
+            if answer:
+                break
+        except socket.timeout:
+            pass
+    for s, data in ((slow_head, b""), (slow_body, b""), (trickle, answer)):
+        while b"\r\n\r\n" not in data:
+            piece = s.recv(4096)
+            if not piece:
+                break
+            data += piece
+        s.close()
+        assert status_of(data) == 408, data
     assert time.time() - start < 5 + 10  # the server's --read-timeout plus a margin

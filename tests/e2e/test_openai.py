@@ -118,9 +118,55 @@ def test_responses_stream_events(openai_client):
     assert text == whole.output_text
 
 
-def test_json_object_mode(openai_client):
-    r = openai_client.chat.completions.create(
-        model=MODEL, max_tokens=40, temperature=0, response_format={"type": "json_object"},
-        messages=[{"role": "user", "content": "Give me a JSON object with keys name and age for a person."}])
+def test_json_object_mode_stops_when_the_object_closes(openai_client, server):
+    def ask(**extra):
+        return openai_client.chat.completions.create(
+            model=MODEL, max_tokens=40, temperature=0, logprobs=True,
+            messages=[{"role": "user", "content": "Give me a JSON object with keys name and age for a person."}],
+            **extra)
+
+    r = ask(response_format={"type": "json_object"})
     value = json.loads(r.choices[0].message.content)
     assert isinstance(value, dict) and value
+    # The sequence ends with the token that closes the top-level value (the output parser
+    # reports it finished and the server stops the request there), not at max_tokens ...
+    assert r.choices[0].finish_reason == "stop"
+    tokens = [t.token for t in r.choices[0].logprobs.content]
+    assert len(tokens) == r.usage.completion_tokens
+    assert "".join(tokens).rstrip().endswith("}"), tokens
+    # ... though this model, asked the same in plain text mode, writes on after the object.
+    plain = ask()
+    assert plain.usage.completion_tokens > r.usage.completion_tokens, plain.choices[0].message.content
+    # With n choices the engine request is cancelled once all have ended: it generates what the
+    # answers hold plus the few steps it ran ahead of the handler, far from running both on as
+    # plain text does (the midpoint tells the two apart on a loaded machine too).
+    before = server.metrics()["deepinfer:generation_tokens_total"]
+    both = ask(response_format={"type": "json_object"}, n=2)
+    generated = server.metrics()["deepinfer:generation_tokens_total"] - before
+    assert [c.finish_reason for c in both.choices] == ["stop", "stop"]
+    assert both.usage.completion_tokens == 2 * r.usage.completion_tokens
+    assert generated < (both.usage.completion_tokens + 2 * plain.usage.completion_tokens) / 2, generated
+
+
+def test_chat_stream_usage_only_when_asked(openai_client):
+    """As OpenAI and vLLM: no usage without stream_options.include_usage; with it, "usage": null
+    on every chunk but one last chunk with empty choices and the usage of all choices."""
+    def chunks(**extra):
+        return list(openai_client.chat.completions.create(
+            model=MODEL, messages=MESSAGES, max_tokens=6, temperature=0, stream=True, **extra))
+
+    plain = chunks()
+    assert plain and all(c.choices for c in plain)
+    assert all(c.usage is None and "usage" not in c.model_dump(exclude_unset=True) for c in plain)
+
+    with_usage = chunks(n=2, stream_options={"include_usage": True})
+    *body, last = with_usage
+    assert last.choices == [] and last.usage is not None
+    assert all(c.choices and "usage" in c.model_dump(exclude_unset=True) and c.usage is None for c in body)
+    assert sorted({c.choices[0].index for c in body}) == [0, 1]
+    finishes = [c.choices[0].finish_reason for c in body if c.choices[0].finish_reason]
+    assert len(finishes) == 2
+    whole = openai_client.chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=6, temperature=0, n=2)
+    assert last.usage.completion_tokens == whole.usage.completion_tokens
+    assert last.usage.prompt_tokens == whole.usage.prompt_tokens
+    assert last.usage.total_tokens == last.usage.prompt_tokens + last.usage.completion_tokens

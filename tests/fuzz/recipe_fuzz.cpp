@@ -6,6 +6,9 @@
 //     that is valid JSON carrying that message;
 //   - a conversation that both DeepSeek encoders render to valid UTF-8 starting with BOS,
 //     with special-token ranges in order and inside the text.
+// The same bytes are also model output for the streaming output parser (options picked by the
+// first byte): fed whole and in chunks (size picked by the second byte), the merged events and
+// the finished() state must agree.
 // Hangs are libFuzzer timeouts (scripts/fuzz passes -timeout). Built and run by scripts/fuzz.
 #include <cstdint>
 #include <cstdio>
@@ -16,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "recipe/dsv4_encoding.h"
+#include "recipe/output_parser.h"
 #include "recipe/protocol.h"
 
 namespace {
@@ -80,6 +84,43 @@ void exercise(const char* adapter, Convert convert, std::string_view body, const
   }
 }
 
+// Events with runs of one kind joined (what must not depend on the chunking), and finished().
+std::string parse_merged(const ParsingOptions& options, std::string_view output, size_t chunk) {
+  OutputParser parser(options);
+  std::string merged;
+  int last_kind = -1;
+  auto add = [&](const std::vector<OutputEvent>& events) {
+    for (const OutputEvent& e : events) {
+      const int kind = static_cast<int>(e.kind);
+      if (kind != last_kind || e.kind == OutputEvent::Kind::kToolCall) {
+        merged += "\x01" + std::to_string(kind) + ":";
+      }
+      merged += e.text;
+      last_kind = kind;
+    }
+  };
+  for (size_t i = 0; i < output.size(); i += chunk) add(parser.feed(output.substr(i, chunk)));
+  const bool finished_before_end = parser.finished();
+  add(parser.finish());
+  return merged + (finished_before_end ? "\x02finished" : "");
+}
+
+void check_parser(std::string_view output) {
+  if (output.size() < 2) return;
+  const auto pick = static_cast<uint8_t>(output[0]);
+  const auto cut = static_cast<uint8_t>(output[1]);
+  ParsingOptions o;
+  o.parse_tool_calls = pick & 1;
+  o.parse_json_output = pick & 2;
+  o.starts_in_tool_calls = pick & 4;
+  if (pick & 8) o.thinking_initial_stage = ThinkingInitialStage::kReasoningStart;
+  if (pick & 16) o.tool_call_format = ToolCallFormat::kTaggedJson;
+  if (pick & 32) o.stop_sequences = {"STOP", "\n\n\n"};
+  const std::string whole = parse_merged(o, output, output.size());
+  const std::string chunked = parse_merged(o, output, 1 + cut % 17);
+  if (whole != chunked) fail("output parser", "events depend on the chunking", whole + " | " + chunked);
+}
+
 ConversionOptions other_options() {
   ConversionOptions o;
   o.default_thinking_mode = false;
@@ -101,5 +142,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     exercise("responses", convert_responses, body, options);
     exercise("messages", convert_messages, body, options);
   }
+  check_parser(body);
   return 0;
 }

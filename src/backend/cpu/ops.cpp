@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <string_view>
 
 #include "backend/cpu/quant.h"
+#include "backend/cpu/quant_kernels.h"
 #include "backend/cpu/vec_f32.h"
 #include "core/check.h"
 
@@ -16,6 +18,28 @@ namespace {
 constexpr int64_t kRowGrain = 8;
 // Rows of the weight kept hot in L1/L2 while every token of the batch streams past them.
 constexpr int64_t kRowTile = 16;
+// GEMM blocking: a block of weight rows (a few KiB, L1) meets a block of tokens (their
+// quantized activations, tens of KiB, L2); the kernel tiles it further in registers.
+constexpr int64_t kGemmRows = 32;
+constexpr int64_t kGemmTokens = 64;
+
+// Vector gated activations where the kernel tier in use is AVX-512; null: the scalar loops below.
+struct GatedKernels {
+  GatedFn silu = nullptr;
+  GatedFn gelu = nullptr;
+};
+
+const GatedKernels& gated_kernels() {
+  static const GatedKernels k = [] {
+    GatedKernels g;
+    if (std::string_view(kernel_isa()) == "avx512") {
+      g.silu = avx512::silu_mul_fn();
+      g.gelu = avx512::gelu_tanh_mul_fn();
+    }
+    return g;
+  }();
+  return k;
+}
 }  // namespace
 
 void matmul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, const float* bias,
@@ -34,6 +58,30 @@ void matmul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, c
     act = scratch.bytes.data();
   }
   const size_t w_row_bytes = w.row_bytes();
+  if (const GemmFn gemm = gemm_fn(w.dtype)) {
+    // Each output is computed by the same instructions whatever block it falls in, so the
+    // blocking (and the batch size) never changes a token's result.
+    pool.parallel_for(
+        w.n_out,
+        [&](int, int64_t begin, int64_t end) {
+          for (int64_t t0 = 0; t0 < n_tokens; t0 += kGemmTokens) {
+            const int64_t nt = std::min(kGemmTokens, n_tokens - t0);
+            for (int64_t o0 = begin; o0 < end; o0 += kGemmRows) {
+              const int64_t nr = std::min(kGemmRows, end - o0);
+              float* yb = y + t0 * w.n_out + o0;
+              gemm(w.data + o0 * w_row_bytes, w_row_bytes, nr, act + t0 * act_row_bytes, act_row_bytes, nt, w.n_in, yb,
+                   w.n_out);
+              if (bias) {
+                for (int64_t t = 0; t < nt; ++t) {
+                  for (int64_t o = 0; o < nr; ++o) yb[t * w.n_out + o] += bias[o0 + o];
+                }
+              }
+            }
+          }
+        },
+        kRowGrain);
+    return;
+  }
   pool.parallel_for(
       w.n_out,
       [&](int, int64_t begin, int64_t end) {
@@ -109,6 +157,7 @@ void rope(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, int64_t
 }
 
 void silu_mul(float* gate, const float* up, int64_t n) {
+  if (const GatedFn fast = gated_kernels().silu) return fast(gate, up, n);
   for (int64_t i = 0; i < n; ++i) {
     const float g = gate[i];
     gate[i] = g / (1.0f + std::exp(-g)) * up[i];
@@ -116,12 +165,15 @@ void silu_mul(float* gate, const float* up, int64_t n) {
 }
 
 void gelu_tanh_mul(float* gate, const float* up, int64_t n) {
+  if (const GatedFn fast = gated_kernels().gelu) return fast(gate, up, n);
   constexpr float kSqrt2OverPi = 0.7978845608028654f;
   constexpr float kCubic = 0.044715f;
   for (int64_t i = 0; i < n; ++i) {
     const float g = gate[i];
     const float inner = kSqrt2OverPi * (g + kCubic * g * g * g);
-    gate[i] = 0.5f * g * (1.0f + std::tanh(inner)) * up[i];
+    // 0.5 g (1 + tanh(inner)) as g / (1 + exp(-2 inner)): equal, without the cancellation of
+    // 1 + tanh for very negative g.
+    gate[i] = g / (1.0f + std::exp(-2.0f * inner)) * up[i];
   }
 }
 
@@ -168,56 +220,6 @@ void softmax(float* x, int64_t n) {
   }
   const float inv = static_cast<float>(1.0 / sum);
   for (int64_t i = 0; i < n; ++i) x[i] *= inv;
-}
-
-void attention(const AttentionShape& shape, const float* q, int64_t n_tokens, std::span<const int32_t> positions,
-               std::span<const SequenceKv> sequences, std::span<const int32_t> token_seq, float* out,
-               ThreadPool& pool) {
-  const int64_t d = shape.head_dim;
-  const int64_t group = shape.n_head / shape.n_head_kv;
-  const int64_t kv_stride = shape.n_head_kv * d;
-  DI_ICHECK(d <= 1024 && shape.n_head % shape.n_head_kv == 0);
-  pool.parallel_for(n_tokens * shape.n_head, [&](int, int64_t begin, int64_t end) {
-    float acc[1024];
-    for (int64_t item = begin; item < end; ++item) {
-      const int64_t t = item / shape.n_head;
-      const int64_t h = item % shape.n_head;
-      const int64_t kv_h = h / group;
-      const SequenceKv& seq = sequences[static_cast<size_t>(token_seq[t])];
-      const float* qh = q + (t * shape.n_head + h) * d;
-      // Online softmax (one pass, running max): no score buffer, exact up to rounding.
-      float m = -std::numeric_limits<float>::infinity();
-      float l = 0.0f;
-      std::fill(acc, acc + d, 0.0f);
-      const int64_t first = shape.sliding_window > 0 ? std::max<int64_t>(0, positions[t] - shape.sliding_window + 1) : 0;
-      for (int64_t j = first; j <= positions[t]; ++j) {
-        const int64_t row = seq.row(j) * kv_stride + kv_h * d;
-        const float s = dot_f32(qh, seq.k + row, d) * shape.scale;
-        float rescale = 1.0f;
-        if (s > m) {
-          rescale = std::exp(m - s);
-          l *= rescale;
-          m = s;
-        }
-        const float p = std::exp(s - m);
-        l += p;
-        scale_add_f32(acc, rescale, p, seq.v + row, d);
-      }
-      float* oh = out + (t * shape.n_head + h) * d;
-      const float inv = 1.0f / l;
-      for (int64_t i = 0; i < d; ++i) oh[i] = acc[i] * inv;
-    }
-  });
-}
-
-void attention(const AttentionShape& shape, const float* q, int64_t n_tokens, std::span<const int32_t> positions,
-               const float* k, const float* v, float* out, ThreadPool& pool) {
-  const SequenceKv seq{k, v, nullptr, 1};
-  // Every token is in sequence 0.
-  thread_local std::vector<int32_t> zeros;
-  if (static_cast<int64_t>(zeros.size()) < n_tokens) zeros.assign(static_cast<size_t>(n_tokens), 0);
-  attention(shape, q, n_tokens, positions, std::span<const SequenceKv>(&seq, 1),
-            std::span<const int32_t>(zeros.data(), static_cast<size_t>(n_tokens)), out, pool);
 }
 
 }  // namespace deepinfer::cpu

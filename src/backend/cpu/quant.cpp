@@ -1,9 +1,12 @@
-// Public entry points of quant.h: each picks, once per process, the fastest kernel this build
-// has for a type (AVX-512, then AVX2, then the scalar reference) and calls it through a table
-// indexed by the GGML type id, so a call costs one indirect jump.
+// Public entry points of quant.h: each picks, once per process, the fastest kernel this CPU runs
+// for a type (AVX-512, then AVX2, then the scalar reference; cpuid decides, so one binary runs
+// on any x86-64) and calls it through a table indexed by the GGML type id, so a call costs one
+// indirect jump. DEEPINFER_ISA=scalar|avx2|avx512 caps the tier (for comparisons and tests).
 #include "backend/cpu/quant.h"
 
 #include <array>
+#include <cstdlib>
+#include <string_view>
 
 #include "backend/cpu/quant_kernels.h"
 #include "core/check.h"
@@ -19,7 +22,9 @@ struct KernelTable {
   std::array<QuantizeRowFn, kNumTypeIds> quantize{};
   std::array<VecDotFn, kNumTypeIds> vec_dot{};
   std::array<VecDot4Fn, kNumTypeIds> vec_dot4{};  // from the same tier as vec_dot, or null
+  std::array<GemmFn, kNumTypeIds> gemm{};         // from the same tier as vec_dot, or null
   std::array<int64_t, kNumTypeIds> block_size{};
+  Isa top = Isa::kScalar;  // the highest tier in use
 };
 
 template <typename Fn>
@@ -27,20 +32,39 @@ Fn first_of(Fn a, Fn b, Fn c) {
   return a ? a : b ? b : c;
 }
 
+Isa top_isa() {
+  Isa top = Isa::kScalar;
+  if (cpu_has(Isa::kAvx2)) top = Isa::kAvx2;
+  if (cpu_has(Isa::kAvx512)) top = Isa::kAvx512;
+  if (const char* cap = std::getenv("DEEPINFER_ISA")) {
+    const std::string_view v(cap);
+    if (v == "scalar") top = Isa::kScalar;
+    if (v == "avx2" && top == Isa::kAvx512) top = Isa::kAvx2;
+  }
+  return top;
+}
+
 KernelTable build_table() {
   KernelTable t;
+  t.top = top_isa();
+  const bool use512 = t.top >= Isa::kAvx512;
+  const bool use2 = t.top >= Isa::kAvx2;
   for (uint32_t id = 0; id < kNumTypeIds; ++id) {
     const auto type = dtype_from_ggml_id(id);
     if (!type) continue;
     t.block_size[id] = dtype_traits(*type)->block_size;
     t.dequantize[id] = ref::dequantize_row_fn(*type);
-    t.quantize[id] = first_of(avx512::quantize_row_fn(*type), avx2::quantize_row_fn(*type),
-                              ref::quantize_row_fn(*type));
-    t.vec_dot[id] = first_of(avx512::vec_dot_fn(*type), avx2::vec_dot_fn(*type), ref::vec_dot_fn(*type));
-    if (avx512::vec_dot_fn(*type)) {
+    t.quantize[id] = first_of(use512 ? avx512::quantize_row_fn(*type) : nullptr,
+                              use2 ? avx2::quantize_row_fn(*type) : nullptr, ref::quantize_row_fn(*type));
+    if (use512 && avx512::vec_dot_fn(*type)) {
+      t.vec_dot[id] = avx512::vec_dot_fn(*type);
       t.vec_dot4[id] = avx512::vec_dot4_fn(*type);
-    } else if (avx2::vec_dot_fn(*type)) {
+      t.gemm[id] = avx512::gemm_fn(*type);
+    } else if (use2 && avx2::vec_dot_fn(*type)) {
+      t.vec_dot[id] = avx2::vec_dot_fn(*type);
       t.vec_dot4[id] = avx2::vec_dot4_fn(*type);
+    } else {
+      t.vec_dot[id] = ref::vec_dot_fn(*type);
     }
   }
   return t;
@@ -58,6 +82,35 @@ size_t index_of(DType type) {
 }
 
 }  // namespace
+
+const char* isa_name(Isa isa) {
+  switch (isa) {
+    case Isa::kScalar: return "scalar";
+    case Isa::kAvx2: return "avx2";
+    case Isa::kAvx512: return "avx512";
+  }
+  return "scalar";
+}
+
+bool cpu_has(Isa isa) {
+#if defined(__x86_64__) || defined(__i386__)
+  switch (isa) {
+    case Isa::kScalar: return true;
+    case Isa::kAvx2:
+      return avx2::vec_dot_fn(DType::kQ8_0) != nullptr && __builtin_cpu_supports("avx2") &&
+             __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+    case Isa::kAvx512:
+      return cpu_has(Isa::kAvx2) && avx512::gemm_fn(DType::kQ4_0) != nullptr && __builtin_cpu_supports("avx512f") &&
+             __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+             __builtin_cpu_supports("avx512vnni");
+  }
+  return false;
+#else
+  return isa == Isa::kScalar;
+#endif
+}
+
+const char* kernel_isa() { return isa_name(table().top); }
 
 bool quant_supported(DType type) {
   const auto id = static_cast<size_t>(type);
@@ -107,6 +160,8 @@ float vec_dot(DType weight_type, const void* weight_row, const void* activation_
   DI_DCHECK(n % t.block_size[id] == 0);
   return t.vec_dot[id](weight_row, activation_row, n);
 }
+
+GemmFn gemm_fn(DType weight_type) { return table().gemm[index_of(weight_type)]; }
 
 void vec_dot_x4(DType weight_type, const void* weight_row, const void* const* activation_rows, int64_t n,
                 float* out) {

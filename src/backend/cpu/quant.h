@@ -37,4 +37,8 @@ float vec_dot(DType weight_type, const void* weight_row, const void* activation_
 void vec_dot_x4(DType weight_type, const void* weight_row, const void* const* activation_rows, int64_t n,
                 float* out);
 
+// Name of the instruction-set tier the kernels run on ("avx512", "avx2" or "scalar"), chosen
+// once per process from cpuid (and the DEEPINFER_ISA cap).
+const char* kernel_isa();
+
 }  // namespace deepinfer::cpu

@@ -1,15 +1,14 @@
-// x86 SIMD paths of the block formats: AVX2 (+FMA, F16C) and AVX-512 (F, BW, VL, VNNI).
+// x86 SIMD paths of the block formats: AVX2 (+FMA, F16C). This file is compiled with those
+// flags (CMakeLists.txt) and reached through quant.cpp's table only on CPUs that have them; the
+// AVX-512 tier is quant_avx512.cpp.
 //
 // The integer part of every dot product is exact and equal to the reference's (each block's
 // sum of code products, times its integer sub-scales), so a SIMD result differs from
 // ref::vec_dot only by the order of float additions; the quantizers are bit-exact.
 //
-// Byte dot products of the 32-element formats are written once, on a `Dot` policy: AVX2
-// multiplies unsigned by signed bytes with vpmaddubsw then widens with vpmaddwd; AVX-512 VNNI
-// does both in one vpdpbusd (5-8% faster on Zen 4). The k-quants keep vpmaddubsw + vpmaddwd
-// in both, since the vpmaddwd that widens also applies the sub-block scale for free. 512-bit
-// registers were tried for the float dots and lost or won under 10% on Zen 4 (double-pumped
-// 512-bit units), so the avx512 table only holds the VNNI paths.
+// Byte dot products of the 32-element formats are written on a `Dot` policy: vpmaddubsw
+// multiplies unsigned by signed bytes, vpmaddwd widens. The k-quants use the same pair, since
+// the vpmaddwd that widens also applies the sub-block scale for free.
 #include <cmath>
 #include <cstring>
 
@@ -19,10 +18,6 @@
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 #define DI_QUANT_AVX2 1
 #include <immintrin.h>
-#endif
-#if defined(DI_QUANT_AVX2) && defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && \
-    defined(__AVX512VNNI__)
-#define DI_QUANT_AVX512 1
 #endif
 
 namespace deepinfer::cpu {
@@ -64,12 +59,6 @@ struct MaddubsDot {
     return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
   }
 };
-
-#if defined(DI_QUANT_AVX512)
-struct VnniDot {
-  static __m256i dot_u8_i8(__m256i u, __m256i s) { return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s); }
-};
-#endif
 
 // Signed by signed: |a| times b with a's sign moved onto b. Products of the pairs stay below
 // 2 * 128 * 127, so vpmaddubsw never saturates (activations never hold -128).
@@ -473,39 +462,5 @@ VecDot4Fn vec_dot4_fn(DType weight_type) {
 }
 
 }  // namespace avx2
-
-namespace avx512 {
-
-QuantizeRowFn quantize_row_fn(DType) { return nullptr; }
-
-VecDotFn vec_dot_fn(DType weight_type) {
-#if defined(DI_QUANT_AVX512)
-  switch (weight_type) {
-    case DType::kQ4_0: return one_row<dot_q4_0<1, VnniDot>>;
-    case DType::kQ4_1: return one_row<dot_q4_1<1, VnniDot>>;
-    case DType::kQ5_0: return one_row<dot_q5_0<1, VnniDot>>;
-    case DType::kQ5_1: return one_row<dot_q5_1<1, VnniDot>>;
-    case DType::kQ8_0: return one_row<dot_q8_0<1, VnniDot>>;
-    default: break;
-  }
-#endif
-  return nullptr;
-}
-
-VecDot4Fn vec_dot4_fn(DType weight_type) {
-#if defined(DI_QUANT_AVX512)
-  switch (weight_type) {
-    case DType::kQ4_0: return dot_q4_0<4, VnniDot>;
-    case DType::kQ4_1: return dot_q4_1<4, VnniDot>;
-    case DType::kQ5_0: return dot_q5_0<4, VnniDot>;
-    case DType::kQ5_1: return dot_q5_1<4, VnniDot>;
-    case DType::kQ8_0: return dot_q8_0<4, VnniDot>;
-    default: break;
-  }
-#endif
-  return nullptr;
-}
-
-}  // namespace avx512
 
 }  // namespace deepinfer::cpu

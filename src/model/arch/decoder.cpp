@@ -4,6 +4,7 @@
 #include <cmath>
 #include <string>
 
+#include "backend/cpu/attention.h"
 #include "backend/cpu/ops.h"
 #include "backend/cpu/quant.h"
 #include "core/check.h"
@@ -257,6 +258,23 @@ void DecoderRunner::ensure_capacity(int64_t n) {
   capacity_ = n;
 }
 
+// Blocks [first, end) of one table must name blocks of a pool of n_pool blocks.
+Status check_table(size_t s, std::span<const int32_t> table, int64_t first, int64_t end, int64_t n_pool,
+                   int64_t block_size) {
+  if (static_cast<int64_t>(table.size()) < end) {
+    return invalid_argument("batch sequence " + std::to_string(s) + " needs " + std::to_string(end) +
+                            " blocks but its block table has " + std::to_string(table.size()));
+  }
+  for (int64_t b = first; b < end; ++b) {
+    const int32_t block = table[static_cast<size_t>(b)];
+    if (block < 0 || block >= n_pool) {
+      return invalid_argument("batch sequence " + std::to_string(s) + " names block " + std::to_string(block) +
+                              " outside the cache (positions " + std::to_string(b * block_size) + "..)");
+    }
+  }
+  return {};
+}
+
 Status DecoderRunner::validate(std::span<const int32_t> tokens, std::span<const BatchSequence> sequences,
                                const PagedKvCache& kv) const {
   const ModelConfig& c = model_.config();
@@ -267,17 +285,19 @@ Status DecoderRunner::validate(std::span<const int32_t> tokens, std::span<const 
     if (seq.n_tokens <= 0 || seq.first_position < 0) {
       return invalid_argument("batch sequence " + std::to_string(s) + " has no tokens or a negative position");
     }
-    const int64_t n_blocks = (seq.first_position + seq.n_tokens + kv.block_size() - 1) / kv.block_size();
-    if (static_cast<int64_t>(seq.block_table.size()) < n_blocks) {
-      return invalid_argument("batch sequence " + std::to_string(s) + " needs " + std::to_string(n_blocks) +
-                              " blocks but its block table has " + std::to_string(seq.block_table.size()));
+    if (seq.replay_start < 0 || seq.replay_start > seq.first_position || seq.n_shared < 0) {
+      return invalid_argument("batch sequence " + std::to_string(s) + " replays from " +
+                              std::to_string(seq.replay_start) + ", past its first position " +
+                              std::to_string(seq.first_position));
     }
-    for (int64_t b = 0; b < n_blocks; ++b) {
-      const int32_t block = seq.block_table[static_cast<size_t>(b)];
-      if (block < 0 || block >= kv.n_blocks()) {
-        return invalid_argument("batch sequence " + std::to_string(s) + " names block " + std::to_string(block) +
-                                " outside the cache");
-      }
+    const int64_t n_blocks = (seq.first_position + seq.n_tokens + kv.block_size() - 1) / kv.block_size();
+    DI_RETURN_IF_ERROR(check_table(s, seq.block_table, 0, n_blocks, kv.n_blocks(), kv.block_size()));
+    if (c.has_sliding_layers()) {
+      // Sliding layers read from the oldest position the chunk's first query can see.
+      const int64_t first_read = std::max(seq.first_position - c.layer_window + 1, seq.replay_start);
+      const auto table = seq.sliding_block_table.empty() ? seq.block_table : seq.sliding_block_table;
+      DI_RETURN_IF_ERROR(check_table(s, table, std::max<int64_t>(0, first_read) / kv.block_size(), n_blocks,
+                                     kv.n_sliding_blocks(), kv.block_size()));
     }
     total += seq.n_tokens;
   }
@@ -316,11 +336,21 @@ void DecoderRunner::attention_block(const LayerWeights& L, int64_t layer, int64_
   float* k_layer = kv.k(layer);
   float* v_layer = kv.v(layer);
   for (size_t q = 0; q < sequences.size(); ++q) {
-    seq_kv_[q] = {k_layer, v_layer, sequences[q].block_table.data(), kv.block_size()};
+    const BatchSequence& seq = sequences[q];
+    if (L.sliding) {
+      const auto table = seq.sliding_block_table.empty() ? seq.block_table : seq.sliding_block_table;
+      seq_kv_[q] = {k_layer, v_layer, table.data(), kv.block_size(), seq.replay_start};
+    } else {
+      seq_kv_[q] = {k_layer, v_layer, seq.block_table.data(), kv.block_size(), 0};
+    }
   }
-  // K and V rows go to their sequences' cache rows before attention reads them.
+  // K and V rows go to their sequences' cache rows before attention reads them. A replayed
+  // position's full-attention rows are already cached, possibly shared: they stay as they are
+  // (the replay's recomputed rows may differ from them in the last bits, or more).
   for (int64_t t = 0; t < n; ++t) {
-    const int64_t row = seq_kv_[static_cast<size_t>(token_seq_[t])].row(positions_[t]);
+    const size_t q = static_cast<size_t>(token_seq_[t]);
+    if (!L.sliding && positions_[t] < sequences[q].n_shared) continue;
+    const int64_t row = seq_kv_[q].row(positions_[t]);
     std::copy_n(k_.data() + t * kv_dim, kv_dim, k_layer + row * kv_dim);
     std::copy_n(v_.data() + t * kv_dim, kv_dim, v_layer + row * kv_dim);
   }
@@ -521,6 +551,11 @@ Result<std::unique_ptr<Model>> create_decoder_model(std::unique_ptr<TensorSource
   }
   if (spec.n_expert == 0 && config.n_ff <= 0) {
     return invalid_argument(source->path() + ": " + config.architecture + ".feed_forward_length is missing");
+  }
+  if (spec.window > 0 && std::find(spec.layer_sliding.begin(), spec.layer_sliding.end(), true) != spec.layer_sliding.end()) {
+    // The sliding layers' KV goes to its own bounded cache group (PagedKvCache, src/kv).
+    config.layer_sliding = spec.layer_sliding;
+    config.layer_window = spec.window;
   }
   auto model = std::make_unique<DecoderModel>(std::move(source), std::move(config), std::move(spec));
   DI_RETURN_IF_ERROR(model->bind_weights());

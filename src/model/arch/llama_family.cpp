@@ -6,6 +6,7 @@
 #include <numbers>
 #include <vector>
 
+#include "backend/cpu/attention.h"
 #include "backend/cpu/ops.h"
 #include "backend/cpu/quant.h"
 #include "core/check.h"

@@ -1,4 +1,5 @@
 // CPU operators against straightforward scalar formulas.
+#include "backend/cpu/attention.h"
 #include "backend/cpu/ops.h"
 
 #include <gtest/gtest.h>
@@ -199,6 +200,26 @@ TEST(Ops, SlidingWindowAttentionSeesOnlyTheLastWindowPositions) {
   attention(shape, q.data(), 2, positions, k.data(), v.data(), out.data(), pool);
   EXPECT_FLOAT_EQ(out[0], 0.5f);  // rows 0..1 (fewer than the window)
   EXPECT_FLOAT_EQ(out[1], 8.0f);  // rows 7..9
+}
+
+TEST(Ops, AttentionSeesNothingBelowTheSequencesMinPosition) {
+  // Equal scores again: the output is the mean of the visible values. Rows below
+  // min_position hold garbage that must not be read (SWA bounded replay leaves them unwritten).
+  const AttentionShape shape{1, 1, 1, 1.0f, 4};
+  std::vector<float> k(12, 0.0f), v(12), q = {1.0f, 1.0f, 1.0f};
+  for (int i = 0; i < 12; ++i) v[i] = i < 5 ? 1e30f : static_cast<float>(i);
+  // Paged: blocks of 2, logical block b in physical block 5 - b.
+  const std::vector<int32_t> table = {5, 4, 3, 2, 1, 0};
+  std::vector<SequenceKv> seqs = {{k.data(), v.data(), table.data(), 2, /*min_position=*/5}};
+  std::vector<int32_t> positions = {5, 6, 9}, token_seq = {0, 0, 0};
+  // Logical position p lives in row (5 - p / 2) * 2 + p % 2: fill values by logical position.
+  for (int p = 0; p < 12; ++p) v[static_cast<size_t>(seqs[0].row(p))] = p < 5 ? 1e30f : static_cast<float>(p);
+  std::vector<float> out(3);
+  ThreadPool pool(1);
+  attention(shape, q.data(), 3, positions, seqs, token_seq, out.data(), pool);
+  EXPECT_FLOAT_EQ(out[0], 5.0f);   // window 2..5 clamped to 5..5
+  EXPECT_FLOAT_EQ(out[1], 5.5f);   // 3..6 -> 5..6
+  EXPECT_FLOAT_EQ(out[2], 7.5f);   // 6..9, the window alone
 }
 
 TEST(Ops, GatherRowsDequantizes) {

@@ -22,31 +22,19 @@ using testing::kWeightTypes;
 using testing::random_floats;
 using testing::random_row;
 
-struct Isa {
+struct IsaPath {
   std::string name;
   VecDotFn (*vec_dot_fn)(DType);
   QuantizeRowFn (*quantize_row_fn)(DType);
-  bool built;  // the compiler targeted this instruction set
+  bool built;  // this build compiled the tier and this CPU runs it
 };
 
-std::vector<Isa> isas() {
-  return {
-      {"avx2", avx2::vec_dot_fn, avx2::quantize_row_fn,
-#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
-       true
-#else
-       false
-#endif
-      },
-      {"avx512", avx512::vec_dot_fn, avx512::quantize_row_fn,
-#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__) && defined(__AVX512F__) && defined(__AVX512BW__) && \
-    defined(__AVX512VL__) && defined(__AVX512VNNI__)
-       true
-#else
-       false
-#endif
-      },
-  };
+// Only the tiers this CPU runs: calling another would be an illegal instruction.
+std::vector<IsaPath> isas() {
+  std::vector<IsaPath> all;
+  if (cpu_has(Isa::kAvx2)) all.push_back({"avx2", avx2::vec_dot_fn, avx2::quantize_row_fn, true});
+  if (cpu_has(Isa::kAvx512)) all.push_back({"avx512", avx512::vec_dot_fn, avx512::quantize_row_fn, true});
+  return all;
 }
 
 bool is_k_quant(DType t) { return t >= DType::kQ2_K && t <= DType::kQ8_K; }
@@ -54,8 +42,8 @@ bool is_k_quant(DType t) { return t >= DType::kQ2_K && t <= DType::kQ8_K; }
 // The paths the real models need must exist wherever the instruction set was compiled in, so a
 // refactor cannot silently fall back to scalar code.
 TEST(QuantSimd, RequiredPathsExist) {
-  const Isa avx2 = isas()[0];
-  if (!avx2.built) GTEST_SKIP() << "this build does not target AVX2 (+FMA, F16C): scalar paths only";
+  if (!cpu_has(Isa::kAvx2)) GTEST_SKIP() << "this CPU or build lacks AVX2 (+FMA, F16C): scalar paths only";
+  const IsaPath avx2 = isas()[0];
   for (DType t : {DType::kF32, DType::kF16, DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ8_0, DType::kQ4_K,
                   DType::kQ6_K}) {
     EXPECT_NE(avx2.vec_dot_fn(t), nullptr) << dtype_name(t);
@@ -66,7 +54,7 @@ TEST(QuantSimd, RequiredPathsExist) {
 TEST(QuantSimd, VecDotMatchesReference) {
   std::mt19937 rng(1234);
   int n_checked = 0;
-  for (const Isa& isa : isas()) {
+  for (const IsaPath& isa : isas()) {
     for (DType type : kWeightTypes) {
       const VecDotFn fast = isa.vec_dot_fn(type);
       if (fast == nullptr) continue;
@@ -128,7 +116,7 @@ std::vector<float> tricky_floats(int64_t n, std::mt19937& rng) {
 TEST(QuantSimd, QuantizeIsBitExact) {
   std::mt19937 rng(99);
   int n_checked = 0;
-  for (const Isa& isa : isas()) {
+  for (const IsaPath& isa : isas()) {
     for (DType type : {DType::kQ8_0, DType::kQ8_1, DType::kQ8_K}) {
       const QuantizeRowFn fast = isa.quantize_row_fn(type);
       if (fast == nullptr) continue;

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <numeric>
 #include <vector>
 
@@ -146,6 +147,98 @@ TEST(KvCacheManager, PrefixCachingOffFindsNothing) {
   serve(m, 1, prompt);
   EXPECT_EQ(m.find_cached_prefix(prompt, "").n_tokens, 0);
   EXPECT_EQ(m.stats().pool.n_cached, 0);
+}
+
+
+// ---- Sliding-window group ----
+
+KvCacheManager make_sliding(int32_t n_full, int32_t n_sliding, int64_t window, int32_t block_size = 4) {
+  return KvCacheManager(KvCacheConfig{block_size, n_full, true, "model-a", window, n_sliding});
+}
+
+int64_t used(const KvCacheManager& m, int group) { return m.stats().groups[static_cast<size_t>(group)].n_used; }
+
+TEST(SlidingKvGroup, WithoutAWindowThereIsOneGroup) {
+  KvCacheManager m = make(8);
+  EXPECT_FALSE(m.has_sliding_group());
+  ASSERT_EQ(m.stats().groups.size(), 1u);
+  EXPECT_EQ(m.stats().groups[0].kind, KvGroupKind::kFull);
+  EXPECT_EQ(m.stats().groups[0].n_blocks, 8);
+}
+
+TEST(SlidingKvGroup, BlocksReturnToThePoolAsTheWindowMoves) {
+  // Window 8, blocks of 4: between steps at most ceil(7 / 4) + 1 = 3 blocks stay.
+  KvCacheManager m = make_sliding(/*n_full=*/32, /*n_sliding=*/8, /*window=*/8);
+  ASSERT_TRUE(m.has_sliding_group());
+  ASSERT_TRUE(m.allocate_slots(1, 10, nullptr));  // a 10-token prompt in one chunk
+  EXPECT_EQ(used(m, kSlidingGroup), 3);
+  m.free_out_of_window(1, 10);  // the next query (10) sees 3..10: block 0 (0..3) still counts
+  EXPECT_EQ(used(m, kSlidingGroup), 3);
+  std::vector<BlockId> seen;
+  for (int64_t n = 10; n < 100; ++n) {  // decode one token per step
+    ASSERT_TRUE(m.allocate_slots(1, n + 1, nullptr)) << n;
+    m.free_out_of_window(1, n + 1);
+    const int64_t first_visible = n + 1 - 8 + 1;
+    const auto table = m.block_table(1, kSlidingGroup);
+    ASSERT_EQ(static_cast<int64_t>(table.size()), (n + 1 + 3) / 4);
+    for (int64_t b = 0; b < static_cast<int64_t>(table.size()); ++b) {
+      const bool visible = (b + 1) * 4 - 1 >= first_visible;
+      EXPECT_EQ(table[static_cast<size_t>(b)] != kNoBlock, visible) << "n " << n << " block " << b;
+      if (visible) seen.push_back(table[static_cast<size_t>(b)]);
+    }
+    EXPECT_LE(used(m, kSlidingGroup), 3) << n;
+    EXPECT_EQ(used(m, kFullGroup), (n + 1 + 3) / 4);  // the full group keeps everything
+  }
+  // 25 logical blocks went through a pool of 8: blocks were reused.
+  std::sort(seen.begin(), seen.end());
+  seen.erase(std::unique(seen.begin(), seen.end()), seen.end());
+  EXPECT_LE(seen.size(), 8u);
+  m.free(1);
+  EXPECT_EQ(used(m, kSlidingGroup), 0);
+  EXPECT_EQ(used(m, kFullGroup), 0);
+  EXPECT_EQ(m.stats().pool.n_blocks, 40);  // all groups
+  EXPECT_EQ(m.stats().pool.n_free, 40);
+}
+
+TEST(SlidingKvGroup, ChunkedPrefillHoldsTheWindowPlusTheChunk) {
+  KvCacheManager m = make_sliding(64, 16, 8);
+  int64_t n = 0;
+  for (int64_t chunk : {16, 16, 16, 3}) {
+    ASSERT_TRUE(m.allocate_slots(1, n + chunk, nullptr));
+    // During the step: the window before the chunk (up to 2 whole blocks here) and the chunk.
+    EXPECT_LE(used(m, kSlidingGroup), 3 + (chunk + 3) / 4);
+    n += chunk;
+    m.free_out_of_window(1, n);
+    EXPECT_LE(used(m, kSlidingGroup), 3);
+  }
+}
+
+TEST(SlidingKvGroup, ReplayStartLeavesNoBlocksBelowIt) {
+  KvCacheManager m = make_sliding(32, 16, 8);
+  const std::vector<int32_t> prompt = iota_tokens(30);
+  serve(m, 1, prompt);  // publishes 7 full blocks
+  PrefixHit hit = m.find_cached_prefix(prompt, "");
+  ASSERT_EQ(hit.n_tokens, 28);
+  // Replay from 28 - 8 = 20: the full group takes the hit, the sliding group starts at block 5.
+  ASSERT_TRUE(m.allocate_slots(2, 30, &hit, /*n_computed=*/20));
+  EXPECT_EQ(m.block_table(2, kFullGroup).size(), 8u);
+  const auto sliding = m.block_table(2, kSlidingGroup);
+  ASSERT_EQ(sliding.size(), 8u);
+  for (size_t b = 0; b < 5; ++b) EXPECT_EQ(sliding[b], kNoBlock) << b;
+  for (size_t b = 5; b < 8; ++b) EXPECT_NE(sliding[b], kNoBlock) << b;
+  EXPECT_EQ(used(m, kSlidingGroup), 3);
+  m.free(2);
+  EXPECT_EQ(used(m, kSlidingGroup), 0);
+}
+
+TEST(SlidingKvGroup, ShortSlidingPoolIsANormalFalseThatChangesNothing) {
+  KvCacheManager m = make_sliding(32, 2, 8);
+  EXPECT_FALSE(m.allocate_slots(1, 12, nullptr));  // needs 3 sliding blocks, 2 exist
+  EXPECT_EQ(used(m, kFullGroup), 0);
+  EXPECT_TRUE(m.block_table(1).empty());
+  EXPECT_TRUE(m.allocate_slots(1, 8, nullptr));
+  EXPECT_EQ(used(m, kFullGroup), 2);
+  EXPECT_EQ(used(m, kSlidingGroup), 2);
 }
 
 }  // namespace

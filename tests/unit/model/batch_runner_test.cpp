@@ -111,5 +111,102 @@ TEST_P(BatchRunnerTest, RejectsBadBatches) {
 
 INSTANTIATE_TEST_SUITE_P(Tiny, BatchRunnerTest, ::testing::Values("llama_gqa_tied", "qwen2_gqa", "llama3_rope_scaling"));
 
+// Gemma 3 (window 8, layers sliding, sliding, full, sliding) over a cache with a small sliding
+// pool: the sliding layers' table keeps only the blocks inside the window (-1 below it), four
+// physical blocks used as a ring, and a replay over shared full-attention blocks.
+class SlidingPoolTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const fs::path dir = fs::path(DEEPINFER_TEST_DATA) / "golden" / "tiny" / "gemma3_sliding";
+    auto model = Model::load(dir.string());
+    ASSERT_TRUE(model.ok()) << model.status().to_string();
+    model_ = std::move(model).value();
+    ASSERT_TRUE(model_->config().has_sliding_layers());
+    std::ifstream in(dir / "golden.json");
+    prompt_ = nlohmann::json::parse(in)["prompt_ids"].get<std::vector<int32_t>>();
+    ASSERT_EQ(prompt_.size(), 40u);
+    auto ctx = std::move(model_->new_context(64)).value();
+    ASSERT_TRUE(ctx->eval(prompt_, LogitsMode::kLast, pool_).ok());
+    reference_.assign(ctx->logits(0).begin(), ctx->logits(0).end());
+  }
+
+  // Runs prompt[from..40) in chunks of 4 with the sliding ring in physical blocks ring..ring+3.
+  std::vector<float> run_chunks(PagedKvCache& kv, int64_t from, int64_t n_shared, int32_t ring) {
+    auto runner = model_->new_batch_runner();
+    const std::vector<int32_t> full = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9};
+    std::vector<int32_t> sliding(10, -1);
+    for (int64_t p = from; p < 40; p += 4) {
+      const int64_t b = p / 4;
+      sliding[static_cast<size_t>(b)] = ring + static_cast<int32_t>(b % 4);
+      // Blocks wholly below the next query's window are gone (their ring slot is reused).
+      for (int64_t d = 0; d < b && (d + 1) * 4 - 1 < p - 8 + 1; ++d) sliding[static_cast<size_t>(d)] = -1;
+      BatchSequence seq;
+      seq.n_tokens = 4;
+      seq.first_position = p;
+      seq.block_table = full;
+      seq.sliding_block_table = sliding;
+      seq.logits = p + 4 == 40 ? LogitsMode::kLast : LogitsMode::kNone;
+      seq.replay_start = from;
+      seq.n_shared = n_shared;
+      EXPECT_TRUE(runner->run(std::span(prompt_).subspan(static_cast<size_t>(p), 4), std::span(&seq, 1), kv, pool_).ok())
+          << p;
+    }
+    return {runner->logits(0).begin(), runner->logits(0).end()};
+  }
+
+  ThreadPool pool_{2};
+  std::unique_ptr<Model> model_;
+  std::vector<int32_t> prompt_;
+  std::vector<float> reference_;
+};
+
+TEST_F(SlidingPoolTest, RingOfWindowBlocksGivesTheLogitsOfAWholeCache) {
+  PagedKvCache kv(model_->config(), /*n_full=*/10, /*n_sliding=*/8, 4);
+  EXPECT_EQ(kv.bytes(), (3 * 8 + 1 * 10) * 4 * kv.kv_dim() * 2 * sizeof(float));  // 3 sliding layers, 1 full
+  EXPECT_TRUE(bitwise_equal(run_chunks(kv, 0, 0, 0), reference_));
+}
+
+TEST_F(SlidingPoolTest, ReplayKeepsSharedFullRowsAndIsExactWithEnoughLookback) {
+  PagedKvCache kv(model_->config(), 10, 8, 4);
+  run_chunks(kv, 0, 0, 0);
+  // The only full layer is 2; remember its shared rows, then replay from 4 with
+  // 36 tokens shared: 3 sliding layers x 7 + 8 <= 32 replayed tokens rebuild exact windows.
+  const size_t n_rows = 36 * static_cast<size_t>(kv.kv_dim());
+  const std::vector<float> k_before(kv.k(2), kv.k(2) + n_rows), v_before(kv.v(2), kv.v(2) + n_rows);
+  EXPECT_TRUE(bitwise_equal(run_chunks(kv, /*from=*/4, /*n_shared=*/36, /*ring=*/4), reference_));
+  EXPECT_TRUE(bitwise_equal(std::span(kv.k(2), n_rows), k_before));
+  EXPECT_TRUE(bitwise_equal(std::span(kv.v(2), n_rows), v_before));
+  // One window (from 28): the rebuilt rows come from cut windows, so the logits differ and
+  // layer 2's recomputed rows 28..35 would too: the shared ones must still be the cold run's.
+  const std::vector<float> approx = run_chunks(kv, /*from=*/28, /*n_shared=*/36, /*ring=*/0);
+  EXPECT_FALSE(bitwise_equal(approx, reference_));
+  for (size_t i = 0; i < approx.size(); ++i) ASSERT_NEAR(approx[i], reference_[i], 1.0f) << i;
+  EXPECT_TRUE(bitwise_equal(std::span(kv.k(2), n_rows), k_before));
+  EXPECT_TRUE(bitwise_equal(std::span(kv.v(2), n_rows), v_before));
+}
+
+TEST_F(SlidingPoolTest, SlidingTableMustCoverTheWindowOnly) {
+  PagedKvCache kv(model_->config(), 10, 8, 4);
+  auto runner = model_->new_batch_runner();
+  const std::vector<int32_t> full = {0, 1, 2, 3, 4};
+  BatchSequence seq;
+  seq.n_tokens = 4;
+  seq.first_position = 16;  // reads from position 9 (block 2) on
+  seq.block_table = full;
+  std::vector<int32_t> sliding = {-1, -1, 2, 3, 4};
+  seq.sliding_block_table = sliding;
+  EXPECT_TRUE(runner->run(std::span(prompt_).first(4), std::span(&seq, 1), kv, pool_).ok());
+  sliding = {-1, -1, -1, 3, 4};  // block 2 still in the window
+  EXPECT_EQ(runner->run(std::span(prompt_).first(4), std::span(&seq, 1), kv, pool_).code(),
+            StatusCode::kInvalidArgument);
+  sliding = {-1, -1, 2, 3, 8};  // past the sliding pool
+  EXPECT_EQ(runner->run(std::span(prompt_).first(4), std::span(&seq, 1), kv, pool_).code(),
+            StatusCode::kInvalidArgument);
+  seq.replay_start = 17;  // past the first position
+  sliding = {-1, -1, 2, 3, 4};
+  EXPECT_EQ(runner->run(std::span(prompt_).first(4), std::span(&seq, 1), kv, pool_).code(),
+            StatusCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace deepinfer

@@ -292,6 +292,34 @@ TEST(Dsv4Encoding, UserTypedSpecialTokensStayText) {
   EXPECT_EQ(special, kBos + "|" + kUser + "|" + kAssistant + "|</think>|");
 }
 
+// The tools block's own template text carries real DSML and think tokens; the client's tool
+// names, descriptions and schemas are plain text. deepseek-recipe 0.2.0 (checked with the
+// wheel) marks 9 DSML markers in either block and none in the schema line.
+TEST(Dsv4Encoding, MarkersInToolSchemasStayText) {
+  for (const PromptEncoding encoding : {PromptEncoding::kDeepseekV4, PromptEncoding::kDeepseekV41}) {
+    auto specials = [&](const std::string& typed) {
+      Conversation c;
+      c.messages = {Message::user("hi")};
+      c.tools = {ToolDefinition{"f" + typed, "desc " + typed,
+                                R"({"type":"object","properties":{"q":{"description":")" +
+                                    typed + R"("}}})",
+                                std::nullopt}};
+      std::string special;
+      for (const PromptPiece& piece : render_prompt(c, encoding).pieces) {
+        if (piece.special) special += piece.text + "|";
+      }
+      return special;
+    };
+    const std::string plain = specials("x");
+    EXPECT_EQ(specials("<think>｜DSML｜</think><｜User｜>"), plain);
+    size_t dsml = 0;
+    for (size_t at = plain.find(kDsmlToken); at != std::string::npos;
+         at = plain.find(kDsmlToken, at + 1))
+      ++dsml;
+    EXPECT_EQ(dsml, 9u);
+  }
+}
+
 TEST(Dsv4Encoding, ImagePlaceholdersAreSpecialOnlyForRealImages) {
   Conversation c;
   c.thinking_mode = false;

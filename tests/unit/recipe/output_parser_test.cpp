@@ -154,6 +154,73 @@ TEST(OutputParser, JsonModeFencedAndRaw) {
   EXPECT_EQ(describe(run(o, {"{\"a\": [1]}"})), "0:{\"a\": [1]}|");
 }
 
+// The byte at which finished() first turns true when `text` is fed one character at a time,
+// or npos; and for every two-way split, finished() after the first part must agree with it.
+size_t json_end_at_every_split(const ParsingOptions& o, const std::string& text) {
+  size_t end = std::string::npos;
+  {
+    OutputParser p(o);
+    size_t start = 0;
+    std::vector<size_t> cuts = char_boundaries(text);
+    cuts.push_back(text.size());
+    for (size_t at : cuts) {
+      p.feed(text.substr(start, at - start));
+      start = at;
+      if (p.finished()) {
+        end = at;
+        break;
+      }
+    }
+  }
+  for (size_t at : char_boundaries(text)) {
+    OutputParser p(o);
+    p.feed(text.substr(0, at));
+    EXPECT_EQ(p.finished(), end != std::string::npos && at >= end) << "split at " << at;
+  }
+  return end;
+}
+
+// JSON mode ends with the top-level value, so that a server stops the model there instead of
+// letting it run to max_tokens: brackets inside strings and escaped quotes do not count.
+TEST(OutputParser, JsonModeFinishesWhenTheTopLevelValueCloses) {
+  ParsingOptions o;
+  o.parse_json_output = true;
+  const std::string object = R"({"a": {"b": "}]"}, "c": [1, "\"}", "\\"], "d": "日本"})";
+  EXPECT_EQ(json_end_at_every_split(o, object + "\n\nmore text"), object.size());
+  EXPECT_EQ(json_end_at_every_split(o, "Sure: " + object + " ok"), 6 + object.size());
+  EXPECT_EQ(json_end_at_every_split(o, "```json\n" + object + "\n```\nbye"), 8 + object.size());
+  EXPECT_EQ(json_end_at_every_split(o, "```\n [[1], {\"x\": []}]\n```"), 21u);
+  EXPECT_EQ(json_end_at_every_split(o, "[1, 2] then"), 6u);
+  // With tools, a DSML block before the JSON is still read first.
+  o.parse_tool_calls = true;
+  const std::string call =
+      "<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"f\">\n<｜DSML｜parameter name=\"q\" "
+      "string=\"false\">{\"k\": 1}</｜DSML｜parameter>\n</｜DSML｜invoke>\n</｜DSML｜tool_calls>";
+  EXPECT_EQ(json_end_at_every_split(o, call), call.size());  // the block's own end
+  // Not finished: the value is open, a string holds the bracket, or the fence holds a scalar
+  // (whose end cannot be told while streaming).
+  EXPECT_EQ(json_end_at_every_split(o, R"({"a": [1, 2})"), std::string::npos);
+  EXPECT_EQ(json_end_at_every_split(o, R"({"a": "}]})"), std::string::npos);
+  EXPECT_EQ(json_end_at_every_split(o, "```json\n42\n```\n{}"), std::string::npos);
+  // Outside JSON mode braces mean nothing.
+  EXPECT_EQ(json_end_at_every_split(ParsingOptions{}, object), std::string::npos);
+}
+
+// Text after the value is still read as deepseek-recipe 0.2.0 reads it (checked against the
+// 0.2.0 wheel: kept as content, or one space after a closing fence), so the events of any
+// output stay the reference's; the finish only tells the caller to stop.
+TEST(OutputParser, JsonModeTextAfterTheValueIsReadAsTheReferenceDoes) {
+  ParsingOptions o;
+  o.parse_json_output = true;
+  OutputParser p(o);
+  std::vector<OutputEvent> all = p.feed("{\"a\": 1} trailing text");
+  EXPECT_TRUE(p.finished());
+  const std::vector<OutputEvent>& tail = p.finish();
+  all.insert(all.end(), tail.begin(), tail.end());
+  EXPECT_EQ(describe(all), "0:{\"a\": 1} trailing text|");
+  EXPECT_EQ(describe(run(o, {"```json\n{\"a\": 1}\n```\nafter"})), "0:{\"a\": 1} |");
+}
+
 TEST(OutputParser, TextAfterTheBlockIsDropped) {
   std::vector<OutputEvent> events =
       run(ParsingOptions{}, {"hi<｜DSML｜tool_calls>\n<｜DSML｜invoke "

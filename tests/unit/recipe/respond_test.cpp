@@ -124,6 +124,21 @@ TEST(TokenOutputParser, IdsGiveTheEventsOfTheText) {
   EXPECT_EQ(parser.tokens(), static_cast<int64_t>(text.find("STOP") + 4));
 }
 
+// JSON mode: the output is over when the top-level value closes, so a server fed a token at a
+// time stops there; the ids after it are not read.
+TEST(TokenOutputParser, JsonModeStopsReadingAtTheEndOfTheValue) {
+  ParsingOptions o;
+  o.parse_json_output = true;
+  const std::string text = "Here: {\"a\": [1, \"]}\"], \"b\": \"日本\"}\n\nand more {}";
+  TokenOutputParser<ByteDecoder> parser(o, ByteDecoder{});
+  ParsedOutput got;
+  for (char c : text) accumulate(parser.feed(static_cast<unsigned char>(c)), got);
+  accumulate(parser.finish(), got);
+  EXPECT_TRUE(parser.parser().finished());
+  EXPECT_EQ(got.content, " {\"a\": [1, \"]}\"], \"b\": \"日本\"}");
+  EXPECT_EQ(parser.tokens(), static_cast<int64_t>(text.find("\n")));
+}
+
 TEST(ServedModel, ChatTemplateModelsParseTaggedToolCalls) {
   ConversionOptions options;
   options.model_versions.push_back({"smollm2", ModelVersion::kChatTemplate});

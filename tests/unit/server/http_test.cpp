@@ -559,6 +559,67 @@ TEST(Http, HandlerThatDoesNotAnswerOrThrowsGets500) {
   EXPECT_EQ(client.read_response().status, 500);
 }
 
+TEST(Http, ClientsThatLeaveBeforeTheAnswerAreLogged499Not500) {
+  std::mutex mutex;
+  std::vector<std::string> lines;
+  Latch silent_done, stream_done;
+  HttpServerConfig config = test_config();
+  config.log_requests = true;
+  config.log_sink = [&](std::string_view line) {
+    std::lock_guard lock(mutex);
+    lines.emplace_back(line);
+  };
+  // As a generating handler does: wait for the answer, give up once the client is gone.
+  auto wait_for_client = [](ResponseWriter& writer) {
+    auto deadline = Clock::now() + 5s;
+    while (Clock::now() < deadline && !writer.client_gone()) std::this_thread::sleep_for(2ms);
+  };
+  Route silent{"GET", "/silent", [&](const HttpRequest&, ResponseWriter& writer) {
+                 wait_for_client(writer);
+                 silent_done.open();
+               }};
+  Route stream{"GET", "/stream", [&](const HttpRequest&, ResponseWriter& writer) {
+                 writer.start_stream(200, "text/event-stream");
+                 writer.write("data: x\n\n");
+                 wait_for_client(writer);
+                 writer.finish();
+                 stream_done.open();
+               }};
+  auto server = start_server(config, {silent, stream, echo_route("GET", "/a")});
+  ASSERT_NE(server, nullptr);
+  {
+    Client client(server->port());
+    client.send(get("/silent"));
+    std::this_thread::sleep_for(20ms);  // the handler is waiting
+  }
+  ASSERT_TRUE(silent_done.wait());
+  {
+    Client client(server->port());
+    client.send(get("/stream"));
+    ASSERT_EQ(client.read_response(/*head_only=*/true).status, 200);
+    ASSERT_EQ(client.read_chunk(), "data: x\n\n");
+  }
+  ASSERT_TRUE(stream_done.wait());
+  Client client(server->port());
+  client.send(get("/a"));
+  EXPECT_EQ(client.read_response().status, 200);
+  ASSERT_TRUE(wait_until([&] {
+    std::lock_guard lock(mutex);
+    return lines.size() == 3;
+  }));
+  std::lock_guard lock(mutex);
+  auto line_of = [&](std::string_view path) {
+    for (const std::string& line : lines) {
+      if (line.find(std::string(" GET ") + std::string(path) + " ") != std::string::npos) return line;
+    }
+    return std::string();
+  };
+  EXPECT_NE(line_of("/silent").find(" 499 "), std::string::npos) << line_of("/silent");
+  EXPECT_NE(line_of("/stream").find(" 499 "), std::string::npos) << line_of("/stream");
+  EXPECT_NE(line_of("/a").find(" 200 "), std::string::npos) << line_of("/a");
+  for (const std::string& line : lines) EXPECT_EQ(line.find(" 500 "), std::string::npos) << line;
+}
+
 TEST(Http, ExpectContinueGets100BeforeTheBody) {
   auto server = start_server(test_config(), {echo_route("POST", "/b")});
   ASSERT_NE(server, nullptr);

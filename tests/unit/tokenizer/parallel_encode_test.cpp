@@ -1,6 +1,6 @@
 // encode_parallel must give exactly encode()'s ids: long texts built from the golden corpus,
-// with and without special-token spellings, on the tokenizers that cut text and on those that
-// fall back.
+// with and without special-token spellings, and texts with awkward cut points, on the
+// tokenizers that cut text and on those that fall back.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -52,7 +52,7 @@ void expect_parallel_equal(const Tokenizer& tok, bool expect_cuts) {
     options.parse_special = specials;
     options.add_bos = true;
     const std::vector<int32_t> want = tok.encode(text, options);
-    for (int threads : {2, 3, 8}) {
+    for (int threads : {2, 3, 8}) {  // 32, 48 and 128 parts (fewer where cut points are scarce)
       ThreadPool pool(threads);
       EXPECT_TRUE(tok.encode_parallel(text, options, pool) == want) << threads << " threads, specials " << specials;
     }
@@ -71,6 +71,46 @@ TEST(ParallelEncode, SmolLm2Gguf) {
   auto tok = Tokenizer::from_metadata((*source)->metadata());
   ASSERT_TRUE(tok.ok());
   expect_parallel_equal(**tok, /*expect_cuts=*/true);
+}
+
+// Texts whose likely cut points are traps or absent: a part ending in "\n\n" splits that as one
+// piece where GPT-2's \s+(?!\S) splits "\n\nThe" as "\n" "\n" "The"; a long stretch with no
+// newline leaves parts empty; CJK and digit runs at part bounds.
+std::vector<std::string> awkward_texts() {
+  std::vector<std::string> texts;
+  std::string paragraphs;
+  for (int i = 0; paragraphs.size() < 200 * 1024; ++i) {
+    paragraphs += "Paragraph " + std::to_string(i) + " ends here.\n\nThe next one starts\n\n\n  \nand" + (i % 7 ? "" : "\t") + "\n\n";
+  }
+  texts.push_back(paragraphs);
+  std::string one_line;
+  while (one_line.size() < 150 * 1024) one_line += "多语言文本，没有换行 12345 ";
+  texts.push_back(one_line + "\n" + paragraphs.substr(0, 60 * 1024) + one_line + "\nEnd");
+  std::string lines;
+  for (int i = 0; lines.size() < 120 * 1024; ++i) lines += (i % 3 ? "x\n" : " \n") + std::string(i % 5, ' ') + "Word" + std::to_string(i);
+  texts.push_back(lines);
+  return texts;
+}
+
+void expect_awkward_equal(const Tokenizer& tok) {
+  for (const std::string& text : awkward_texts()) {
+    const std::vector<int32_t> want = tok.encode(text, EncodeOptions{});
+    for (int threads : {2, 5}) {
+      ThreadPool pool(threads);
+      EXPECT_TRUE(tok.encode_parallel(text, EncodeOptions{}, pool) == want) << threads << " threads, " << text.size() << " bytes";
+    }
+  }
+}
+
+TEST(ParallelEncode, AwkwardCutPoints) {
+  auto source = open_gguf((model_cache() / "SmolLM2-135M-Instruct.Q4_1.gguf").string());
+  ASSERT_TRUE(source.ok()) << source.status().to_string() << " (deepinfer pull smollm2-135m-instruct)";
+  auto smollm = Tokenizer::from_metadata((*source)->metadata());
+  ASSERT_TRUE(smollm.ok());
+  expect_awkward_equal(**smollm);
+  auto deepseek = Tokenizer::from_hf_dir((model_cache() / "deepseek-v4-tokenizer").string());
+  ASSERT_TRUE(deepseek.ok()) << deepseek.status().to_string() << " (python tools/golden/make_tokenizer_hf.py --install)";
+  expect_awkward_equal(**deepseek);
 }
 
 TEST(ParallelEncode, FallsBackWhereCuttingIsUnsafe) {

@@ -1,0 +1,120 @@
+#!/usr/bin/env python3
+"""Time to first token after a prefix-cache hit with SWA bounded replay, on Gemma 3 270M.
+
+A prompt of --prompt tokens (English-like text, distinct per repetition from its first line,
+so repetitions never hit each other) is answered with max_tokens 1, i.e. its TTFT:
+  cold - nothing of it cached: the whole prompt is computed;
+  hit  - the same prompt again: the global layers' KV comes from the prefix cache and only the
+         last sliding window (512 tokens, block-rounded) is recomputed.
+`deepinfer serve` needs a chat template the GGUF lacks, and `deepinfer generate` reports no
+per-request times, so each repetition times whole `deepinfer generate` runs with
+--max-num-seqs 1 (requests strictly one after another, FCFS):
+  base   - a 1-token prompt: process start, model load, engine start;
+  single - [P]:            base + cold
+  hits   - [P, P x K]:     base + cold + K hits (the same engine, so every later P is a hit)
+cold = single - base, hit = (hits - single) / K. K hits instead of one keep the machine's noise
+(seconds on a shared box) from swamping a hit of a few seconds. The hit runs are checked to
+have taken the cache (cached_prompt_tokens). Medians over repetitions and their ratio.
+
+    python3 bench/ttft_replay.py --prompt 16384 --reps 3 --hits 4
+"""
+
+import argparse
+import json
+import pathlib
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+
+
+def text_of(rep, n_tokens):
+    subjects = ["The river", "A small town", "The old library", "Our neighbour", "The committee",
+                "A tired traveller", "The museum", "My grandmother"]
+    verbs = ["remembered", "described", "argued about", "discovered", "painted", "counted", "forgot",
+             "wrote about"]
+    objects = ["the winter of the storm", "a letter from the coast", "seventeen red boats", "the price of bread",
+               "an unfinished bridge", "the first day of school", "a map with no names", "the sound of the market"]
+    lines = [f"Notebook {rep}, kept by reader number {rep * 7919 % 1000}."]
+    for i in range(n_tokens // 8 + 16):  # each line is more than 8 tokens
+        lines.append(f"{subjects[(i * 3 + rep) % 8]} {verbs[(i * 5 + 1) % 8]} {objects[(i * 7 + 2) % 8]} "
+                     f"in the year {1700 + (i * 37 + rep) % 300}.")
+    return " ".join(lines)
+
+
+def generate(args, requests):
+    """Runs deepinfer generate on `requests`; returns (wall seconds, result objects)."""
+    with tempfile.TemporaryDirectory() as d:
+        inp, out = pathlib.Path(d) / "in.jsonl", pathlib.Path(d) / "out.jsonl"
+        inp.write_text("".join(json.dumps(r) + "\n" for r in requests))
+        cmd = [args.bin, "generate", "-m", args.model, "-i", str(inp), "-o", str(out), "--max-num-seqs", "1"]
+        if args.threads:
+            cmd += ["--threads", str(args.threads)]
+        start = time.perf_counter()
+        p = subprocess.run(cmd, capture_output=True, text=True)
+        wall = time.perf_counter() - start
+        if p.returncode != 0:
+            sys.exit(f"{' '.join(cmd)} failed: {p.stderr}")
+        return wall, [json.loads(line) for line in out.read_text().splitlines()]
+
+
+def request(prompt_ids):
+    return {"prompt_token_ids": prompt_ids, "max_tokens": 1, "temperature": 0, "ignore_eos": True}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--bin", default=str(REPO / "build" / "bin" / "deepinfer"))
+    ap.add_argument("--model", default="gemma3-270m")
+    ap.add_argument("--prompt", type=int, default=16384, help="prompt tokens")
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--hits", type=int, default=4, help="hits per repetition (K)")
+    ap.add_argument("--threads", type=int, default=0)
+    args = ap.parse_args()
+
+    cold, hit = [], []
+    for rep in range(args.reps):
+        ids = tokenize(args, text_of(rep, args.prompt))
+        if len(ids) < args.prompt:
+            sys.exit(f"the text has {len(ids)} tokens, fewer than {args.prompt}")
+        ids = ids[: args.prompt]
+        base_wall, _ = generate(args, [request([2])])
+        single_wall, _ = generate(args, [request(ids)])
+        hits_wall, out = generate(args, [request(ids)] * (1 + args.hits))
+        cached = [r["cached_prompt_tokens"] for r in out]
+        if cached[0] != 0 or min(cached[1:]) == 0:
+            sys.exit(f"unexpected cache use {cached}: the first request must be cold and the rest hits")
+        c = single_wall - base_wall
+        h = (hits_wall - single_wall) / args.hits
+        if h <= 0 or c <= 0:
+            print(f"rep {rep}: base {base_wall:.2f} s, single {single_wall:.2f} s, hits {hits_wall:.2f} s: the machine's "
+                  "load changed between runs more than a hit costs; this repetition measures nothing", flush=True)
+            continue
+        cold.append(c)
+        hit.append(h)
+        print(f"rep {rep}: base {base_wall:.2f} s, single {single_wall:.2f} s, {args.hits} hits {hits_wall:.2f} s -> "
+              f"cold {c:.2f} s, hit {h:.2f} s (hit computes {args.prompt - cached[1]} of {args.prompt} tokens)",
+              flush=True)
+    if not cold:
+        sys.exit("no repetition gave a usable measurement (run on a quiet machine, or more --hits)")
+    mc, mh = statistics.median(cold), statistics.median(hit)
+    print(f"{args.model}, {args.prompt}-token prompt, {args.reps} reps x {args.hits} hits: median TTFT cold {mc:.2f} s, "
+          f"hit with replay {mh:.2f} s, ratio {mc / mh:.1f}x")
+
+
+def tokenize(args, text):
+    with tempfile.NamedTemporaryFile("w", suffix=".txt") as f:
+        f.write(text)
+        f.flush()
+        p = subprocess.run([args.bin, "tokenize", "-m", args.model, "--bos", "--file", f.name],
+                           capture_output=True, text=True)
+    if p.returncode != 0:
+        sys.exit("deepinfer tokenize failed: " + p.stderr)
+    return [int(t) for t in p.stdout.strip().split(",")]
+
+
+if __name__ == "__main__":
+    main()
