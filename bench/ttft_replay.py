@@ -2,19 +2,14 @@
 """Time to first token after a prefix-cache hit with SWA bounded replay, on Gemma 3 270M.
 
 A prompt of --prompt tokens (English-like text, distinct per repetition from its first line,
-so repetitions never hit each other) is answered with max_tokens 1, i.e. its TTFT:
-  cold - nothing of it cached: the whole prompt is computed;
-  hit  - the same prompt again: the global layers' KV comes from the prefix cache and only the
-         last sliding window (512 tokens, block-rounded) is recomputed.
-`deepinfer serve` needs a chat template the GGUF lacks, and `deepinfer generate` reports no
-per-request times, so each repetition times whole `deepinfer generate` runs with
---max-num-seqs 1 (requests strictly one after another, FCFS):
-  base   - a 1-token prompt: process start, model load, engine start;
-  single - [P]:            base + cold
-  hits   - [P, P x K]:     base + cold + K hits (the same engine, so every later P is a hit)
-cold = single - base, hit = (hits - single) / K. K hits instead of one keep the machine's noise
-(seconds on a shared box) from swamping a hit of a few seconds. The hit runs are checked to
-have taken the cache (cached_prompt_tokens). Medians over repetitions and their ratio.
+so repetitions never hit each other) is answered with max_tokens 1. Each repetition is one
+`deepinfer generate --max-num-seqs 1` run over [P, P x K]: the first P is cold (nothing of it
+cached, the whole prompt is computed), the K later ones are hits (the global layers' KV comes from
+the prefix cache, only the last sliding window, 512 tokens block-rounded, is recomputed). TTFT
+of each request is the engine's own figure from generate's output: first token minus first
+scheduling (`metrics.first_token_seconds - metrics.queue_seconds`), so the queue behind the
+earlier requests and the model load are not counted. The hits are checked to have taken the
+cache (cached_prompt_tokens). Medians over repetitions (cold) and over all hits, and their ratio.
 
     python3 bench/ttft_replay.py --prompt 16384 --reps 3 --hits 4
 """
@@ -81,28 +76,18 @@ def main():
         if len(ids) < args.prompt:
             sys.exit(f"the text has {len(ids)} tokens, fewer than {args.prompt}")
         ids = ids[: args.prompt]
-        base_wall, _ = generate(args, [request([2])])
-        single_wall, _ = generate(args, [request(ids)])
-        hits_wall, out = generate(args, [request(ids)] * (1 + args.hits))
+        wall, out = generate(args, [request(ids)] * (1 + args.hits))
         cached = [r["cached_prompt_tokens"] for r in out]
         if cached[0] != 0 or min(cached[1:]) == 0:
             sys.exit(f"unexpected cache use {cached}: the first request must be cold and the rest hits")
-        c = single_wall - base_wall
-        h = (hits_wall - single_wall) / args.hits
-        if h <= 0 or c <= 0:
-            print(f"rep {rep}: base {base_wall:.2f} s, single {single_wall:.2f} s, hits {hits_wall:.2f} s: the machine's "
-                  "load changed between runs more than a hit costs; this repetition measures nothing", flush=True)
-            continue
-        cold.append(c)
-        hit.append(h)
-        print(f"rep {rep}: base {base_wall:.2f} s, single {single_wall:.2f} s, {args.hits} hits {hits_wall:.2f} s -> "
-              f"cold {c:.2f} s, hit {h:.2f} s (hit computes {args.prompt - cached[1]} of {args.prompt} tokens)",
-              flush=True)
-    if not cold:
-        sys.exit("no repetition gave a usable measurement (run on a quiet machine, or more --hits)")
+        ttft = [r["metrics"]["first_token_seconds"] - r["metrics"]["queue_seconds"] for r in out]
+        cold.append(ttft[0])
+        hit.extend(ttft[1:])
+        print(f"rep {rep}: cold {ttft[0]:.3f} s, hits " + ", ".join(f"{t:.3f}" for t in ttft[1:]) +
+              f" s (a hit computes {args.prompt - cached[1]} of {args.prompt} tokens); run {wall:.1f} s", flush=True)
     mc, mh = statistics.median(cold), statistics.median(hit)
     print(f"{args.model}, {args.prompt}-token prompt, {args.reps} reps x {args.hits} hits: median TTFT cold {mc:.2f} s, "
-          f"hit with replay {mh:.2f} s, ratio {mc / mh:.1f}x")
+          f"hit with replay {mh:.3f} s, ratio {mc / mh:.1f}x")
 
 
 def tokenize(args, text):

@@ -94,6 +94,7 @@ struct TokenEvent {
   int64_t n_prompt_tokens = 0;
   int64_t n_cached_prompt_tokens = 0;    // prompt tokens served from the prefix cache
   double queue_seconds = 0.0;            // submission to first scheduling
+  double first_token_seconds = 0.0;      // submission to this first event (time to first token)
 };
 
 enum class WaitStatus { kEvent, kTimeout, kEnd };

@@ -333,6 +333,8 @@ int generate_command(const std::vector<std::string>& argv) {
       for (const auto& p : s0.first.prompt_logprobs) pl.push_back(p ? logprob_json(*p) : nlohmann::json(nullptr));
       r["prompt_logprobs"] = pl;
     }
+    // Seconds from submission: first scheduled, first token (TTFT); queue time is part of both.
+    r["metrics"] = {{"queue_seconds", s0.first.queue_seconds}, {"first_token_seconds", s0.first.first_token_seconds}};
     r["usage"] = {{"prompt_tokens", req.prompt.size()},
                   {"completion_tokens", completion_tokens},
                   {"total_tokens", static_cast<int64_t>(req.prompt.size()) + completion_tokens}};

@@ -182,10 +182,12 @@ Result<Rendered> render_request(const RenderSetup& setup, std::string_view body,
   const auto start = std::chrono::steady_clock::now();
   // An explicit format (or model) accepts whatever model name the request gives.
   recipe::ConversionOptions options;
-  const nlohmann::json req_json = nlohmann::json::parse(body, nullptr, false);
+  // Reading the model name costs a second parse of the body: only when the name matters.
+  const bool name_matters = setup.encoding != "auto" || !setup.deepseek;
+  const nlohmann::json req_json = name_matters ? nlohmann::json::parse(body, nullptr, false) : nlohmann::json();
   const bool named =
       req_json.is_object() && req_json.contains("model") && req_json["model"].is_string();
-  if (named && (setup.encoding != "auto" || !setup.deepseek)) {
+  if (named) {
     recipe::ModelVersion version = setup.encoding == "dsv4"
                                        ? recipe::ModelVersion::kDeepseekV4Pro
                                        : recipe::ModelVersion::kDeepseekV41Flash;

@@ -23,6 +23,7 @@ const char* kServeUsage = R"(usage: deepinfer serve [-m MODEL] [options]
   --shutdown-timeout S       seconds requests in flight may take after SIGTERM (default 30)
   --max-body-bytes N         request body limit, 413 above (default 33554432)
   --read-timeout S           seconds a request may take to arrive, 408 after (default 30)
+  --no-swa-replay            sliding-window models (Gemma 3) take no prefix hit: cold recompute
 )";
 
 }  // namespace
@@ -31,7 +32,7 @@ int serve_command(const std::vector<std::string>& argv) {
   FlagSpec spec;
   spec.with_value = {"--model", "--host", "--port", "--api-key", "--served-model-name", "--max-num-seqs",
                      "--max-queue", "--threads", "--shutdown-timeout", "--max-body-bytes", "--read-timeout"};
-  spec.switches = {"--help"};
+  spec.switches = {"--no-swa-replay", "--help"};
   spec.aliases = {{"-m", "--model"}, {"-h", "--help"}, {"-t", "--threads"}};
   auto parsed = Args::parse(argv, spec);
   if (!parsed.ok()) return fail(parsed.status().message() + "\n" + kServeUsage, 2);
@@ -75,6 +76,7 @@ int serve_command(const std::vector<std::string>& argv) {
   options.shutdown_timeout_s = *timeout;
   options.max_body_bytes = static_cast<size_t>(*max_body);
   options.read_timeout_s = *read_timeout;
+  options.swa_replay = !args.has("--no-swa-replay");
   Status status = server::serve(options);
   if (!status.ok()) return fail("serve: " + status.message());
   return 0;

@@ -242,6 +242,7 @@ class EngineImpl final : public Engine {
     if (seq != nullptr) {
       e->n_cached_prompt_tokens = std::max<int64_t>(0, seq->n_cached_prompt);
       e->queue_seconds = seq->queue_seconds;
+      e->first_token_seconds = std::chrono::duration<double>(Clock::now() - g.submitted).count();
       seq->first_event_sent = true;
     }
     e->prompt_logprobs = g.prompt_logprobs;

@@ -26,14 +26,14 @@ Result<std::shared_ptr<const Tokenizer>> load_tokenizer(const std::string& path)
 
 Result<std::unique_ptr<PromptBuilder>> PromptBuilder::create(std::shared_ptr<const Tokenizer> tokenizer) {
   if (tokenizer->find_token(recipe::kUserToken).has_value()) {
-    return std::unique_ptr<PromptBuilder>(new PromptBuilder(std::move(tokenizer), std::nullopt));
+    return std::unique_ptr<PromptBuilder>(new PromptBuilder(std::move(tokenizer), true, std::nullopt));
   }
   if (tokenizer->chat_template().empty()) {
-    return invalid_argument("the model carries no chat template (tokenizer.chat_template) and is not DeepSeek V4");
+    return std::unique_ptr<PromptBuilder>(new PromptBuilder(std::move(tokenizer), false, std::nullopt));
   }
   auto tmpl = recipe::ChatTemplate::parse(tokenizer->chat_template());
   if (!tmpl.ok()) return invalid_argument("the model's chat template: " + tmpl.status().message());
-  return std::unique_ptr<PromptBuilder>(new PromptBuilder(std::move(tokenizer), std::move(tmpl).value()));
+  return std::unique_ptr<PromptBuilder>(new PromptBuilder(std::move(tokenizer), false, std::move(tmpl).value()));
 }
 
 namespace {
@@ -87,6 +87,11 @@ Result<BuiltPrompt> PromptBuilder::build_deepseek(const recipe::ConversationRequ
 }
 
 Result<BuiltPrompt> PromptBuilder::build_template(const recipe::ConversationRequest& request) const {
+  if (!chat_template_) {
+    return invalid_argument(
+        "this model has no chat template (tokenizer.chat_template), so it cannot answer conversations; send a "
+        "plain prompt to /v1/completions instead");
+  }
   recipe::Conversation conversation = request.conversation;
   conversation.thinking_mode = false;
   recipe::ChatTemplateInput input = recipe::template_input(conversation, /*add_generation_prompt=*/true);

@@ -40,15 +40,17 @@ Result<std::shared_ptr<const Tokenizer>> load_tokenizer(const std::string& path)
 
 class PromptBuilder {
  public:
-  // INVALID_ARGUMENT when the model is not DeepSeek V4 and carries no usable chat template.
+  // INVALID_ARGUMENT when the model's chat template cannot be parsed. A model with no template
+  // at all (a base model) is served: /v1/completions works, conversations get a 400 from build().
   static Result<std::unique_ptr<PromptBuilder>> create(std::shared_ptr<const Tokenizer> tokenizer);
 
-  bool is_deepseek() const { return !chat_template_.has_value(); }
+  bool is_deepseek() const { return deepseek_; }
   // Whether the prompt format has a thinking mode (DeepSeek V4's <think>).
   bool has_thinking_mode() const { return is_deepseek(); }
 
   // The request as token ids. For a model without thinking mode, thinking is switched off in
-  // the conversation first. INVALID_ARGUMENT for a template render error.
+  // the conversation first. INVALID_ARGUMENT for a template render error, or when the model has
+  // no chat template.
   Result<BuiltPrompt> build(const recipe::ConversationRequest& request) const;
 
   // Sets the parsing options the request's output needs for this model (thinking stage, tool
@@ -58,13 +60,14 @@ class PromptBuilder {
   const Tokenizer& tokenizer() const { return *tokenizer_; }
 
  private:
-  PromptBuilder(std::shared_ptr<const Tokenizer> tokenizer, std::optional<recipe::ChatTemplate> tmpl)
-      : tokenizer_(std::move(tokenizer)), chat_template_(std::move(tmpl)) {}
+  PromptBuilder(std::shared_ptr<const Tokenizer> tokenizer, bool deepseek, std::optional<recipe::ChatTemplate> tmpl)
+      : tokenizer_(std::move(tokenizer)), deepseek_(deepseek), chat_template_(std::move(tmpl)) {}
   Result<BuiltPrompt> build_deepseek(const recipe::ConversationRequest& request) const;
   Result<BuiltPrompt> build_template(const recipe::ConversationRequest& request) const;
 
   std::shared_ptr<const Tokenizer> tokenizer_;
-  std::optional<recipe::ChatTemplate> chat_template_;  // nullopt: DeepSeek V4 encoder
+  bool deepseek_ = false;                              // the recipe's V4/V4.1 encoder
+  std::optional<recipe::ChatTemplate> chat_template_;  // else the model's template, if it has one
 };
 
 }  // namespace deepinfer::server

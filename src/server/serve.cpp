@@ -45,6 +45,7 @@ Status serve(const ServeOptions& options) {
   engine_config.model_path = path;
   engine_config.threads = options.threads;
   engine_config.max_num_seqs = options.max_num_seqs;
+  engine_config.swa_replay = options.swa_replay;
   DI_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::create(engine_config));
 
   ApiConfig api_config;

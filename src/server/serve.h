@@ -24,6 +24,7 @@ struct ServeOptions {
   double shutdown_timeout_s = 30.0;
   double read_timeout_s = 30.0;       // a request must arrive within this (408 after)
   size_t max_body_bytes = size_t{32} << 20;
+  bool swa_replay = true;             // false: sliding-window models take no prefix hit
 };
 
 // Returns after a graceful shutdown (OK) or when loading or binding fails (the error).

@@ -4,6 +4,10 @@
 // indirect jump. DEEPINFER_ISA=scalar|avx2|avx512 caps the tier (for comparisons and tests).
 #include "backend/cpu/quant.h"
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+
 #include <array>
 #include <cstdlib>
 #include <string_view>
@@ -92,13 +96,23 @@ const char* isa_name(Isa isa) {
   return "scalar";
 }
 
+#if defined(__x86_64__) || defined(__i386__)
+namespace {
+// CPUID leaf 1, ECX bit 29. Not through __builtin_cpu_supports: clang 14 does not know "f16c".
+bool cpu_has_f16c() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  return __get_cpuid(1, &a, &b, &c, &d) != 0 && (c & (1u << 29)) != 0;
+}
+}  // namespace
+#endif
+
 bool cpu_has(Isa isa) {
 #if defined(__x86_64__) || defined(__i386__)
   switch (isa) {
     case Isa::kScalar: return true;
     case Isa::kAvx2:
       return avx2::vec_dot_fn(DType::kQ8_0) != nullptr && __builtin_cpu_supports("avx2") &&
-             __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+             __builtin_cpu_supports("fma") && cpu_has_f16c();
     case Isa::kAvx512:
       return cpu_has(Isa::kAvx2) && avx512::gemm_fn(DType::kQ4_0) != nullptr && __builtin_cpu_supports("avx512f") &&
              __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&

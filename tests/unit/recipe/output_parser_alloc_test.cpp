@@ -17,13 +17,29 @@ namespace {
 std::atomic<int64_t> g_allocations{0};
 }  // namespace
 
-void* operator new(std::size_t n) {
+// Every form that pairs with the replaced deletes is replaced too: the library's own nothrow or
+// array new paired with this free() is a mismatch the sanitizers (rightly) report.
+namespace {
+void* counted_malloc(std::size_t n) noexcept {
   g_allocations.fetch_add(1, std::memory_order_relaxed);
-  if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
+  return std::malloc(n == 0 ? 1 : n);
+}
+void* counted_malloc_or_throw(std::size_t n) {
+  if (void* p = counted_malloc(n)) return p;
   throw std::bad_alloc();
 }
+}  // namespace
+
+void* operator new(std::size_t n) { return counted_malloc_or_throw(n); }
+void* operator new[](std::size_t n) { return counted_malloc_or_throw(n); }
+void* operator new(std::size_t n, const std::nothrow_t&) noexcept { return counted_malloc(n); }
+void* operator new[](std::size_t n, const std::nothrow_t&) noexcept { return counted_malloc(n); }
 void operator delete(void* p) noexcept { std::free(p); }
+void operator delete[](void* p) noexcept { std::free(p); }
 void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
+void operator delete[](void* p, const std::nothrow_t&) noexcept { std::free(p); }
 
 namespace deepinfer::recipe {
 namespace {

@@ -49,6 +49,25 @@ TEST(ApiPrompt, RendersSmolLm2TemplateLikeItsText) {
   EXPECT_TRUE(prompt->output_prefix.empty());
 }
 
+// gemma-3-270m's GGUF carries no chat template: the server still serves it (completions), and a
+// conversation gets a 400-shaped error that says where to go instead.
+TEST(ApiPrompt, ModelWithoutTemplateIsServedButRefusesConversations) {
+  const KnownModel* known = find_known_model("gemma3-270m");
+  ASSERT_NE(known, nullptr);
+  const std::string path = cached_model_path(*known);
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " is missing (deepinfer pull gemma3-270m)";
+  auto tok = load_tokenizer(path);
+  ASSERT_TRUE(tok.ok()) << tok.status().message();
+  ASSERT_TRUE((*tok)->chat_template().empty()) << "this test needs a model without a chat template";
+  auto builder = PromptBuilder::create(*tok);
+  ASSERT_TRUE(builder.ok()) << builder.status().message();
+  EXPECT_FALSE((*builder)->is_deepseek());
+  auto prompt = (*builder)->build(chat_request(R"({"model": "m", "messages": [{"role": "user", "content": "Hi"}]})"));
+  ASSERT_FALSE(prompt.ok());
+  EXPECT_EQ(prompt.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(prompt.status().message().find("/v1/completions"), std::string::npos) << prompt.status().message();
+}
+
 TEST(ApiPrompt, UserTypedMarkersStayText) {
   auto tok = smollm2_tokenizer();
   ASSERT_TRUE(tok);
