@@ -45,8 +45,9 @@ struct Problem {
   std::vector<std::vector<float>> w_f, a_f;  // dequantized, for the error bound
 };
 
-// `pad` bytes after every row, so strides differ from row sizes. Keep it even: blocks start with
-// a float16 scale, and rows of real weights (packed, from a 32-aligned tensor) are 2-aligned.
+// `pad` bytes after every row, so strides differ from row sizes. Keep it a multiple of 4: blocks
+// hold float16 scales (Q8_K a float32 one), and real rows (packed, from a 32-aligned tensor) keep
+// their blocks aligned.
 Problem make_problem(DType type, int64_t n, int64_t rows, int64_t toks, size_t pad, std::mt19937& rng) {
   Problem p{type, n, rows, toks, dtype_row_bytes(type, n) + pad, 0, {}, {}, {}, {}};
   const DType act_type = vec_dot_type(type);
@@ -138,7 +139,7 @@ TEST(OpKernels, GemmEqualsItsVecDotBitForBitOnOddShapes) {
       const int64_t shapes[][3] = {{1, 1, 1}, {1, 5, 3}, {3, 1, 2}, {4, 4, 18}, {5, 7, 1}, {9, 6, 5}, {13, 11, 3}, {8, 9, 19}};
       for (const auto& s : shapes) {
         const int64_t rows = s[0], toks = s[1], n = bs * s[2];
-        const Problem p = make_problem(type, n, rows, toks, 6, rng);
+        const Problem p = make_problem(type, n, rows, toks, 8, rng);
         const int64_t ldy = rows + 3;
         std::vector<float> y(static_cast<size_t>(toks * ldy), -1.0f);
         gemm(p.w.data(), p.w_stride, rows, p.a.data(), p.a_stride, toks, n, y.data(), ldy);
