@@ -141,6 +141,16 @@ TEST_P(TinyModel, LongPromptLastLogitsMatch) {
   EXPECT_LE(c.max_err, 2e-5 * (1.0 + c.max_ref)) << dir.filename();
 }
 
+// Tokens [begin, end) of one sequence as a batch entry (the rest of BatchSequence at its defaults).
+BatchSequence chunk_of(size_t begin, size_t end, std::span<const int32_t> table, LogitsMode logits) {
+  BatchSequence s;
+  s.n_tokens = static_cast<int64_t>(end - begin);
+  s.first_position = static_cast<int64_t>(begin);
+  s.block_table = table;
+  s.logits = logits;
+  return s;
+}
+
 // The engine's path: two sequences share each forward pass, in uneven chunks, over a paged
 // cache of 4-token blocks laid out out of order, so sliding windows (8 and 12 positions) start
 // and end inside blocks that are not adjacent. The golden prompt's logits must not change.
@@ -170,10 +180,8 @@ TEST_P(TinyModel, PagedBatchedChunksMatchTransformers) {
     tokens.insert(tokens.end(), a.begin() + static_cast<std::ptrdiff_t>(cuts_a[step]),
                   a.begin() + static_cast<std::ptrdiff_t>(cuts_a[step + 1]));
     const BatchSequence seqs[] = {
-        {static_cast<int64_t>(cuts_b[step + 1] - cuts_b[step]), static_cast<int64_t>(cuts_b[step]), table_b,
-         LogitsMode::kLast},
-        {static_cast<int64_t>(cuts_a[step + 1] - cuts_a[step]), static_cast<int64_t>(cuts_a[step]), table_a,
-         LogitsMode::kAll},
+        chunk_of(cuts_b[step], cuts_b[step + 1], table_b, LogitsMode::kLast),
+        chunk_of(cuts_a[step], cuts_a[step + 1], table_a, LogitsMode::kAll),
     };
     ASSERT_TRUE(runner->run(tokens, seqs, kv, pool).ok());
     ASSERT_EQ(runner->n_logit_rows(), static_cast<int64_t>(1 + cuts_a[step + 1] - cuts_a[step]));
