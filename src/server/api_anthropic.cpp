@@ -24,16 +24,9 @@ void ApiServer::messages(const HttpRequest& request, ResponseWriter& out) {
   settings.model = config_.served_model_name;
   settings.thinking = p->converted.conversation.thinking_mode && prompts_->has_thinking_mode();
   recipe::MessagesWriter writer(settings);
-  recipe::OutputParser parser(p->converted.parsing_options);
   const bool stream = p->converted.stream;
-  recipe::Usage usage;
-  usage.prompt_tokens = static_cast<int64_t>(p->prompt.ids.size());
-  FinishReason finish = FinishReason::kNone;
-  std::optional<std::string> stop_sequence;
-
+  SingleSequenceOutput output(p->prompt, p->converted.parsing_options);
   bool started = false;
-  OutputShaper shaper(p->prompt);
-  bool ended = false;  // the last event was handled (a forced call or the parser ended it early)
   auto send_events = [&](const std::vector<recipe::MessagesEvent>& events) {
     for (const recipe::MessagesEvent& e : events) {
       if (!out.write(e.sse())) return false;
@@ -41,27 +34,8 @@ void ApiServer::messages(const HttpRequest& request, ResponseWriter& out) {
     return true;
   };
   auto on_event = [&](const TokenEvent& e) -> bool {
-    if (ended) return true;
-    if (e.n_prompt_tokens > 0) {
-      usage.prompt_tokens = e.n_prompt_tokens;
-      usage.prompt_cache_hit_tokens = e.n_cached_prompt_tokens;
-    }
-    usage.completion_tokens += static_cast<int64_t>(e.tokens.size());
-    std::vector<recipe::OutputEvent> events = parser.feed(shaper.shape(e.text));
-    // A closed forced call, a finished JSON answer or the end of the tool-call block: nothing
-    // more can follow, so generation stops here rather than at max_tokens.
-    FinishReason event_finish = e.finish;
-    if (event_finish == FinishReason::kNone && (shaper.done() || parser.finished())) {
-      event_finish = FinishReason::kStop;
-      handle->cancel();
-    }
-    if (event_finish != FinishReason::kNone) {
-      ended = true;
-      std::vector<recipe::OutputEvent> rest = parser.finish();
-      events.insert(events.end(), rest.begin(), rest.end());
-      finish = event_finish;
-      if (e.finish == FinishReason::kStop && !e.stop_string.empty()) stop_sequence = e.stop_string;
-    }
+    if (output.ended()) return true;
+    const std::vector<recipe::OutputEvent> events = output.on_event(e, *handle);
     if (!stream) {
       writer.events(events);
       return true;
@@ -69,12 +43,14 @@ void ApiServer::messages(const HttpRequest& request, ResponseWriter& out) {
     if (!started) {
       started = true;
       if (!out.start_stream(200, "text/event-stream", {{"Cache-Control", "no-cache"}})) return false;
-      recipe::Usage start_usage = usage;
+      recipe::Usage start_usage = output.usage();
       start_usage.completion_tokens = 0;
       if (!send_events(writer.start(start_usage))) return false;
     }
     if (!send_events(writer.events(events))) return false;
-    if (finish != FinishReason::kNone) return send_events(writer.finish(backend_finish(finish), usage, stop_sequence));
+    if (output.ended()) {
+      return send_events(writer.finish(backend_finish(output.finish()), output.usage(), output.stop_sequence()));
+    }
     return true;
   };
   RequestTimer timer(*metrics_, arrival);
@@ -83,7 +59,7 @@ void ApiServer::messages(const HttpRequest& request, ResponseWriter& out) {
     out.finish();
     return;
   }
-  send_json(out, 200, writer.body(backend_finish(finish), usage, stop_sequence));
+  send_json(out, 200, writer.body(backend_finish(output.finish()), output.usage(), output.stop_sequence()));
 }
 
 void ApiServer::count_tokens(const HttpRequest& request, ResponseWriter& out) {

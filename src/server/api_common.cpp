@@ -317,4 +317,31 @@ std::shared_ptr<RequestHandle> submit_or_answer(Engine& engine, GenerationReques
   return nullptr;
 }
 
+SingleSequenceOutput::SingleSequenceOutput(const BuiltPrompt& prompt, const recipe::ParsingOptions& parsing)
+    : shaper_(prompt), parser_(parsing) {
+  usage_.prompt_tokens = static_cast<int64_t>(prompt.ids.size());
+}
+
+std::vector<recipe::OutputEvent> SingleSequenceOutput::on_event(const TokenEvent& e, RequestHandle& handle) {
+  if (ended()) return {};
+  if (e.n_prompt_tokens > 0) {
+    usage_.prompt_tokens = e.n_prompt_tokens;
+    usage_.prompt_cache_hit_tokens = e.n_cached_prompt_tokens;
+  }
+  usage_.completion_tokens += static_cast<int64_t>(e.tokens.size());
+  std::vector<recipe::OutputEvent> events = parser_.feed(shaper_.shape(e.text));
+  FinishReason finish = e.finish;
+  if (finish == FinishReason::kNone && (shaper_.done() || parser_.finished())) {
+    finish = FinishReason::kStop;
+    handle.cancel();
+  }
+  if (finish != FinishReason::kNone) {
+    const std::vector<recipe::OutputEvent>& rest = parser_.finish();
+    events.insert(events.end(), rest.begin(), rest.end());
+    finish_ = finish;
+    if (e.finish == FinishReason::kStop && !e.stop_string.empty()) stop_sequence_ = e.stop_string;
+  }
+  return events;
+}
+
 }  // namespace deepinfer::server

@@ -14,6 +14,7 @@
 
 #include "deepinfer/engine.h"
 #include "recipe/chat_response.h"
+#include "recipe/output_parser.h"
 #include "server/api_errors.h"
 #include "server/api_metrics.h"
 #include "server/api_prompt.h"
@@ -115,6 +116,30 @@ class OutputShaper {
   int depth_ = 1;  // of the arguments object
   bool in_string_ = false;
   bool escape_ = false;
+};
+
+// One sequence's output as the Messages and Responses endpoints read it: engine events through
+// the OutputShaper and the recipe's parser, usage from the events, and the early stop (a closed
+// forced call, a finished JSON answer, the end of the tool-call block) that cancels the engine
+// request instead of letting it run to max_tokens.
+class SingleSequenceOutput {
+ public:
+  SingleSequenceOutput(const BuiltPrompt& prompt, const recipe::ParsingOptions& parsing);
+
+  // The parser events `e` adds (none once the output ended). Cancels `handle` on an early stop.
+  std::vector<recipe::OutputEvent> on_event(const TokenEvent& e, RequestHandle& handle);
+
+  bool ended() const { return finish_ != FinishReason::kNone; }
+  FinishReason finish() const { return finish_; }
+  const std::optional<std::string>& stop_sequence() const { return stop_sequence_; }
+  const recipe::Usage& usage() const { return usage_; }
+
+ private:
+  OutputShaper shaper_;
+  recipe::OutputParser parser_;
+  recipe::Usage usage_;
+  FinishReason finish_ = FinishReason::kNone;
+  std::optional<std::string> stop_sequence_;
 };
 
 // SSE framing of one data line (OpenAI style, no event name).

@@ -27,15 +27,9 @@ void ApiServer::responses(const HttpRequest& request, ResponseWriter& out) {
   settings.model = config_.served_model_name;
   settings.echo = std::move(echo).value();
   recipe::ResponsesWriter writer(std::move(settings));
-  recipe::OutputParser parser(p->converted.parsing_options);
   const bool stream = p->converted.stream;
-  recipe::Usage usage;
-  usage.prompt_tokens = static_cast<int64_t>(p->prompt.ids.size());
-  FinishReason finish = FinishReason::kNone;
-
+  SingleSequenceOutput output(p->prompt, p->converted.parsing_options);
   bool started = false;
-  OutputShaper shaper(p->prompt);
-  bool ended = false;  // the last event was handled (a forced call or the parser ended it early)
   auto send_events = [&](const std::vector<recipe::ResponsesEvent>& events) {
     for (const recipe::ResponsesEvent& e : events) {
       if (!out.write(e.sse())) return false;
@@ -43,26 +37,8 @@ void ApiServer::responses(const HttpRequest& request, ResponseWriter& out) {
     return true;
   };
   auto on_event = [&](const TokenEvent& e) -> bool {
-    if (ended) return true;
-    if (e.n_prompt_tokens > 0) {
-      usage.prompt_tokens = e.n_prompt_tokens;
-      usage.prompt_cache_hit_tokens = e.n_cached_prompt_tokens;
-    }
-    usage.completion_tokens += static_cast<int64_t>(e.tokens.size());
-    std::vector<recipe::OutputEvent> events = parser.feed(shaper.shape(e.text));
-    // A closed forced call, a finished JSON answer or the end of the tool-call block: nothing
-    // more can follow, so generation stops here rather than at max_tokens.
-    FinishReason event_finish = e.finish;
-    if (event_finish == FinishReason::kNone && (shaper.done() || parser.finished())) {
-      event_finish = FinishReason::kStop;
-      handle->cancel();
-    }
-    if (event_finish != FinishReason::kNone) {
-      ended = true;
-      std::vector<recipe::OutputEvent> rest = parser.finish();
-      events.insert(events.end(), rest.begin(), rest.end());
-      finish = event_finish;
-    }
+    if (output.ended()) return true;
+    const std::vector<recipe::OutputEvent> events = output.on_event(e, *handle);
     if (!stream) {
       writer.events(events);
       return true;
@@ -73,7 +49,7 @@ void ApiServer::responses(const HttpRequest& request, ResponseWriter& out) {
       if (!send_events(writer.start())) return false;
     }
     if (!send_events(writer.events(events))) return false;
-    if (finish != FinishReason::kNone) return send_events(writer.finish(backend_finish(finish), usage));
+    if (output.ended()) return send_events(writer.finish(backend_finish(output.finish()), output.usage()));
     return true;
   };
   RequestTimer timer(*metrics_, arrival);
@@ -82,7 +58,7 @@ void ApiServer::responses(const HttpRequest& request, ResponseWriter& out) {
     out.finish();
     return;
   }
-  send_json(out, 200, writer.body(backend_finish(finish), usage));
+  send_json(out, 200, writer.body(backend_finish(output.finish()), output.usage()));
 }
 
 }  // namespace deepinfer::server
