@@ -10,6 +10,7 @@
 #include "backend/cpu/ops.h"
 #include "backend/cpu/quant.h"
 #include "core/check.h"
+#include "model/arch/hparams.h"
 #include "model/arch/registry.h"
 
 namespace deepinfer {
@@ -83,45 +84,11 @@ class LlamaFamilyModel final : public Model {
 };
 
 Status LlamaFamilyModel::read_config() {
+  DI_RETURN_IF_ERROR(read_common_hparams(*source_, 1e-5, &config_));
   const Metadata& md = source_->metadata();
   ModelConfig& c = config_;
-  DI_ASSIGN_OR_RETURN(c.architecture, md.get_string("general.architecture"));
-  DI_ASSIGN_OR_RETURN(c.name, md.get_string_or("general.name", c.architecture));
   const std::string p = c.architecture + ".";
-  auto get_int = [&](const std::string& key) -> Result<int64_t> {
-    auto r = md.get_int(key);
-    if (!r.ok()) return Status(r.status().code(), source_->path() + ": " + r.status().message());
-    if (*r <= 0) return invalid_argument(source_->path() + ": metadata key '" + key + "' must be positive");
-    return *r;
-  };
-  DI_ASSIGN_OR_RETURN(c.n_embd, get_int(p + "embedding_length"));
-  DI_ASSIGN_OR_RETURN(c.n_layer, get_int(p + "block_count"));
-  DI_ASSIGN_OR_RETURN(c.n_ff, get_int(p + "feed_forward_length"));
-  DI_ASSIGN_OR_RETURN(c.n_head, get_int(p + "attention.head_count"));
-  DI_ASSIGN_OR_RETURN(c.n_ctx_train, get_int(p + "context_length"));
-  c.n_head_kv = c.n_head;
-  if (md.has(p + "attention.head_count_kv")) {
-    DI_ASSIGN_OR_RETURN(c.n_head_kv, get_int(p + "attention.head_count_kv"));
-  }
-  c.head_dim = c.n_embd / c.n_head;
-  if (md.has(p + "attention.key_length")) {
-    DI_ASSIGN_OR_RETURN(c.head_dim, get_int(p + "attention.key_length"));
-  }
-  c.n_rot = c.head_dim;
-  if (md.has(p + "rope.dimension_count")) {
-    DI_ASSIGN_OR_RETURN(c.n_rot, get_int(p + "rope.dimension_count"));
-  }
-  DI_ASSIGN_OR_RETURN(c.rms_norm_eps, md.get_float_or(p + "attention.layer_norm_rms_epsilon", 1e-5));
-  DI_ASSIGN_OR_RETURN(c.rope_theta, md.get_float_or(p + "rope.freq_base", 10000.0));
-  if (c.n_head % c.n_head_kv != 0) {
-    return invalid_argument(source_->path() + ": head_count " + std::to_string(c.n_head) +
-                            " is not a multiple of head_count_kv " + std::to_string(c.n_head_kv));
-  }
-  if (c.n_rot > c.head_dim || c.n_rot % 2 != 0) {
-    return invalid_argument(source_->path() + ": rope dimension " + std::to_string(c.n_rot) +
-                            " must be even and at most the head size " + std::to_string(c.head_dim));
-  }
-  if (c.head_dim > 1024) return unimplemented(source_->path() + ": head size above 1024 is not supported");
+  if (c.n_ff <= 0) return invalid_argument(source_->path() + ": metadata key '" + p + "feed_forward_length' is missing");
 
   // GGUF "llama" weights have Q/K rows permuted for interleaved pairs; Hugging Face checkpoints
   // (and GGUF qwen2) rotate halves. The safetensors loader marks its sources.
@@ -148,13 +115,6 @@ Status LlamaFamilyModel::read_config() {
   DI_ASSIGN_OR_RETURN(uint64_t window, md.get_uint_or(p + "attention.sliding_window", 0));
   c.sliding_window = static_cast<int64_t>(window);
   c.attn_bias = has_tensor("blk.0.attn_q.bias");
-  c.tied_embeddings = !has_tensor("output.weight");
-  DI_ASSIGN_OR_RETURN(const TensorView* embd, source_->get("token_embd.weight"));
-  if (embd->shape.size() != 2) {
-    return invalid_argument(source_->path() + ": tensor 'token_embd.weight' has shape " + embd->shape_string() +
-                            ", expected [n_vocab, " + std::to_string(c.n_embd) + "]");
-  }
-  c.n_vocab = embd->shape[0];
   return {};
 }
 
