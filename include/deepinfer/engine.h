@@ -123,7 +123,10 @@ struct EngineStats {
   int64_t kv_full_blocks_total = 0;
   int64_t kv_sliding_blocks_used = 0;
   int64_t kv_sliding_blocks_total = 0;
-  int64_t kv_sliding_blocks_peak = 0;  // most sliding blocks held at the end of any step
+  // Most sliding blocks held for computed positions at the end of any step; blocks already
+  // allocated for the step planned ahead (asynchronous scheduling) are not counted, so the
+  // figure is the same with and without it.
+  int64_t kv_sliding_blocks_peak = 0;
   int64_t kv_block_size = 0;           // tokens per block
   int64_t kv_cache_bytes = 0;          // KV memory of all layers, both groups
   int64_t prefix_queries = 0;      // prompt tokens looked up in the prefix cache
@@ -133,7 +136,15 @@ struct EngineStats {
   int64_t n_steps = 0;
   int64_t n_preemptions = 0;
   double forward_seconds = 0.0;    // time inside forward passes
-  double overhead_seconds = 0.0;   // step time outside them (scheduling, sampling, bookkeeping)
+  // Step time outside them: the time the model stood idle because of the engine (sampling,
+  // and with synchronous scheduling also planning and bookkeeping, which asynchronous
+  // scheduling does while the next pass runs).
+  double overhead_seconds = 0.0;
+  // Steps that computed no prompt token (every sequence decoding): their count, tokens and
+  // time (forward plus overhead), the batch's steady decode speed without prefill.
+  int64_t decode_steps = 0;
+  int64_t decode_step_tokens = 0;
+  double decode_step_seconds = 0.0;
 };
 
 class Engine {

@@ -350,6 +350,12 @@ int generate_command(const std::vector<std::string>& argv) {
                requests.size(), static_cast<long long>(n_prompt), static_cast<long long>(n_cached),
                static_cast<long long>(n_generated), seconds, n_generated / seconds, static_cast<long long>(s.n_steps),
                step_total > 0 ? 100.0 * s.overhead_seconds / step_total : 0.0, static_cast<long long>(s.n_preemptions));
+  if (s.decode_steps > 0 && s.decode_step_seconds > 0) {
+    std::fprintf(stderr, "decode-only steps: %lld, %lld tokens in %.2f s: %.1f tokens/s, %.1f sequences per step\n",
+                 static_cast<long long>(s.decode_steps), static_cast<long long>(s.decode_step_tokens),
+                 s.decode_step_seconds, s.decode_step_tokens / s.decode_step_seconds,
+                 static_cast<double>(s.decode_step_tokens) / static_cast<double>(s.decode_steps));
+  }
   return 0;
 }
 

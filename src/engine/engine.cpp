@@ -6,12 +6,16 @@
 // first sequence runs alone until its prompt is computed; the others start then, so they find
 // the prompt's full blocks in the prefix cache (only the tail block is recomputed).
 //
-// Asynchronous scheduling (config.async_scheduling): when submissions, cancellations or
-// stop-string requests are waiting as a step starts, its forward pass runs on a ForwardWorker
-// thread while the engine thread admits and applies them, work otherwise done between steps.
-// With nothing waiting the pass runs on the engine thread: handing it over costs two thread
-// wake-ups, which on a busy machine exceed what there is to overlap. The next step's plan
-// itself is not built ahead: a decode's next token is the sample of the step in flight.
+// Asynchronous scheduling (config.async_scheduling): forward passes run on a ForwardWorker
+// thread, and while step N's pass runs the engine thread plans step N+1 (admissions,
+// cancellations, the scheduler's plan, the flattened batch) and then finishes step N-1
+// (scheduler update, events, statistics). Between two passes only step N's sampling and the
+// filling in of N+1's placeholders remain: a decoding sequence's next position is planned
+// before its token is known, and its id is written into N+1's batch right after sampling.
+// Each step owns copies of its block tables, since the KV manager's change while it runs. A
+// sequence that stops at N still has its N+1 position computed (and discarded); one cancelled
+// or preempted while its chunk is in flight has that chunk's outputs dropped (Request::live).
+// Without the flag every step plans, runs, samples and finishes in turn on the engine thread.
 //
 // Batch invariance (config.batch_invariant): every CPU kernel computes a token's row from that
 // token's inputs alone in a fixed order (backend tests BatchedDot and
@@ -79,17 +83,43 @@ struct Sequence {
 // One sampling row of a step, and what sampling it produced.
 struct SampleJob {
   RequestId id = 0;
-  Sequence* seq = nullptr;
+  int32_t epoch = 0;         // the chunk's (Request::live)
   int64_t row = 0;
+  Sequence* seq = nullptr;   // resolved after the pass: the sequence may have ended meanwhile
   int32_t token = 0;
   TokenLogprob logprob;
 };
 
 // One prompt position whose next-token logprob is asked for.
 struct PromptJob {
-  Group* group = nullptr;
+  RequestId id = 0;
+  int32_t epoch = 0;
   int64_t row = 0;
-  int64_t position = 0;  // the logits at `position` predict prompt[position + 1]
+  int64_t position = 0;      // the logits at `position` predict prompt[position + 1]
+  Group* group = nullptr;    // resolved after the pass
+};
+
+// A batch slot whose token id the step before samples.
+struct Placeholder {
+  size_t slot = 0;  // index into Step::tokens
+  RequestId id = 0;
+};
+
+// Everything one step needs from planning to publishing. Under asynchronous scheduling two
+// alternate: one in flight, the next being planned.
+struct Step {
+  StepPlan plan;
+  std::vector<int32_t> tokens;              // the flattened batch
+  std::vector<BatchSequence> batch;         // its block tables point into block_tables
+  std::vector<int32_t> block_tables;        // copied: the KV manager's change while this runs
+  std::vector<SampleJob> sample_jobs;
+  std::vector<PromptJob> prompt_jobs;
+  std::vector<Placeholder> placeholders;
+  std::vector<SampledToken> sampled;
+  int64_t prompt_tokens = 0;                // prompt tokens this step computes
+  double plan_seconds = 0.0;                // planning on the model's critical path (synchronous)
+  double forward_seconds = 0.0;
+  Clock::time_point forward_end;
 };
 
 class EngineImpl final : public Engine {
@@ -257,12 +287,6 @@ class EngineImpl final : public Engine {
     for (Submission& s : incoming) admit(std::move(s));
   }
 
-  // Submissions, cancellations or stop-string requests arrived since the loop last looked.
-  bool work_waiting() {
-    std::lock_guard<std::mutex> lock(wakeup_->mutex);
-    return !queue_.empty() || wakeup_->n_signals != seen_signals_;
-  }
-
   void apply_cancellations() {
     for (auto& [id, seq] : seqs_) {
       if (seq.group->handle->cancelled() || seq.group->handle->stop_requested(seq.index)) scheduler_.cancel(id);
@@ -273,6 +297,7 @@ class EngineImpl final : public Engine {
 
   void loop() {
     bool idle = false;
+    Step* in_flight = nullptr;
     while (true) {
       {
         std::unique_lock<std::mutex> lock(wakeup_->mutex);
@@ -284,8 +309,15 @@ class EngineImpl final : public Engine {
       }
       drain_submissions();
       apply_cancellations();
-      idle = !step();
+      if (worker_) {
+        Step* const before = in_flight;
+        in_flight = step_async(in_flight);
+        idle = before == nullptr && in_flight == nullptr && !ended_some_;
+      } else {
+        idle = !step_sync();
+      }
     }
+    if (in_flight != nullptr) DI_ICHECK(worker_->wait().ok());
     for (auto& [id, seq] : seqs_) {
       seq.group->handle->push(final_event(&seq, *seq.group, seq.index, FinishReason::kCancelled));
       end_unstarted(*seq.group);
@@ -301,52 +333,73 @@ class EngineImpl final : public Engine {
     }
   }
 
-  // One engine step; false when there was nothing to do.
-  bool step() {
+  // One step planned, run, sampled and finished in turn; false when there was nothing to do.
+  bool step_sync() {
+    Step& step = steps_[0];
     const auto t0 = Clock::now();
-    sample_jobs_.clear();
-    step_prompt_tokens_ = 0;
-    StepPlan plan = scheduler_.schedule();
-    for (RequestId id : plan.finished) end_cancelled(id);
-    double forward = 0.0;
-    std::vector<RequestId> finished;
-    if (!plan.empty()) {
-      build_batch(plan);
+    plan(step);
+    step.plan_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+    if (!step.plan.empty()) {
       const auto tf = Clock::now();
-      Status st;
-      if (worker_ && work_waiting()) {
-        worker_->launch([this] { return runner_->run(tokens_, batch_, kv_, pool_); });
-        // Overlapped with the forward pass: neither touches the KV manager or the runner.
-        drain_submissions();
-        apply_cancellations();
-        st = worker_->wait();
-      } else {
-        st = runner_->run(tokens_, batch_, kv_, pool_);
-      }
-      forward = std::chrono::duration<double>(Clock::now() - tf).count();
-      DI_ICHECK(st.ok());  // the scheduler only plans valid batches
-      sample();
-      finished = scheduler_.update(plan, sampled_);
+      DI_ICHECK(runner_->run(step.tokens, step.batch, kv_, pool_).ok());  // the scheduler plans valid batches
+      step.forward_end = Clock::now();
+      step.forward_seconds = std::chrono::duration<double>(step.forward_end - tf).count();
+      sample(step);
     }
-    // Statistics first: a caller that has seen its last event finds this step counted.
-    update_stats(plan, forward, std::chrono::duration<double>(Clock::now() - t0).count());
-    const auto tp = Clock::now();
-    publish();
-    for (RequestId id : finished) {
-      scheduler_.take_finished(id);
-      seqs_.erase(id);
-    }
-    if (!plan.empty()) {
-      std::lock_guard<std::mutex> lock(stats_mutex_);
-      stats_.overhead_seconds += std::chrono::duration<double>(Clock::now() - tp).count();
-    }
-    return !plan.empty() || !plan.finished.empty();
+    finish(step, Clock::time_point{});
+    return !step.plan.empty() || !step.plan.finished.empty();
   }
 
-  void build_batch(const StepPlan& plan) {
-    tokens_.clear();
-    batch_.clear();
-    prompt_jobs_.clear();
+  // Plans the step after `in_flight` while it runs, then samples `in_flight`, launches the new
+  // step and finishes `in_flight` while the new one runs. Returns the step now in flight.
+  Step* step_async(Step* in_flight) {
+    Step& next = in_flight == &steps_[0] ? steps_[1] : steps_[0];
+    plan(next);
+    ended_some_ = !next.plan.finished.empty();
+    if (in_flight != nullptr) {
+      DI_ICHECK(worker_->wait().ok());  // the scheduler plans valid batches
+      sample(*in_flight);
+      fill_placeholders(next, *in_flight);
+    }
+    const auto launch = Clock::now();
+    if (!next.plan.empty()) {
+      worker_->launch([this, &next] {
+        const auto t0 = Clock::now();
+        Status st = runner_->run(next.tokens, next.batch, kv_, pool_);
+        next.forward_end = Clock::now();
+        next.forward_seconds = std::chrono::duration<double>(next.forward_end - t0).count();
+        return st;
+      });
+    }
+    if (in_flight != nullptr) {
+      // The model was idle from the end of in_flight's pass until `launch` (or, with nothing
+      // launched, until in_flight is finished).
+      finish(*in_flight, next.plan.empty() ? Clock::time_point{} : launch);
+    }
+    return next.plan.empty() ? nullptr : &next;
+  }
+
+  // Schedules into `step` and builds its batch; ends the requests cancelled meanwhile.
+  void plan(Step& step) {
+    step.plan = scheduler_.schedule();
+    for (RequestId id : step.plan.finished) end_cancelled(id);
+    build_batch(step);
+  }
+
+  void build_batch(Step& step) {
+    const StepPlan& plan = step.plan;
+    step.tokens.clear();
+    step.batch.clear();
+    step.block_tables.clear();
+    step.sample_jobs.clear();
+    step.prompt_jobs.clear();
+    step.placeholders.clear();
+    step.sampled.clear();
+    step.prompt_tokens = 0;
+    step.plan_seconds = 0.0;
+    step.forward_seconds = 0.0;
+    std::vector<std::pair<size_t, size_t>>& table_at = table_offsets_;  // (full, sliding) offsets
+    table_at.clear();
     int64_t row = 0;
     const auto now = Clock::now();
     for (const ScheduledChunk& c : plan.chunks) {
@@ -356,60 +409,129 @@ class EngineImpl final : public Engine {
         seq.n_cached_prompt = c.first_position;
         seq.queue_seconds = std::chrono::duration<double>(now - seq.group->submitted).count();
       }
-      step_prompt_tokens_ += std::clamp<int64_t>(r->n_prompt - c.first_position, 0, c.n_tokens);
-      tokens_.insert(tokens_.end(), r->tokens.begin() + c.first_position,
-                     r->tokens.begin() + c.first_position + c.n_tokens);
+      step.prompt_tokens += std::clamp<int64_t>(r->n_prompt - c.first_position, 0, c.n_tokens);
+      for (int64_t pos = c.first_position; pos < c.first_position + c.n_tokens; ++pos) {
+        if (pos < r->n_tokens()) {
+          step.tokens.push_back(r->tokens[static_cast<size_t>(pos)]);
+        } else {
+          DI_ICHECK(pos == r->n_tokens() && r->n_placeholders > 1);  // the token in flight
+          step.placeholders.push_back({step.tokens.size(), c.id});
+          step.tokens.push_back(-1);
+        }
+      }
       // Prompt logprobs need every prompt position's logits; otherwise only a sampling row.
       const bool all = seq.collects_prompt_logprobs && c.first_position < r->n_prompt - 1;
       const LogitsMode mode = all ? LogitsMode::kAll : c.samples ? LogitsMode::kLast : LogitsMode::kNone;
-      BatchSequence& b = batch_.emplace_back();
+      BatchSequence& b = step.batch.emplace_back();
       b.n_tokens = c.n_tokens;
       b.first_position = c.first_position;
-      b.block_table = kv_manager_.block_table(c.id);
       b.logits = mode;
-      if (kv_manager_.has_sliding_group()) b.sliding_block_table = kv_manager_.block_table(c.id, kv::kSlidingGroup);
       b.replay_start = r->replay_start;
       b.n_shared = r->n_shared;
+      const auto full = kv_manager_.block_table(c.id);
+      table_at.emplace_back(step.block_tables.size(), full.size());
+      step.block_tables.insert(step.block_tables.end(), full.begin(), full.end());
+      if (kv_manager_.has_sliding_group()) {
+        const auto sliding = kv_manager_.block_table(c.id, kv::kSlidingGroup);
+        table_at.emplace_back(step.block_tables.size(), sliding.size());
+        step.block_tables.insert(step.block_tables.end(), sliding.begin(), sliding.end());
+      }
       if (all) {
         for (int64_t i = 0; i < c.n_tokens && c.first_position + i + 1 < r->n_prompt; ++i) {
-          prompt_jobs_.push_back({seq.group.get(), row + i, c.first_position + i});
+          step.prompt_jobs.push_back({c.id, c.epoch, row + i, c.first_position + i, nullptr});
         }
         row += c.n_tokens;
       } else if (c.samples) {
         ++row;
       }
-      if (c.samples) sample_jobs_.push_back({c.id, &seq, row - 1, 0, {}});
+      if (c.samples) step.sample_jobs.push_back({c.id, c.epoch, row - 1, nullptr, 0, {}});
+    }
+    // The copies are complete: the spans cannot move any more.
+    const int32_t* tables = step.block_tables.data();
+    const size_t per_seq = kv_manager_.has_sliding_group() ? 2 : 1;
+    for (size_t i = 0; i < step.batch.size(); ++i) {
+      const auto [at, n] = table_at[i * per_seq];
+      step.batch[i].block_table = {tables + at, n};
+      if (per_seq == 2) {
+        const auto [s_at, s_n] = table_at[i * per_seq + 1];
+        step.batch[i].sliding_block_table = {tables + s_at, s_n};
+      }
     }
   }
 
-  // Samples every sampling row and computes the logprobs asked for, sequences in parallel:
-  // each has its own Sampler, so the result does not depend on how rows meet threads.
-  void sample() {
-    const auto n_samples = static_cast<int64_t>(sample_jobs_.size());
-    const auto n_jobs = n_samples + static_cast<int64_t>(prompt_jobs_.size());
+  // Writes the ids `done` sampled into `next`'s placeholder slots. Every placeholder's sequence
+  // sampled in `done` and is still live: one cancelled or preempted since was left out of next.
+  void fill_placeholders(Step& next, const Step& done) {
+    for (const Placeholder& p : next.placeholders) {
+      auto it = std::find_if(done.sampled.begin(), done.sampled.end(), [&](const SampledToken& t) { return t.id == p.id; });
+      DI_ICHECK(it != done.sampled.end());
+      next.tokens[p.slot] = it->token;
+    }
+  }
+
+  // Samples every live sampling row and computes the logprobs asked for, sequences in
+  // parallel: each has its own Sampler, so the result does not depend on how rows meet threads.
+  // Rows of sequences cancelled or preempted since the step was planned are dropped.
+  void sample(Step& step) {
+    const auto live = [&](RequestId id, int32_t epoch) {
+      const Request* r = scheduler_.find(id);
+      return r != nullptr && r->live(epoch);
+    };
+    std::erase_if(step.sample_jobs, [&](const SampleJob& s) { return !live(s.id, s.epoch); });
+    std::erase_if(step.prompt_jobs, [&](const PromptJob& p) { return !live(p.id, p.epoch); });
+    for (SampleJob& s : step.sample_jobs) s.seq = &seqs_.at(s.id);
+    for (PromptJob& p : step.prompt_jobs) p.group = seqs_.at(p.id).group.get();
+    const auto n_samples = static_cast<int64_t>(step.sample_jobs.size());
+    const auto n_jobs = n_samples + static_cast<int64_t>(step.prompt_jobs.size());
     pool_.parallel_for(n_jobs, [&](int thread, int64_t begin, int64_t end) {
       auto& scratch = logprob_scratch_[static_cast<size_t>(thread)];
       for (int64_t j = begin; j < end; ++j) {
         if (j < n_samples) {
-          SampleJob& s = sample_jobs_[static_cast<size_t>(j)];
+          SampleJob& s = step.sample_jobs[static_cast<size_t>(j)];
           const std::span<const float> logits = runner_->logits(s.row);
           s.token = s.seq->sampler.sample(logits);
           const int32_t k = s.seq->sampler.params().logprobs;
           if (k >= 0) s.logprob = compute_logprob(logits, s.token, k, scratch);
         } else {
-          const PromptJob& p = prompt_jobs_[static_cast<size_t>(j - n_samples)];
+          const PromptJob& p = step.prompt_jobs[static_cast<size_t>(j - n_samples)];
           const auto next = static_cast<size_t>(p.position + 1);
           p.group->prompt_logprobs[next] = compute_logprob(runner_->logits(p.row), p.group->request.prompt[next],
                                                            p.group->request.sampling.prompt_logprobs, scratch);
         }
       }
     });
-    sampled_.clear();
-    for (const SampleJob& s : sample_jobs_) sampled_.push_back({s.id, s.token});
+    step.sampled.clear();
+    for (const SampleJob& s : step.sample_jobs) step.sampled.push_back({s.id, s.token, s.epoch});
   }
 
-  void publish() {
-    for (SampleJob& s : sample_jobs_) {
+  // After sampling: the scheduler's update, statistics, events, and the finished sequences'
+  // release. `model_resumed` is when the model's next pass started (none: now, after all this).
+  void finish(Step& step, Clock::time_point model_resumed) {
+    std::vector<RequestId> finished;
+    if (!step.plan.empty()) finished = scheduler_.update(step.plan, step.sampled);
+    // Statistics first: a caller that has seen its last event finds this step counted.
+    update_stats(step);
+    publish(step);
+    for (RequestId id : finished) {
+      scheduler_.take_finished(id);
+      seqs_.erase(id);
+    }
+    if (!step.plan.empty()) {
+      const auto resumed = model_resumed == Clock::time_point{} ? Clock::now() : model_resumed;
+      const double overhead =
+          step.plan_seconds + std::max(0.0, std::chrono::duration<double>(resumed - step.forward_end).count());
+      std::lock_guard<std::mutex> lock(stats_mutex_);
+      stats_.overhead_seconds += overhead;
+      if (step.prompt_tokens == 0) {
+        ++stats_.decode_steps;
+        stats_.decode_step_tokens += static_cast<int64_t>(step.plan.chunks.size());
+        stats_.decode_step_seconds += step.forward_seconds + overhead;
+      }
+    }
+  }
+
+  void publish(Step& step) {
+    for (SampleJob& s : step.sample_jobs) {
       const Request* r = scheduler_.find(s.id);
       Sequence& seq = *s.seq;
       Group& g = *seq.group;
@@ -445,7 +567,8 @@ class EngineImpl final : public Engine {
     }
   }
 
-  void update_stats(const StepPlan& plan, double forward, double total) {
+  void update_stats(const Step& step) {
+    const StepPlan& plan = step.plan;
     const kv::KvCacheStats kvs = kv_manager_.stats();
     std::lock_guard<std::mutex> lock(stats_mutex_);
     stats_.n_running = static_cast<int64_t>(scheduler_.n_running());
@@ -458,19 +581,18 @@ class EngineImpl final : public Engine {
     if (kv_manager_.has_sliding_group()) {
       stats_.kv_sliding_blocks_total = kvs.groups[kv::kSlidingGroup].n_blocks;
       stats_.kv_sliding_blocks_used = kvs.groups[kv::kSlidingGroup].n_used;
-      stats_.kv_sliding_blocks_peak = std::max(stats_.kv_sliding_blocks_peak, stats_.kv_sliding_blocks_used);
+      stats_.kv_sliding_blocks_peak = std::max(stats_.kv_sliding_blocks_peak, scheduler_.sliding_blocks_of_done_positions());
     }
     stats_.kv_block_size = kv_.block_size();
     stats_.kv_cache_bytes = static_cast<int64_t>(kv_.bytes());
     stats_.prefix_queries = kvs.prefix_queries;
     stats_.prefix_hits = kvs.prefix_hits;
     stats_.n_preemptions += static_cast<int64_t>(plan.preempted.size());
-    stats_.prompt_tokens += step_prompt_tokens_;
-    stats_.generation_tokens += static_cast<int64_t>(sample_jobs_.size());
+    stats_.prompt_tokens += step.prompt_tokens;
+    stats_.generation_tokens += static_cast<int64_t>(step.sample_jobs.size());
     if (!plan.empty()) {
       ++stats_.n_steps;
-      stats_.forward_seconds += forward;
-      stats_.overhead_seconds += total - forward;
+      stats_.forward_seconds += step.forward_seconds;
     }
   }
 
@@ -488,12 +610,9 @@ class EngineImpl final : public Engine {
   std::unordered_map<RequestId, Sequence> seqs_;
   RequestId next_id_ = 1;
   uint64_t seen_signals_ = 0;  // wakeup_->n_signals when cancellations were last applied
-  std::vector<int32_t> tokens_;
-  std::vector<BatchSequence> batch_;
-  std::vector<SampleJob> sample_jobs_;
-  std::vector<PromptJob> prompt_jobs_;
-  std::vector<SampledToken> sampled_;
-  int64_t step_prompt_tokens_ = 0;  // prompt tokens computed by the current step
+  Step steps_[2];  // synchronous: steps_[0]; asynchronous: in flight and being planned, alternating
+  std::vector<std::pair<size_t, size_t>> table_offsets_;  // build_batch's scratch
+  bool ended_some_ = false;  // the last plan ended cancelled requests (work was done)
   std::vector<std::vector<std::pair<float, int32_t>>> logprob_scratch_;  // [pool threads]
   // Shared with submitters and handles.
   std::shared_ptr<EngineWakeup> wakeup_ = std::make_shared<EngineWakeup>();
@@ -525,13 +644,15 @@ Result<std::shared_ptr<const Tokenizer>> load_tokenizer(const Model& model) {
 // Blocks of the sliding-window group: between steps a running sequence holds at most its
 // window rounded out to whole blocks plus the block being filled (ceil((W - 1) / bs) + 1);
 // during a step its chunk adds its own blocks, and all chunks of a step hold at most the token
-// budget (plus one partial block each). Never more than the full group, which bounds every
-// sequence's length. Falling short would only mean preemption, a normal outcome.
+// budget (plus one partial block each). With asynchronous scheduling the step planned ahead
+// holds its chunks too, before the step in flight gives back what left the window: two steps'
+// budget. Never more than the full group, which bounds every sequence's length. Falling short
+// would only mean preemption, a normal outcome.
 int64_t sliding_pool_blocks(const EngineConfig& config, const ModelConfig& model, int64_t n_blocks) {
   if (!model.has_sliding_layers()) return 0;
   const int64_t bs = config.block_size;
   const int64_t per_seq = (model.layer_window - 1 + bs - 1) / bs + 2;
-  const int64_t chunks = (config.max_num_batched_tokens + bs - 1) / bs;
+  const int64_t chunks = (config.max_num_batched_tokens + bs - 1) / bs * (config.async_scheduling ? 2 : 1);
   return std::min(n_blocks, config.max_num_seqs * per_seq + chunks);
 }
 

@@ -22,7 +22,13 @@ struct Request {
   RequestId id = 0;
   std::vector<int32_t> tokens;  // prompt followed by generated tokens
   int64_t n_prompt = 0;
-  int64_t n_computed = 0;       // leading tokens whose KV is in the cache
+  // Leading tokens whose KV is in the cache or being computed by a step in flight: schedule()
+  // advances it, so the next step can be planned before the last one has finished.
+  int64_t n_computed = 0;
+  // Tokens sampled by steps in flight and not yet known (asynchronous scheduling plans a decode
+  // one position past the known tokens; the engine fills the id in before that step runs).
+  int64_t n_placeholders = 0;
+  int64_t n_done = 0;  // leading positions whose passes have finished (update())
   // SWA bounded replay (models with sliding-window layers): after a prefix hit of n_shared
   // tokens, computing restarts at replay_start (<= n_shared) to rebuild the sliding layers'
   // window. Full-attention layers keep the shared rows below n_shared untouched, and sliding
@@ -39,11 +45,14 @@ struct Request {
   uint64_t arrival = 0;         // submission order, the tie-break everywhere
   RequestState state = RequestState::kWaiting;
   FinishReason finish = FinishReason::kNone;
-  int32_t n_preemptions = 0;
+  int32_t n_preemptions = 0;     // also the epoch of its scheduled chunks: a preempted
+                                 // request's chunks in flight are discarded
   bool cancel_requested = false;
 
   int64_t n_tokens() const { return static_cast<int64_t>(tokens.size()); }
   int64_t n_generated() const { return n_tokens() - n_prompt; }
+  // The chunk's outputs still apply: the request runs and was not preempted since planning it.
+  bool live(int32_t epoch) const { return state == RequestState::kRunning && n_preemptions == epoch; }
 };
 
 }  // namespace deepinfer

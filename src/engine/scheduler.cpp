@@ -61,6 +61,8 @@ void Scheduler::preempt(Request* r, StepPlan& plan) {
   kv_.free(r->id);
   std::erase(running_, r);
   r->n_computed = 0;  // recomputed from the prefix cache and the prompt when readmitted
+  r->n_placeholders = 0;  // a token in flight is discarded (the epoch below changes)
+  r->n_done = 0;
   ++r->n_preemptions;
   insert_waiting(r, /*at_front=*/true);
   plan.preempted.push_back(r->id);
@@ -97,7 +99,11 @@ StepPlan Scheduler::schedule() {
   // not been scheduled yet in this loop, or the current request itself.
   for (size_t i = 0; i < running_.size() && budget > 0;) {
     Request* r = running_[i];
-    const int64_t n = std::min(r->n_tokens() - r->n_computed, budget);
+    if (r->n_placeholders > 0 && r->n_generated() + r->n_placeholders >= r->max_tokens) {
+      ++i;  // its last token is in flight
+      continue;
+    }
+    const int64_t n = std::min(r->n_tokens() + r->n_placeholders - r->n_computed, budget);
     DI_ICHECK(n > 0);
     bool scheduled = false;
     while (true) {
@@ -110,7 +116,7 @@ StepPlan Scheduler::schedule() {
       if (victim == r) break;
     }
     if (!scheduled) break;  // r itself was the lowest: nothing after it is left to serve
-    plan.chunks.push_back({r->id, r->n_computed, n, r->n_computed + n == r->n_tokens()});
+    plan_chunk(r, n, plan);
     budget -= n;
     ++i;
   }
@@ -128,30 +134,50 @@ StepPlan Scheduler::schedule() {
     if (!kv_.allocate_slots(r->id, start + n, &hit, start)) break;  // waits for blocks to free up
     waiting_.pop_front();
     r->n_computed = start;
+    r->n_done = start;
     r->n_shared = hit.n_tokens;
     r->replay_start = start;
     r->state = RequestState::kRunning;
     auto pos = std::find_if(running_.begin(), running_.end(), [&](const Request* x) { return ranks_before(*r, *x); });
     running_.insert(pos, r);
-    plan.chunks.push_back({r->id, r->n_computed, n, r->n_computed + n == r->n_tokens()});
+    plan_chunk(r, n, plan);
     budget -= n;
   }
   for (const ScheduledChunk& c : plan.chunks) plan.n_tokens += c.n_tokens;
   return plan;
 }
 
+void Scheduler::plan_chunk(Request* r, int64_t n, StepPlan& plan) {
+  const bool samples = r->n_computed + n == r->n_tokens() + r->n_placeholders;
+  plan.chunks.push_back({r->id, r->n_computed, n, samples, r->n_preemptions});
+  r->n_computed += n;
+  if (samples) ++r->n_placeholders;
+}
+
+int64_t Scheduler::sliding_blocks_of_done_positions() const {
+  int64_t n = 0;
+  for (const Request* r : running_) n += kv_.sliding_blocks_below(r->id, r->n_done);
+  return n;
+}
+
 std::vector<RequestId> Scheduler::update(const StepPlan& plan, const std::vector<SampledToken>& sampled) {
   for (const ScheduledChunk& c : plan.chunks) {
-    Request* r = requests_.at(c.id).get();
-    if (r->state != RequestState::kRunning) continue;
-    r->n_computed = c.first_position + c.n_tokens;
-    kv_.cache_full_blocks(r->id, r->tokens, r->n_computed, r->cache_salt);
-    kv_.free_out_of_window(r->id, r->n_computed);
+    auto it = requests_.find(c.id);
+    if (it == requests_.end() || !it->second->live(c.epoch)) continue;
+    Request* r = it->second.get();
+    // Every position the pass computed had a known token (placeholders were filled in).
+    const int64_t computed = c.first_position + c.n_tokens;
+    r->n_done = computed;
+    kv_.cache_full_blocks(r->id, r->tokens, computed, r->cache_salt);
+    kv_.free_out_of_window(r->id, computed);
   }
   std::vector<RequestId> finished;
   for (const SampledToken& s : sampled) {
-    Request* r = requests_.at(s.id).get();
-    if (r->state != RequestState::kRunning) continue;
+    auto it = requests_.find(s.id);
+    if (it == requests_.end() || !it->second->live(s.epoch)) continue;
+    Request* r = it->second.get();
+    DI_ICHECK(r->n_placeholders > 0);
+    --r->n_placeholders;
     r->tokens.push_back(s.token);
     const bool stop = std::find(r->stop_token_ids.begin(), r->stop_token_ids.end(), s.token) != r->stop_token_ids.end();
     if (stop || r->n_generated() >= r->max_tokens) {

@@ -7,8 +7,13 @@
 // from their cached prefix. When KV blocks run out the lowest-ranked running request is
 // preempted: its blocks are freed and it waits again, to be recomputed (a normal outcome).
 //
-// schedule() emits a plain-data StepPlan; the runner executes it and update() applies the
-// sampled tokens. With a sliding-window KV group, admission after a prefix hit starts at the
+// schedule() emits a plain-data StepPlan and advances each scheduled request's computed count;
+// the runner executes the plan and update() applies the sampled tokens. The next schedule()
+// may come before the last plan's update() (asynchronous scheduling): a sequence whose sampled
+// token is still in flight gets its next decode position all the same, with a placeholder the
+// engine fills in before that step runs, unless the token in flight is its last (max_tokens).
+// A stop token in flight costs one discarded position; a chunk whose request was preempted or
+// finished since its planning is ignored by update(). With a sliding-window KV group, admission after a prefix hit starts at the
 // replay start (see Request) and each update drops the blocks that left the window. Features such as speculative decoding or grammar masks attach to the plan
 // and the update, not to branches here. Single-threaded: the engine thread owns it.
 #pragma once
@@ -45,6 +50,7 @@ struct ScheduledChunk {
   int64_t first_position = 0;  // == the request's n_computed before the step
   int64_t n_tokens = 0;
   bool samples = false;        // the chunk reaches the last known token: a new token follows
+  int32_t epoch = 0;           // the request's n_preemptions when planned (Request::live)
 };
 
 struct StepPlan {
@@ -59,6 +65,7 @@ struct StepPlan {
 struct SampledToken {
   RequestId id = 0;
   int32_t token = 0;
+  int32_t epoch = 0;  // the sampling chunk's
 };
 
 class Scheduler {
@@ -70,12 +77,16 @@ class Scheduler {
   void cancel(RequestId id);
 
   StepPlan schedule();
-  // Advances the computed counts of the plan's chunks, appends sampled tokens, publishes full
-  // blocks to the prefix cache and finishes requests that hit a stop token or max_tokens.
-  // Returns the ids finished by this update.
+  // After the plan's forward pass: publishes the full blocks it computed to the prefix cache,
+  // frees sliding-window blocks that left the window, appends sampled tokens and finishes
+  // requests that hit a stop token or max_tokens. Chunks and tokens of requests no longer live
+  // are skipped. Returns the ids finished by this update.
   std::vector<RequestId> update(const StepPlan& plan, const std::vector<SampledToken>& sampled);
 
   const Request* find(RequestId id) const;
+  // Sliding-window blocks the running requests hold for positions whose passes have finished
+  // (not those allocated for a step planned ahead).
+  int64_t sliding_blocks_of_done_positions() const;
   // Finished requests are handed back (and forgotten) here.
   std::unique_ptr<Request> take_finished(RequestId id);
 
@@ -88,6 +99,7 @@ class Scheduler {
   void preempt(Request* r, StepPlan& plan);
   void finish(Request* r, FinishReason reason);
   Request* lowest_ranked_running(const Request* except) const;
+  void plan_chunk(Request* r, int64_t n, StepPlan& plan);
   int64_t replay_start_for(int64_t n_hit) const;
 
   SchedulerConfig config_;

@@ -107,6 +107,15 @@ void KvCacheManager::cache_full_blocks(RequestId id, std::span<const int32_t> to
   }
 }
 
+int64_t KvCacheManager::sliding_blocks_below(RequestId id, int64_t n_tokens) const {
+  if (!has_sliding_group()) return 0;
+  auto it = requests_.find(id);
+  if (it == requests_.end()) return 0;
+  const std::vector<BlockId>& table = it->second.blocks[kSlidingGroup];
+  const auto n = std::min<size_t>(table.size(), static_cast<size_t>(n_blocks_for(n_tokens)));
+  return std::count_if(table.begin(), table.begin() + static_cast<std::ptrdiff_t>(n), [](BlockId b) { return b != kNoBlock; });
+}
+
 void KvCacheManager::free_out_of_window(RequestId id, int64_t n_computed) {
   if (!has_sliding_group()) return;
   auto it = requests_.find(id);

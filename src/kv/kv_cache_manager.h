@@ -108,6 +108,8 @@ class KvCacheManager {
 
   // Returns the sliding group's blocks that no query at position >= n_computed can see.
   void free_out_of_window(RequestId id, int64_t n_computed);
+  // Sliding-group blocks request `id` holds for positions below n_tokens.
+  int64_t sliding_blocks_below(RequestId id, int64_t n_tokens) const;
 
   // Releases every block of request `id` (tail first, so a chain's head outlives its tail in
   // the LRU queue). Unknown ids are ignored: cancellation may race with completion.

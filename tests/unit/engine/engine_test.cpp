@@ -92,6 +92,51 @@ TEST(Engine, ConcurrentRequestsEqualEachAlone) {
   EXPECT_EQ(s.n_running + s.n_waiting, 0);
 }
 
+// Asynchronous scheduling plans each step before the last one's tokens are known: a stop token
+// in flight costs a discarded position, never an extra token in the stream. 16 concurrent
+// requests, each stopping on one of its own greedy tokens or at max_tokens, stream the same
+// tokens and finish reasons as with synchronous scheduling, and leave no block behind.
+TEST(Engine, AsynchronousSchedulingStreamsWhatSynchronousDoes) {
+  auto model = std::move(Model::load(tiny("llama_gqa_tied"))).value();
+  const auto prompts = random_prompts(16, model->config().n_vocab, 3);
+  std::vector<GenerationRequest> requests;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    GenerationRequest r = greedy(prompts[i], 12);
+    r.sampling.ignore_eos = true;
+    const auto alone = greedy_alone(*model, prompts[i], 12);
+    if (i % 3 != 0) r.stop_token_ids = {alone[i % 7]};  // stops there (or earlier, on a repeat)
+    requests.push_back(r);
+  }
+  std::vector<std::pair<std::vector<int32_t>, FinishReason>> streams[2];
+  for (bool async : {false, true}) {
+    EngineConfig cfg;
+    cfg.model_path = tiny("llama_gqa_tied");
+    cfg.threads = 2;
+    cfg.max_num_batched_tokens = 48;
+    cfg.async_scheduling = async;
+    auto engine = std::move(Engine::create(cfg)).value();
+    std::vector<std::shared_ptr<RequestHandle>> handles;
+    for (const auto& r : requests) handles.push_back(std::move(engine->submit(r)).value());
+    for (auto& h : handles) {
+      FinishReason reason = FinishReason::kNone;
+      auto tokens = collect(*h, &reason);
+      streams[async].emplace_back(std::move(tokens), reason);
+    }
+    const EngineStats s = engine->stats();
+    EXPECT_EQ(s.kv_usage, 0.0);
+    EXPECT_EQ(s.n_running + s.n_waiting, 0);
+    EXPECT_GT(s.decode_steps, 0);
+    EXPECT_GT(s.decode_step_tokens, s.decode_steps);  // decodes were batched
+  }
+  int stopped = 0;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    EXPECT_EQ(streams[1][i].first, streams[0][i].first) << "request " << i;
+    EXPECT_EQ(streams[1][i].second, streams[0][i].second) << "request " << i;
+    stopped += streams[0][i].second == FinishReason::kStop;
+  }
+  EXPECT_GE(stopped, 8);
+}
+
 TEST(Engine, PrefixHitAndPreemptionGiveTheColdTokens) {
   auto model = std::move(Model::load(tiny("qwen2_gqa"))).value();
   EngineConfig cfg;

@@ -38,7 +38,7 @@ class Harness {
     std::vector<SampledToken> sampled;
     for (const ScheduledChunk& c : plan.chunks) {
       s.chunks += (s.chunks.empty() ? "" : " ") + std::string(1, static_cast<char>(c.id)) + ":" + std::to_string(c.n_tokens);
-      if (c.samples) sampled.push_back({c.id, static_cast<int32_t>(100 + c.first_position + c.n_tokens)});
+      if (c.samples) sampled.push_back({c.id, static_cast<int32_t>(100 + c.first_position + c.n_tokens), c.epoch});
     }
     for (RequestId id : scheduler_.update(plan, sampled)) finished_.push_back(scheduler_.take_finished(id));
     for (RequestId id : plan.finished) finished_.push_back(scheduler_.take_finished(id));
@@ -208,6 +208,77 @@ TEST(Scheduler, StopTokenFinishes) {
   h.scheduler().add(std::move(r));
   h.expect({{"S:3", "S", "", ""}, {"S:1", "", "", ""}});
   EXPECT_EQ(h.finished('S')->finish, FinishReason::kStop);
+}
+
+// Asynchronous scheduling: the next plan is made before the last one's update. A sampling
+// chunk leaves a placeholder; the next plan decodes one position past the known tokens.
+TEST(Scheduler, PlansTheNextDecodeBeforeTheTokenIsKnown) {
+  Harness h({.max_num_batched_tokens = 64, .max_num_seqs = 8}, 16);
+  h.add('A', 5, 3);
+  const StepPlan first = h.scheduler().schedule();
+  ASSERT_EQ(first.chunks.size(), 1u);
+  EXPECT_TRUE(first.chunks[0].samples);
+  const Request* a = h.scheduler().find('A');
+  EXPECT_EQ(a->n_computed, 5);
+  EXPECT_EQ(a->n_placeholders, 1);
+  // Planned while `first` runs: position 5, whose token `first` samples.
+  const StepPlan second = h.scheduler().schedule();
+  ASSERT_EQ(second.chunks.size(), 1u);
+  EXPECT_EQ(second.chunks[0].first_position, 5);
+  EXPECT_EQ(second.chunks[0].n_tokens, 1);
+  EXPECT_EQ(a->n_placeholders, 2);
+  EXPECT_TRUE(h.scheduler().update(first, {{'A', 105, first.chunks[0].epoch}}).empty());
+  EXPECT_EQ(a->n_tokens(), 6);
+  EXPECT_EQ(a->n_placeholders, 1);
+  // Third plan while `second` runs: its token would be the 3rd and last, so nothing is planned
+  // past it (no wasted position at max_tokens).
+  const StepPlan third = h.scheduler().schedule();
+  ASSERT_EQ(third.chunks.size(), 1u);
+  EXPECT_EQ(third.chunks[0].first_position, 6);
+  EXPECT_TRUE(h.scheduler().update(second, {{'A', 106, second.chunks[0].epoch}}).empty());
+  EXPECT_TRUE(h.scheduler().schedule().empty());
+  EXPECT_EQ(h.scheduler().update(third, {{'A', 107, third.chunks[0].epoch}}), std::vector<RequestId>{'A'});
+  EXPECT_EQ(a->tokens, (std::vector<int32_t>{1, 2, 3, 4, 5, 105, 106, 107}));
+  h.scheduler().take_finished('A');
+  EXPECT_EQ(h.kv().stats().pool.n_free, 16);
+}
+
+// A stop token in flight: the position planned after it is computed and discarded, and the
+// request's blocks come back once; a plan for a preempted request is ignored by update().
+TEST(Scheduler, OutputsOfPlansOvertakenByAStopOrAPreemptionAreDropped) {
+  Harness h({.max_num_batched_tokens = 64, .max_num_seqs = 8}, 16);
+  auto r = std::make_unique<Request>();
+  r->id = 'S';
+  r->tokens = {1, 2, 3};
+  r->n_prompt = 3;
+  r->max_tokens = 10;
+  r->stop_token_ids = {7};
+  h.scheduler().add(std::move(r));
+  const StepPlan first = h.scheduler().schedule();
+  const StepPlan second = h.scheduler().schedule();  // planned past the token in flight
+  ASSERT_EQ(second.chunks.size(), 1u);
+  EXPECT_EQ(h.scheduler().update(first, {{'S', 7, first.chunks[0].epoch}}), std::vector<RequestId>{'S'});
+  EXPECT_EQ(h.kv().stats().pool.n_free, 16);
+  // `second` ran anyway; its update finds the request finished and changes nothing.
+  EXPECT_TRUE(h.scheduler().update(second, {{'S', 9, second.chunks[0].epoch}}).empty());
+  EXPECT_EQ(h.scheduler().find('S')->tokens, (std::vector<int32_t>{1, 2, 3, 7}));
+  EXPECT_EQ(h.kv().stats().pool.n_free, 16);
+
+  // Two requests in 4 blocks: the plan made while A and B's decodes are in flight preempts B,
+  // and B's token from the step in flight must not land (its epoch changed).
+  Harness p({.max_num_batched_tokens = 64, .max_num_seqs = 8}, 4);
+  p.add('A', 8, 4, 0, 1);
+  p.add('B', 7, 4, 0, 50);
+  const StepPlan prefill = p.scheduler().schedule();          // A:8 (2 blocks), B:7 (2 blocks)
+  const StepPlan decode = p.scheduler().schedule();           // A needs a 3rd block: B preempted
+  EXPECT_EQ(decode.preempted, std::vector<RequestId>{'B'});
+  const Request* b = p.scheduler().find('B');
+  EXPECT_EQ(b->state, RequestState::kWaiting);
+  EXPECT_TRUE(p.scheduler().update(prefill, {{'A', 108, prefill.chunks[0].epoch}, {'B', 107, prefill.chunks[1].epoch}}).empty());
+  EXPECT_EQ(b->n_tokens(), 7);  // dropped
+  EXPECT_EQ(b->n_computed, 0);
+  EXPECT_EQ(b->n_placeholders, 0);
+  EXPECT_EQ(p.scheduler().find('A')->n_tokens(), 9);
 }
 
 }  // namespace
