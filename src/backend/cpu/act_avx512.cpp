@@ -68,6 +68,16 @@ void gelu_tanh_mul(float* gate, const float* up, int64_t n) {
   });
 }
 
+// x[i] = exp(x[i]) for finite x (past float's range: 0 or inf).
+void exp_inplace(float* x, int64_t n) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(x + i, exp_ps(_mm512_loadu_ps(x + i)));
+  if (i < n) {
+    const __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1);
+    _mm512_mask_storeu_ps(x + i, m, exp_ps(_mm512_maskz_loadu_ps(m, x + i)));
+  }
+}
+
 }  // namespace
 #endif  // DI_ACT_AVX512
 
@@ -84,6 +94,14 @@ GatedFn silu_mul_fn() {
 GatedFn gelu_tanh_mul_fn() {
 #if defined(DI_ACT_AVX512)
   return gelu_tanh_mul;
+#else
+  return nullptr;
+#endif
+}
+
+ExpFn exp_fn() {
+#if defined(DI_ACT_AVX512)
+  return exp_inplace;
 #else
   return nullptr;
 #endif

@@ -5,12 +5,136 @@
 #include <limits>
 #include <vector>
 
+#include "backend/cpu/quant_kernels.h"
 #include "backend/cpu/vec_f32.h"
 #include "core/check.h"
 
 namespace deepinfer::cpu {
 
+namespace {
+
+constexpr int64_t kTile = 32;  // keys per softmax tile
+
+void exp_scalar(float* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) x[i] = std::exp(x[i]);
+}
+
+ExpFn exp_kernel() {
+  static const ExpFn fn = [] {
+    const ExpFn fast = cpu_has(Isa::kAvx512) ? avx512::exp_fn() : nullptr;
+    return fast ? fast : exp_scalar;
+  }();
+  return fn;
+}
+
+// y += a * x
+inline void axpy_f32(float* y, float a, const float* x, int64_t n) {
+  int64_t i = 0;
+#if defined(__AVX512F__)
+  const __m512 va = _mm512_set1_ps(a);
+  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, _mm512_fmadd_ps(va, _mm512_loadu_ps(x + i), _mm512_loadu_ps(y + i)));
+#elif defined(__AVX2__) && defined(__FMA__)
+  const __m256 va = _mm256_set1_ps(a);
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+#endif
+  for (; i < n; ++i) y[i] += a * x[i];
+}
+
+// Per query head: running max, running sum and the unnormalised output.
+struct HeadState {
+  float m;
+  float l;
+  float* acc;  // [head_dim]
+};
+
+}  // namespace
+
+// Tiled online softmax. A work item is one token and a run of query heads that share a KV head
+// (all of the group when there are enough items to keep the threads busy, else one head), so
+// each key and value row is read once for the run. Keys go in tiles cut at multiples of kTile
+// positions: scores of the tile, one max, one vector exponential, one rescale of the output per
+// tile instead of per key. A head's arithmetic depends neither on the run it is in, nor on the
+// batch, nor on the KV layout (paged or contiguous, any block size): tiles follow positions only.
 void attention(const AttentionShape& shape, const float* q, int64_t n_tokens, std::span<const int32_t> positions,
+               std::span<const SequenceKv> sequences, std::span<const int32_t> token_seq, float* out,
+               ThreadPool& pool) {
+  const int64_t d = shape.head_dim;
+  const int64_t group = shape.n_head / shape.n_head_kv;
+  const int64_t kv_stride = shape.n_head_kv * d;
+  DI_ICHECK(shape.n_head % shape.n_head_kv == 0);
+  const int64_t run = n_tokens * shape.n_head_kv >= 4 * pool.n_threads() ? group : 1;
+  const int64_t runs_per_token = shape.n_head / run;
+  const ExpFn exp_tile = exp_kernel();
+  pool.parallel_for(n_tokens * runs_per_token, [&](int, int64_t begin, int64_t end) {
+    thread_local std::vector<float> scratch;
+    scratch.resize(static_cast<size_t>(run * (d + kTile)));
+    HeadState heads[64];
+    int64_t rows[kTile];  // the tile's key and value offsets
+    DI_ICHECK(run <= 64);
+    for (int64_t item = begin; item < end; ++item) {
+      const int64_t t = item / runs_per_token;
+      const int64_t h0 = (item % runs_per_token) * run;
+      const int64_t kv_h = h0 / group;
+      const SequenceKv& seq = sequences[static_cast<size_t>(token_seq[t])];
+      const float* q0 = q + (t * shape.n_head + h0) * d;
+      float* scores = scratch.data() + run * d;  // [run][kTile]
+      for (int64_t r = 0; r < run; ++r) {
+        heads[r] = {-std::numeric_limits<float>::infinity(), 0.0f, scratch.data() + r * d};
+        std::fill(heads[r].acc, heads[r].acc + d, 0.0f);
+      }
+      const int64_t last = positions[t];
+      const int64_t window_first = shape.sliding_window > 0 ? last - shape.sliding_window + 1 : 0;
+      const int64_t first = std::max<int64_t>({0, window_first, seq.min_position});
+      int64_t block = first / seq.block_size, offset = first % seq.block_size;  // of key j0
+      for (int64_t j0 = first; j0 <= last;) {
+        // The tile: j0..j1-1, cut on a grid of positions (the same whatever the KV layout).
+        const int64_t j1 = std::min(last + 1, (j0 / kTile + 1) * kTile);
+        const int64_t n = j1 - j0;
+        for (int64_t j = 0; j < n; ++j) {
+          rows[j] = (seq.block_table ? static_cast<int64_t>(seq.block_table[block]) * seq.block_size + offset : j0 + j) *
+                        kv_stride + kv_h * d;
+          if (++offset == seq.block_size) {
+            offset = 0;
+            ++block;
+          }
+        }
+        for (int64_t r = 0; r < run; ++r) {
+          float* s = scores + r * kTile;
+          const float* qh = q0 + r * d;
+          float tile_max = -std::numeric_limits<float>::infinity();
+          for (int64_t j = 0; j < n; ++j) {
+            s[j] = dot_f32(qh, seq.k + rows[j], d) * shape.scale;
+            tile_max = std::max(tile_max, s[j]);
+          }
+          HeadState& hs = heads[r];
+          const float m = std::max(hs.m, tile_max);
+          const float rescale = std::exp(hs.m - m);  // 0 on the first tile
+          for (int64_t j = 0; j < n; ++j) s[j] -= m;
+          exp_tile(s, n);
+          float sum = 0.0f;
+          for (int64_t j = 0; j < n; ++j) sum += s[j];
+          hs.l = hs.l * rescale + sum;
+          hs.m = m;
+          if (rescale != 1.0f) {
+            for (int64_t i = 0; i < d; ++i) hs.acc[i] *= rescale;
+          }
+        }
+        for (int64_t j = 0; j < n; ++j) {
+          const float* vj = seq.v + rows[j];
+          for (int64_t r = 0; r < run; ++r) axpy_f32(heads[r].acc, scores[r * kTile + j], vj, d);
+        }
+        j0 = j1;
+      }
+      for (int64_t r = 0; r < run; ++r) {
+        float* oh = out + (t * shape.n_head + h0 + r) * d;
+        const float inv = 1.0f / heads[r].l;
+        for (int64_t i = 0; i < d; ++i) oh[i] = heads[r].acc[i] * inv;
+      }
+    }
+  });
+}
+
+void attention_reference(const AttentionShape& shape, const float* q, int64_t n_tokens, std::span<const int32_t> positions,
                std::span<const SequenceKv> sequences, std::span<const int32_t> token_seq, float* out,
                ThreadPool& pool) {
   const int64_t d = shape.head_dim;

@@ -1,5 +1,6 @@
-// Attention over paged or contiguous KV caches, with a scalar-per-key online softmax that is
-// also its own reference (tests/unit/backend/ops_test.cpp).
+// Attention over paged or contiguous KV caches: a tiled online softmax (a vector exponential
+// per tile of keys, key and value rows shared by the query heads of a KV head), and the
+// per-key online softmax it is tested against (attention_reference; tests/unit/backend/ops_test.cpp).
 #pragma once
 
 #include <cstdint>
@@ -45,6 +46,11 @@ struct SequenceKv {
 void attention(const AttentionShape& shape, const float* q, int64_t n_tokens, std::span<const int32_t> positions,
                std::span<const SequenceKv> sequences, std::span<const int32_t> token_seq, float* out,
                ThreadPool& pool);
+
+// The oracle: the same contract, one key at a time in plain order.
+void attention_reference(const AttentionShape& shape, const float* q, int64_t n_tokens,
+                         std::span<const int32_t> positions, std::span<const SequenceKv> sequences,
+                         std::span<const int32_t> token_seq, float* out, ThreadPool& pool);
 
 // Single contiguous sequence (every token belongs to it).
 void attention(const AttentionShape& shape, const float* q, int64_t n_tokens, std::span<const int32_t> positions,

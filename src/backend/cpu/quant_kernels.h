@@ -31,6 +31,8 @@ using GemmFn = void (*)(const void* w, size_t w_stride, int64_t n_rows, const vo
 
 // gate[i] = act(gate[i]) * up[i] for i < n (the gated activations of ops.h).
 using GatedFn = void (*)(float* gate, const float* up, int64_t n);
+// x[i] = exp(x[i]) for i < n.
+using ExpFn = void (*)(float* x, int64_t n);
 
 // Instruction-set tiers of the kernels below, lowest first.
 enum class Isa { kScalar, kAvx2, kAvx512 };
@@ -74,6 +76,8 @@ GemmFn gemm_fn(DType weight_type);
 // ops.h's silu_mul and gelu_tanh_mul with a vector exponential (act_avx512.cpp).
 GatedFn silu_mul_fn();
 GatedFn gelu_tanh_mul_fn();
+// The same vector exponential over an array (attention's softmax tiles).
+ExpFn exp_fn();
 }  // namespace avx512
 
 // Sub-block scales and mins of the k-quants, unpacked from their 6-bit packing (layouts in
