@@ -12,7 +12,7 @@ namespace {
 
 struct Choice {
   Choice(const recipe::ParsingOptions& parsing, recipe::ChatResponseSettings settings, const BuiltPrompt& prompt)
-      : parser(parsing), writer(std::move(settings)), shaper(prompt) {}
+      : parser(parsing), shaper(prompt), writer(std::move(settings)) {}
   recipe::OutputParser parser;
   OutputShaper shaper;
   bool ended = false;  // its last event was handled (a forced call or the parser ended it early)

@@ -40,6 +40,51 @@ inline void axpy_f32(float* y, float a, const float* x, int64_t n) {
   for (; i < n; ++i) y[i] += a * x[i];
 }
 
+#if defined(__AVX512F__)
+// Lane j of the result is the sum of v[j]'s 16 lanes. A transposing tree: pairs within 128-bit
+// lanes (unpack), then quadruples (shuffle_ps), then across 128-bit lanes (shuffle_f32x4).
+// Every lane's 16 terms are added in the same pattern, wherever its vector sits.
+inline __m512 transpose_sum16(const __m512* v) {
+  __m512 pairs[8];
+  for (int i = 0; i < 8; ++i) {
+    pairs[i] = _mm512_add_ps(_mm512_unpacklo_ps(v[2 * i], v[2 * i + 1]), _mm512_unpackhi_ps(v[2 * i], v[2 * i + 1]));
+  }
+  __m512 quads[4];  // quads[g]: vectors 4g..4g+3, one per element of each 128-bit lane
+  for (int g = 0; g < 4; ++g) {
+    quads[g] = _mm512_add_ps(_mm512_shuffle_ps(pairs[2 * g], pairs[2 * g + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                             _mm512_shuffle_ps(pairs[2 * g], pairs[2 * g + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+  }
+  const __m512 e01 = _mm512_add_ps(_mm512_shuffle_f32x4(quads[0], quads[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                                   _mm512_shuffle_f32x4(quads[0], quads[1], _MM_SHUFFLE(3, 1, 3, 1)));
+  const __m512 e23 = _mm512_add_ps(_mm512_shuffle_f32x4(quads[2], quads[3], _MM_SHUFFLE(2, 0, 2, 0)),
+                                   _mm512_shuffle_f32x4(quads[2], quads[3], _MM_SHUFFLE(3, 1, 3, 1)));
+  return _mm512_add_ps(_mm512_shuffle_f32x4(e01, e23, _MM_SHUFFLE(2, 0, 2, 0)),
+                       _mm512_shuffle_f32x4(e01, e23, _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
+// s[j] = q . k(rows[j]) for j < n <= 16, head_dim d a multiple of 16: one FMA chain per key,
+// then one transposing reduction for all of them.
+inline void scores16(const float* q, const float* k, const int64_t* rows, int64_t n, int64_t d, float* s) {
+  __m512 acc[16];
+  for (int64_t j = 0; j < 16; ++j) acc[j] = _mm512_setzero_ps();
+  for (int64_t c = 0; c < d; c += 16) {
+    const __m512 qc = _mm512_loadu_ps(q + c);
+    for (int64_t j = 0; j < n; ++j) acc[j] = _mm512_fmadd_ps(qc, _mm512_loadu_ps(k + rows[j] + c), acc[j]);
+  }
+  _mm512_mask_storeu_ps(s, static_cast<__mmask16>((1u << n) - 1), transpose_sum16(acc));
+}
+
+// acc[0..d) += sum over j < n of p[j] * v(rows[j]), in j order per element, the accumulator in
+// a register through the keys.
+inline void accumulate_values(float* acc, const float* p, const float* v, const int64_t* rows, int64_t n, int64_t d) {
+  for (int64_t c = 0; c < d; c += 16) {
+    __m512 a = _mm512_loadu_ps(acc + c);
+    for (int64_t j = 0; j < n; ++j) a = _mm512_fmadd_ps(_mm512_set1_ps(p[j]), _mm512_loadu_ps(v + rows[j] + c), a);
+    _mm512_storeu_ps(acc + c, a);
+  }
+}
+#endif
+
 // Per query head: running max, running sum and the unnormalised output.
 struct HeadState {
   float m;
@@ -102,8 +147,17 @@ void attention(const AttentionShape& shape, const float* q, int64_t n_tokens, st
           float* s = scores + r * kTile;
           const float* qh = q0 + r * d;
           float tile_max = -std::numeric_limits<float>::infinity();
+#if defined(__AVX512F__)
+          if (d % 16 == 0) {
+            for (int64_t j = 0; j < n; j += 16) scores16(qh, seq.k, rows + j, std::min<int64_t>(16, n - j), d, s + j);
+          } else {
+            for (int64_t j = 0; j < n; ++j) s[j] = dot_f32(qh, seq.k + rows[j], d);
+          }
+#else
+          for (int64_t j = 0; j < n; ++j) s[j] = dot_f32(qh, seq.k + rows[j], d);
+#endif
           for (int64_t j = 0; j < n; ++j) {
-            s[j] = dot_f32(qh, seq.k + rows[j], d) * shape.scale;
+            s[j] *= shape.scale;
             tile_max = std::max(tile_max, s[j]);
           }
           HeadState& hs = heads[r];
@@ -119,9 +173,16 @@ void attention(const AttentionShape& shape, const float* q, int64_t n_tokens, st
             for (int64_t i = 0; i < d; ++i) hs.acc[i] *= rescale;
           }
         }
-        for (int64_t j = 0; j < n; ++j) {
-          const float* vj = seq.v + rows[j];
-          for (int64_t r = 0; r < run; ++r) axpy_f32(heads[r].acc, scores[r * kTile + j], vj, d);
+#if defined(__AVX512F__)
+        if (d % 16 == 0) {
+          for (int64_t r = 0; r < run; ++r) accumulate_values(heads[r].acc, scores + r * kTile, seq.v, rows, n, d);
+        } else  // NOLINT(readability/braces): the generic loop below is the else branch
+#endif
+        {
+          for (int64_t j = 0; j < n; ++j) {
+            const float* vj = seq.v + rows[j];
+            for (int64_t r = 0; r < run; ++r) axpy_f32(heads[r].acc, scores[r * kTile + j], vj, d);
+          }
         }
         j0 = j1;
       }
