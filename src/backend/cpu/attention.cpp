@@ -117,7 +117,11 @@ void attention(const AttentionShape& shape, const float* q, int64_t n_tokens, st
     int64_t rows[kTile];  // the tile's key and value offsets
     DI_ICHECK(run <= 64);
     for (int64_t item = begin; item < end; ++item) {
-      const int64_t t = item / runs_per_token;
+      // Tokens in zigzag order (first, last, second, second to last, ...): a causal prefill's
+      // cost grows with the position, and each thread's contiguous range of items then gets
+      // as many cheap tokens as dear ones.
+      const int64_t u = item / runs_per_token;
+      const int64_t t = u % 2 == 0 ? u / 2 : n_tokens - 1 - u / 2;
       const int64_t h0 = (item % runs_per_token) * run;
       const int64_t kv_h = h0 / group;
       const SequenceKv& seq = sequences[static_cast<size_t>(token_seq[t])];
