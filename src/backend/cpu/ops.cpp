@@ -42,72 +42,110 @@ const GatedKernels& gated_kernels() {
 }
 }  // namespace
 
-void matmul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, const float* bias,
-            QuantScratch& scratch, ThreadPool& pool) {
-  const DType act_type = vec_dot_type(w.dtype);
-  const size_t act_row_bytes = dtype_row_bytes(act_type, w.n_in);
-  const uint8_t* act = reinterpret_cast<const uint8_t*>(x);
-  if (act_type != DType::kF32) {
-    const size_t need = act_row_bytes * static_cast<size_t>(n_tokens);
-    if (scratch.bytes.size() < need) scratch.bytes.resize(need);
-    pool.parallel_for(n_tokens, [&](int, int64_t begin, int64_t end) {
-      for (int64_t t = begin; t < end; ++t) {
-        quantize_row(act_type, x + t * w.n_in, scratch.bytes.data() + t * act_row_bytes, w.n_in);
-      }
-    });
-    act = scratch.bytes.data();
-  }
+namespace {
+
+// x's rows in the activation type the weight's dot product takes; x itself when that is f32.
+const uint8_t* quantize_activations(DType act_type, const float* x, int64_t n_tokens, int64_t n_in,
+                                    QuantScratch& scratch, ThreadPool& pool) {
+  if (act_type == DType::kF32) return reinterpret_cast<const uint8_t*>(x);
+  const size_t act_row_bytes = dtype_row_bytes(act_type, n_in);
+  const size_t need = act_row_bytes * static_cast<size_t>(n_tokens);
+  if (scratch.bytes.size() < need) scratch.bytes.resize(need);
+  pool.parallel_for(n_tokens, [&](int, int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      quantize_row(act_type, x + t * n_in, scratch.bytes.data() + t * act_row_bytes, n_in);
+    }
+  });
+  return scratch.bytes.data();
+}
+
+// Output rows [begin, end) of y = w x for every token, from activations `act`. Each output is
+// computed by the same instructions whatever range it falls in, so neither the split between
+// threads nor the batch size changes a token's result.
+void matmul_rows(const MatmulOutput& m, const uint8_t* act, size_t act_row_bytes, int64_t n_tokens, int64_t begin,
+                 int64_t end) {
+  const WeightMatrix& w = *m.w;
+  float* y = m.y;
+  const float* bias = m.bias;
   const size_t w_row_bytes = w.row_bytes();
   if (const GemmFn gemm = gemm_fn(w.dtype)) {
-    // Each output is computed by the same instructions whatever block it falls in, so the
-    // blocking (and the batch size) never changes a token's result.
-    pool.parallel_for(
-        w.n_out,
-        [&](int, int64_t begin, int64_t end) {
-          for (int64_t t0 = 0; t0 < n_tokens; t0 += kGemmTokens) {
-            const int64_t nt = std::min(kGemmTokens, n_tokens - t0);
-            for (int64_t o0 = begin; o0 < end; o0 += kGemmRows) {
-              const int64_t nr = std::min(kGemmRows, end - o0);
-              float* yb = y + t0 * w.n_out + o0;
-              gemm(w.data + o0 * w_row_bytes, w_row_bytes, nr, act + t0 * act_row_bytes, act_row_bytes, nt, w.n_in, yb,
-                   w.n_out);
-              if (bias) {
-                for (int64_t t = 0; t < nt; ++t) {
-                  for (int64_t o = 0; o < nr; ++o) yb[t * w.n_out + o] += bias[o0 + o];
-                }
-              }
-            }
+    for (int64_t t0 = 0; t0 < n_tokens; t0 += kGemmTokens) {
+      const int64_t nt = std::min(kGemmTokens, n_tokens - t0);
+      for (int64_t o0 = begin; o0 < end; o0 += kGemmRows) {
+        const int64_t nr = std::min(kGemmRows, end - o0);
+        float* yb = y + t0 * w.n_out + o0;
+        gemm(w.data + o0 * w_row_bytes, w_row_bytes, nr, act + t0 * act_row_bytes, act_row_bytes, nt, w.n_in, yb,
+             w.n_out);
+        if (bias) {
+          for (int64_t t = 0; t < nt; ++t) {
+            for (int64_t o = 0; o < nr; ++o) yb[t * w.n_out + o] += bias[o0 + o];
           }
-        },
-        kRowGrain);
+        }
+      }
+    }
     return;
   }
+  for (int64_t o0 = begin; o0 < end; o0 += kRowTile) {
+    const int64_t o1 = std::min(end, o0 + kRowTile);
+    int64_t t = 0;
+    // Four tokens at a time share each weight row's unpacking; results are identical to the
+    // one-token path, so batching never changes a token's output.
+    for (; t + 4 <= n_tokens; t += 4) {
+      const void* a4[4] = {act + t * act_row_bytes, act + (t + 1) * act_row_bytes, act + (t + 2) * act_row_bytes,
+                           act + (t + 3) * act_row_bytes};
+      for (int64_t o = o0; o < o1; ++o) {
+        float out[4];
+        vec_dot_x4(w.dtype, w.data + o * w_row_bytes, a4, w.n_in, out);
+        const float b = bias ? bias[o] : 0.0f;
+        for (int c = 0; c < 4; ++c) y[(t + c) * w.n_out + o] = out[c] + b;
+      }
+    }
+    for (; t < n_tokens; ++t) {
+      const uint8_t* a = act + t * act_row_bytes;
+      float* yt = y + t * w.n_out;
+      for (int64_t o = o0; o < o1; ++o) {
+        const float b = bias ? bias[o] : 0.0f;
+        yt[o] = vec_dot(w.dtype, w.data + o * w_row_bytes, a, w.n_in) + b;
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void matmul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, const float* bias,
+            QuantScratch& scratch, ThreadPool& pool) {
+  const MatmulOutput out{&w, y, bias};
+  matmul_group(std::span(&out, 1), x, n_tokens, scratch, pool);
+}
+
+void matmul_group(std::span<const MatmulOutput> outputs, const float* x, int64_t n_tokens, QuantScratch& scratch,
+                  ThreadPool& pool) {
+  if (outputs.empty()) return;
+  const WeightMatrix& first = *outputs[0].w;
+  const DType act_type = vec_dot_type(first.dtype);
+  for (const MatmulOutput& m : outputs) {
+    if (m.w->n_in != first.n_in || vec_dot_type(m.w->dtype) != act_type) {
+      // Different activation formats: one product after the other (never the case for the
+      // projections models group today, which share a file's quantization per layer).
+      for (const MatmulOutput& one : outputs) matmul(*one.w, x, n_tokens, one.y, one.bias, scratch, pool);
+      return;
+    }
+  }
+  const uint8_t* act = quantize_activations(act_type, x, n_tokens, first.n_in, scratch, pool);
+  const size_t act_row_bytes = dtype_row_bytes(act_type, first.n_in);
+  int64_t total = 0;
+  for (const MatmulOutput& m : outputs) total += m.w->n_out;
+  // One parallel region over the outputs' rows laid end to end: one fan-out and one wait per
+  // group instead of one per matrix.
   pool.parallel_for(
-      w.n_out,
+      total,
       [&](int, int64_t begin, int64_t end) {
-        for (int64_t o0 = begin; o0 < end; o0 += kRowTile) {
-          const int64_t o1 = std::min(end, o0 + kRowTile);
-          int64_t t = 0;
-          // Four tokens at a time share each weight row's unpacking; results are identical to
-          // the one-token path, so batching never changes a token's output.
-          for (; t + 4 <= n_tokens; t += 4) {
-            const void* a4[4] = {act + t * act_row_bytes, act + (t + 1) * act_row_bytes,
-                                 act + (t + 2) * act_row_bytes, act + (t + 3) * act_row_bytes};
-            for (int64_t o = o0; o < o1; ++o) {
-              float out[4];
-              vec_dot_x4(w.dtype, w.data + o * w_row_bytes, a4, w.n_in, out);
-              const float b = bias ? bias[o] : 0.0f;
-              for (int c = 0; c < 4; ++c) y[(t + c) * w.n_out + o] = out[c] + b;
-            }
-          }
-          for (; t < n_tokens; ++t) {
-            const uint8_t* a = act + t * act_row_bytes;
-            float* yt = y + t * w.n_out;
-            for (int64_t o = o0; o < o1; ++o) {
-              const float b = bias ? bias[o] : 0.0f;
-              yt[o] = vec_dot(w.dtype, w.data + o * w_row_bytes, a, w.n_in) + b;
-            }
-          }
+        int64_t base = 0;
+        for (const MatmulOutput& m : outputs) {
+          const int64_t lo = std::max(begin, base), hi = std::min(end, base + m.w->n_out);
+          if (lo < hi) matmul_rows(m, act, act_row_bytes, n_tokens, lo - base, hi - base);
+          base += m.w->n_out;
         }
       },
       kRowGrain);

@@ -34,6 +34,16 @@ struct QuantScratch {
 void matmul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, const float* bias,
             QuantScratch& scratch, ThreadPool& pool);
 
+// Several products of the same x (q, k and v; gate and up): x is quantized once and the
+// matrices' rows share one parallel region. Each output equals matmul's bit for bit.
+struct MatmulOutput {
+  const WeightMatrix* w = nullptr;
+  float* y = nullptr;            // [n_tokens, w->n_out]
+  const float* bias = nullptr;   // [w->n_out] or null
+};
+void matmul_group(std::span<const MatmulOutput> outputs, const float* x, int64_t n_tokens, QuantScratch& scratch,
+                  ThreadPool& pool);
+
 // Row t of y = weight row ids[t] dequantized (embedding lookup). y: [n_ids, n_in].
 void gather_rows(const WeightMatrix& w, std::span<const int32_t> ids, float* y);
 

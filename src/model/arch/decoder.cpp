@@ -323,9 +323,8 @@ void DecoderRunner::attention_block(const LayerWeights& L, int64_t layer, int64_
   const DecoderSpec& s = m.spec_;
   const int64_t kv_dim = c.n_head_kv * c.head_dim;
   const float eps = static_cast<float>(c.rms_norm_eps);
-  cpu::matmul(L.wq, h_.data(), n, q_.data(), nullptr, quant_scratch_, pool);
-  cpu::matmul(L.wk, h_.data(), n, k_.data(), nullptr, quant_scratch_, pool);
-  cpu::matmul(L.wv, h_.data(), n, v_.data(), nullptr, quant_scratch_, pool);
+  const cpu::MatmulOutput qkv[] = {{&L.wq, q_.data(), nullptr}, {&L.wk, k_.data(), nullptr}, {&L.wv, v_.data(), nullptr}};
+  cpu::matmul_group(qkv, h_.data(), n, quant_scratch_, pool);
   if (s.qk_norm) {
     cpu::rms_norm(q_.data(), L.q_norm.data(), eps, n * c.n_head, c.head_dim, q_.data());
     cpu::rms_norm(k_.data(), L.k_norm.data(), eps, n * c.n_head_kv, c.head_dim, k_.data());
@@ -364,8 +363,8 @@ void DecoderRunner::attention_block(const LayerWeights& L, int64_t layer, int64_
 
 void DecoderRunner::dense_ffn(const Ffn& f, int64_t n, int64_t n_ff, const float* in, float* out,
                               ThreadPool& pool) {
-  cpu::matmul(f.gate, in, n, gate_.data(), nullptr, quant_scratch_, pool);
-  cpu::matmul(f.up, in, n, up_.data(), nullptr, quant_scratch_, pool);
+  const cpu::MatmulOutput gate_up[] = {{&f.gate, gate_.data(), nullptr}, {&f.up, up_.data(), nullptr}};
+  cpu::matmul_group(gate_up, in, n, quant_scratch_, pool);
   if (model_.spec_.activation == FfnActivation::kGeluTanh) {
     cpu::gelu_tanh_mul(gate_.data(), up_.data(), n * n_ff);
   } else {

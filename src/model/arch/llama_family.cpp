@@ -316,9 +316,10 @@ Status LlamaBatchRunner::run(std::span<const int32_t> tokens, std::span<const Ba
     float* v_layer = kv.v(l);
 
     cpu::rms_norm(x_.data(), L.attn_norm.data(), eps, n, c.n_embd, h_.data());
-    cpu::matmul(L.wq, h_.data(), n, q_.data(), c.attn_bias ? L.bq.data() : nullptr, quant_scratch_, pool);
-    cpu::matmul(L.wk, h_.data(), n, k_.data(), c.attn_bias ? L.bk.data() : nullptr, quant_scratch_, pool);
-    cpu::matmul(L.wv, h_.data(), n, v_.data(), c.attn_bias ? L.bv.data() : nullptr, quant_scratch_, pool);
+    const cpu::MatmulOutput qkv[] = {{&L.wq, q_.data(), c.attn_bias ? L.bq.data() : nullptr},
+                                     {&L.wk, k_.data(), c.attn_bias ? L.bk.data() : nullptr},
+                                     {&L.wv, v_.data(), c.attn_bias ? L.bv.data() : nullptr}};
+    cpu::matmul_group(qkv, h_.data(), n, quant_scratch_, pool);
     cpu::rope(q_.data(), n, c.n_head, c.head_dim, c.n_rot, positions, m.inv_freq, pairing);
     cpu::rope(k_.data(), n, c.n_head_kv, c.head_dim, c.n_rot, positions, m.inv_freq, pairing);
     // K and V rows go to their sequences' cache rows before attention reads them.
@@ -335,8 +336,8 @@ Status LlamaBatchRunner::run(std::span<const int32_t> tokens, std::span<const Ba
     for (int64_t i = 0; i < n * c.n_embd; ++i) x_[i] += h_[i];
 
     cpu::rms_norm(x_.data(), L.ffn_norm.data(), eps, n, c.n_embd, h_.data());
-    cpu::matmul(L.w_gate, h_.data(), n, gate_.data(), nullptr, quant_scratch_, pool);
-    cpu::matmul(L.w_up, h_.data(), n, up_.data(), nullptr, quant_scratch_, pool);
+    const cpu::MatmulOutput gate_up[] = {{&L.w_gate, gate_.data(), nullptr}, {&L.w_up, up_.data(), nullptr}};
+    cpu::matmul_group(gate_up, h_.data(), n, quant_scratch_, pool);
     cpu::silu_mul(gate_.data(), up_.data(), n * c.n_ff);
     cpu::matmul(L.w_down, gate_.data(), n, h_.data(), nullptr, quant_scratch_, pool);
     for (int64_t i = 0; i < n * c.n_embd; ++i) x_[i] += h_[i];

@@ -368,6 +368,76 @@ TEST(Ops, MatmulRowsDoNotDependOnBatchSize) {
   }
 }
 
+// Grouped products (q/k/v, gate/up) equal one matmul each, bit for bit: matrices of different
+// heights and types sharing an activation format (Q4_0 through the GEMM and Q8_0 through the
+// four-token dots both take Q8_0 rows), with and without bias, one token and several; and a
+// group whose activation formats differ (Q4_1 takes Q8_1 rows) falls back to one product after
+// the other.
+TEST(Ops, MatmulGroupEqualsOneMatmulEach) {
+  const int64_t n_in = 256;
+  std::mt19937 rng(5);
+  std::normal_distribution<float> g(0.0f, 1.0f);
+  struct Made {
+    std::vector<uint8_t> bytes;
+    WeightMatrix m;
+  };
+  auto make = [&](DType type, int64_t n_out) {
+    std::vector<float> wf(static_cast<size_t>(n_out * n_in));
+    for (auto& v : wf) v = g(rng);
+    Made w;
+    const size_t row = dtype_row_bytes(type, n_in);
+    w.bytes.resize(row * static_cast<size_t>(n_out));
+    if (type == DType::kF32) {
+      std::memcpy(w.bytes.data(), wf.data(), w.bytes.size());
+    } else if (type == DType::kQ8_0) {
+      for (int64_t o = 0; o < n_out; ++o) quantize_row(type, wf.data() + o * n_in, w.bytes.data() + o * row, n_in);
+    } else {
+      // Q4_0 (f16 d, 16 code bytes) and Q4_1 (f16 d, f16 m, 16 code bytes): random codes, small
+      // scales (weight quantizers are not part of the engine).
+      std::uniform_int_distribution<int> byte(0, 255);
+      for (auto& b : w.bytes) b = static_cast<uint8_t>(byte(rng));
+      const size_t block = type == DType::kQ4_0 ? 18 : 20;
+      for (size_t at = 0; at < w.bytes.size(); at += block) {
+        const uint16_t d = fp32_to_fp16(0.01f * (1.0f + std::abs(g(rng))));
+        std::memcpy(w.bytes.data() + at, &d, 2);
+        if (type == DType::kQ4_1) {
+          const uint16_t m = fp32_to_fp16(-0.05f * std::abs(g(rng)));
+          std::memcpy(w.bytes.data() + at + 2, &m, 2);
+        }
+      }
+    }
+    w.m = WeightMatrix{type, w.bytes.data(), n_out, n_in};
+    return w;
+  };
+  for (bool mixed_activations : {false, true}) {
+    std::vector<Made> ws;
+    ws.push_back(make(DType::kQ4_0, 40));
+    ws.push_back(make(DType::kQ8_0, 19));
+    ws.push_back(make(mixed_activations ? DType::kQ4_1 : DType::kQ4_0, 64));
+    std::vector<float> bias(64);
+    for (auto& v : bias) v = g(rng);
+    for (int64_t n_tokens : {1, 7}) {
+      std::vector<float> x(static_cast<size_t>(n_tokens * n_in));
+      for (auto& v : x) v = g(rng);
+      ThreadPool pool(2);
+      QuantScratch scratch;
+      std::vector<std::vector<float>> grouped(3), single(3);
+      std::vector<MatmulOutput> outs;
+      for (size_t i = 0; i < 3; ++i) {
+        grouped[i].resize(static_cast<size_t>(n_tokens * ws[i].m.n_out));
+        single[i].resize(grouped[i].size());
+        outs.push_back({&ws[i].m, grouped[i].data(), i == 1 ? bias.data() : nullptr});
+      }
+      matmul_group(outs, x.data(), n_tokens, scratch, pool);
+      for (size_t i = 0; i < 3; ++i) {
+        matmul(ws[i].m, x.data(), n_tokens, single[i].data(), i == 1 ? bias.data() : nullptr, scratch, pool);
+        ASSERT_EQ(0, std::memcmp(grouped[i].data(), single[i].data(), grouped[i].size() * sizeof(float)))
+            << "matrix " << i << ", " << n_tokens << " tokens, mixed activations " << mixed_activations;
+      }
+    }
+  }
+}
+
 TEST(Ops, GeluTanhMulMatchesFormula) {
   // Known values of gelu(x, approximate="tanh"): 0 at 0, about 0.841192 at 1, -0.158808 at -1,
   // close to x for large x and to 0 for very negative x.
