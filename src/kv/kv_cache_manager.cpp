@@ -112,8 +112,11 @@ int64_t KvCacheManager::sliding_blocks_below(RequestId id, int64_t n_tokens) con
   auto it = requests_.find(id);
   if (it == requests_.end()) return 0;
   const std::vector<BlockId>& table = it->second.blocks[kSlidingGroup];
+  // Entries below n_dropped are all released: a long context's table is mostly those.
   const auto n = std::min<size_t>(table.size(), static_cast<size_t>(n_blocks_for(n_tokens)));
-  return std::count_if(table.begin(), table.begin() + static_cast<std::ptrdiff_t>(n), [](BlockId b) { return b != kNoBlock; });
+  const auto from = std::min<size_t>(n, static_cast<size_t>(it->second.n_dropped));
+  return std::count_if(table.begin() + static_cast<std::ptrdiff_t>(from), table.begin() + static_cast<std::ptrdiff_t>(n),
+                       [](BlockId b) { return b != kNoBlock; });
 }
 
 void KvCacheManager::free_out_of_window(RequestId id, int64_t n_computed) {

@@ -199,9 +199,9 @@ void attention(const AttentionShape& shape, const float* q, int64_t n_tokens, st
   });
 }
 
-void attention_reference(const AttentionShape& shape, const float* q, int64_t n_tokens, std::span<const int32_t> positions,
-               std::span<const SequenceKv> sequences, std::span<const int32_t> token_seq, float* out,
-               ThreadPool& pool) {
+void attention_reference(const AttentionShape& shape, const float* q, int64_t n_tokens,
+                         std::span<const int32_t> positions, std::span<const SequenceKv> sequences,
+                         std::span<const int32_t> token_seq, float* out, ThreadPool& pool) {
   const int64_t d = shape.head_dim;
   const int64_t group = shape.n_head / shape.n_head_kv;
   const int64_t kv_stride = shape.n_head_kv * d;

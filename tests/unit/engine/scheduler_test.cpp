@@ -65,6 +65,17 @@ class Harness {
     return nullptr;
   }
 
+  // A 3-token prompt {1, 2, 3} that stops on `stop`.
+  void add_stopping(char name, int32_t stop) {
+    auto r = std::make_unique<Request>();
+    r->id = static_cast<RequestId>(name);
+    r->tokens = {1, 2, 3};
+    r->n_prompt = 3;
+    r->max_tokens = 10;
+    r->stop_token_ids = {stop};
+    scheduler_.add(std::move(r));
+  }
+
   Scheduler& scheduler() { return scheduler_; }
   kv::KvCacheManager& kv() { return kv_; }
 
@@ -199,13 +210,7 @@ TEST(Scheduler, RequestWithoutPrefixCacheComputesItsWholePrompt) {
 
 TEST(Scheduler, StopTokenFinishes) {
   Harness h({.max_num_batched_tokens = 64, .max_num_seqs = 8}, 16);
-  auto r = std::make_unique<Request>();
-  r->id = 'S';
-  r->tokens = {1, 2, 3};
-  r->n_prompt = 3;
-  r->max_tokens = 10;
-  r->stop_token_ids = {104};  // the fake runner samples 100 + position: 103, 104, ...
-  h.scheduler().add(std::move(r));
+  h.add_stopping('S', 104);  // the fake runner samples 100 + position: 103, 104, ...
   h.expect({{"S:3", "S", "", ""}, {"S:1", "", "", ""}});
   EXPECT_EQ(h.finished('S')->finish, FinishReason::kStop);
 }
@@ -247,13 +252,7 @@ TEST(Scheduler, PlansTheNextDecodeBeforeTheTokenIsKnown) {
 // request's blocks come back once; a plan for a preempted request is ignored by update().
 TEST(Scheduler, OutputsOfPlansOvertakenByAStopOrAPreemptionAreDropped) {
   Harness h({.max_num_batched_tokens = 64, .max_num_seqs = 8}, 16);
-  auto r = std::make_unique<Request>();
-  r->id = 'S';
-  r->tokens = {1, 2, 3};
-  r->n_prompt = 3;
-  r->max_tokens = 10;
-  r->stop_token_ids = {7};
-  h.scheduler().add(std::move(r));
+  h.add_stopping('S', 7);
   const StepPlan first = h.scheduler().schedule();
   const StepPlan second = h.scheduler().schedule();  // planned past the token in flight
   ASSERT_EQ(second.chunks.size(), 1u);
