@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "backend/cpu/ops.h"
+#include "backend/cpu/packed.h"
 #include "backend/cpu/quant.h"
 #include "cli/args.h"
 #include "cli/commands.h"
@@ -140,7 +141,10 @@ int bench_ops(int threads, int reps) {
                      DType::kQ8_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}) {
     if (!cpu::quant_supported(type)) continue;
     const std::vector<uint8_t> wd = random_weights(type, dec_out, dec_in, rng);
-    const cpu::WeightMatrix md{type, wd.data(), dec_out, dec_in};
+    // Packed where the models pack (backend/cpu/packed.h): the kernels a model runs.
+    cpu::PackedWeights packs;
+    cpu::WeightMatrix md{type, wd.data(), dec_out, dec_in};
+    packs.pack(md);
     std::vector<double> dec;
     cpu::matmul(md, x.data(), 1, y.data(), nullptr, scratch, pool);  // warm-up
     for (int r = 0; r < reps; ++r) {
@@ -149,7 +153,8 @@ int bench_ops(int threads, int reps) {
       dec.push_back(seconds_since(t));
     }
     const std::vector<uint8_t> wp = random_weights(type, pre_out, pre_in, rng);
-    const cpu::WeightMatrix mp{type, wp.data(), pre_out, pre_in};
+    cpu::WeightMatrix mp{type, wp.data(), pre_out, pre_in};
+    packs.pack(mp);
     std::vector<double> pre;
     cpu::matmul(mp, x.data(), pre_tok, y.data(), nullptr, scratch, pool);
     for (int r = 0; r < reps; ++r) {
@@ -158,7 +163,8 @@ int bench_ops(int threads, int reps) {
       pre.push_back(seconds_since(t));
     }
     const double dec_s = median(dec), pre_s = median(pre);
-    std::printf("%-6s %17.1f %8.3f %19.1f %8.2f\n", std::string(dtype_name(type)).c_str(),
+    const std::string name = std::string(dtype_name(type)) + (md.packed != nullptr ? " (packed)" : "");
+    std::printf("%-15s %8.1f %8.3f %19.1f %8.2f\n", name.c_str(),
                 static_cast<double>(wd.size()) / dec_s / 1e9, dec_s * 1e3,
                 2.0 * pre_out * pre_in * pre_tok / pre_s / 1e9, pre_s * 1e3);
   }

@@ -5,6 +5,7 @@
 #include <limits>
 #include <string_view>
 
+#include "backend/cpu/packed.h"
 #include "backend/cpu/quant.h"
 #include "backend/cpu/quant_kernels.h"
 #include "backend/cpu/vec_f32.h"
@@ -14,14 +15,16 @@ namespace deepinfer::cpu {
 
 namespace {
 // Rows handed to one thread at a time: enough to amortise the split, small enough that two
-// threads share a 576-row matrix evenly.
-constexpr int64_t kRowGrain = 8;
+// threads share a 576-row matrix evenly, and whole groups of packed rows.
+constexpr int64_t kRowGrain = kPackRows;
 // Rows of the weight kept hot in L1/L2 while every token of the batch streams past them.
 constexpr int64_t kRowTile = 16;
 // GEMM blocking: a block of weight rows (a few KiB, L1) meets a block of tokens (their
 // quantized activations, tens of KiB, L2); the kernel tiles it further in registers.
 constexpr int64_t kGemmRows = 32;
 constexpr int64_t kGemmTokens = 64;
+// Packed matrices: four groups of 16 rows per block (the one-token tile's height).
+constexpr int64_t kPackedGemmRows = 4 * kPackRows;
 
 // Vector gated activations where the kernel tier in use is AVX-512; null: the scalar loops below.
 struct GatedKernels {
@@ -62,9 +65,33 @@ const uint8_t* quantize_activations(DType act_type, const float* x, int64_t n_to
 // Output rows [begin, end) of y = w x for every token, from activations `act`. Each output is
 // computed by the same instructions whatever range it falls in, so neither the split between
 // threads nor the batch size changes a token's result.
+// The same for a packed matrix; begin and end are multiples of kPackRows (or end is n_out).
+void packed_rows(const MatmulOutput& m, const uint8_t* act, size_t act_row_bytes, int64_t n_tokens, int64_t begin,
+                 int64_t end) {
+  const WeightMatrix& w = *m.w;
+  const PackedGemmFn gemm = packed_gemm_fn(w.dtype);
+  DI_ICHECK(gemm != nullptr && begin % kPackRows == 0 && end % kPackRows == 0);
+  const size_t group_bytes = packed_group_bytes(w.dtype, w.n_in);
+  for (int64_t t0 = 0; t0 < n_tokens; t0 += kGemmTokens) {
+    const int64_t nt = std::min(kGemmTokens, n_tokens - t0);
+    for (int64_t o0 = begin; o0 < end; o0 += kPackedGemmRows) {
+      const int64_t nr = std::min(kPackedGemmRows, end - o0);
+      float* yb = m.y + t0 * w.n_out + o0;
+      gemm(w.packed + (o0 / kPackRows) * group_bytes, group_bytes, nr / kPackRows, act + t0 * act_row_bytes,
+           act_row_bytes, nt, w.n_in, yb, w.n_out);
+      if (m.bias) {
+        for (int64_t t = 0; t < nt; ++t) {
+          for (int64_t o = 0; o < nr; ++o) yb[t * w.n_out + o] += m.bias[o0 + o];
+        }
+      }
+    }
+  }
+}
+
 void matmul_rows(const MatmulOutput& m, const uint8_t* act, size_t act_row_bytes, int64_t n_tokens, int64_t begin,
                  int64_t end) {
   const WeightMatrix& w = *m.w;
+  if (w.packed != nullptr) return packed_rows(m, act, act_row_bytes, n_tokens, begin, end);
   float* y = m.y;
   const float* bias = m.bias;
   const size_t w_row_bytes = w.row_bytes();
@@ -125,9 +152,11 @@ void matmul_group(std::span<const MatmulOutput> outputs, const float* x, int64_t
   const WeightMatrix& first = *outputs[0].w;
   const DType act_type = vec_dot_type(first.dtype);
   for (const MatmulOutput& m : outputs) {
-    if (m.w->n_in != first.n_in || vec_dot_type(m.w->dtype) != act_type) {
-      // Different activation formats: one product after the other (never the case for the
-      // projections models group today, which share a file's quantization per layer).
+    if (m.w->n_in != first.n_in || vec_dot_type(m.w->dtype) != act_type ||
+        (outputs.size() > 1 && m.w->n_out % kRowGrain != 0)) {
+      // Different activation formats, or a matrix after which the rows laid end to end would
+      // no longer start packed groups on a grain: one product after the other (never the case
+      // for the projections models group today).
       for (const MatmulOutput& one : outputs) matmul(*one.w, x, n_tokens, one.y, one.bias, scratch, pool);
       return;
     }
@@ -155,6 +184,10 @@ void gather_rows(const WeightMatrix& w, std::span<const int32_t> ids, float* y) 
   const size_t row_bytes = w.row_bytes();
   for (size_t t = 0; t < ids.size(); ++t) {
     DI_ICHECK(ids[t] >= 0 && ids[t] < w.n_out);
+    if (w.packed != nullptr) {
+      dequantize_packed_row(w.dtype, w.packed, w.n_in, ids[t], y + t * w.n_in);
+      continue;
+    }
     dequantize_row(w.dtype, w.data + static_cast<size_t>(ids[t]) * row_bytes, y + t * w.n_in, w.n_in);
   }
 }

@@ -14,12 +14,14 @@
 namespace deepinfer::cpu {
 
 // A weight matrix in its stored format: n_out rows of n_in elements each, row-major, rows of
-// dtype_row_bytes(dtype, n_in) bytes.
+// dtype_row_bytes(dtype, n_in) bytes. `packed`, when set (packed.h's PackedWeights), is the same
+// matrix regrouped for the packed kernels, and every product and row lookup reads it instead.
 struct WeightMatrix {
   DType dtype = DType::kF32;
   const uint8_t* data = nullptr;
   int64_t n_out = 0;
   int64_t n_in = 0;
+  const uint8_t* packed = nullptr;
   size_t row_bytes() const { return dtype_row_bytes(dtype, n_in); }
 };
 

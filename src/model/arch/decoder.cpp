@@ -6,6 +6,7 @@
 
 #include "backend/cpu/attention.h"
 #include "backend/cpu/ops.h"
+#include "backend/cpu/packed.h"
 #include "backend/cpu/quant.h"
 #include "core/check.h"
 #include "model/arch/hparams.h"
@@ -88,13 +89,15 @@ class DecoderModel final : public Model {
   WeightMatrix output;      // [n_vocab, n_embd], token_embd when tied
   std::vector<float> output_norm;
   std::vector<LayerWeights> layers;
+  cpu::PackedWeights packs_;  // owns the packed copies the matrices above point into
   std::vector<float> inv_freq_global, inv_freq_sliding;  // [n_rot / 2]
 
  private:
-  Result<WeightMatrix> bind_matrix(const std::string& name, int64_t n_out, int64_t n_in) const;
-  Result<std::vector<WeightMatrix>> bind_stacked(const std::string& name, int64_t n, int64_t n_out, int64_t n_in) const;
+  // Binds a matrix and gives it its packed copy (packed.h) where the kernels have one.
+  Result<WeightMatrix> bind_matrix(const std::string& name, int64_t n_out, int64_t n_in);
+  Result<std::vector<WeightMatrix>> bind_stacked(const std::string& name, int64_t n, int64_t n_out, int64_t n_in);
   Result<std::vector<float>> read_norm(const std::string& name, int64_t n) const;
-  Status bind_experts(const std::string& blk, LayerWeights& L) const;
+  Status bind_experts(const std::string& blk, LayerWeights& L);
   bool has_tensor(const std::string& name) const { return source_->find(name) != nullptr; }
 };
 
@@ -106,7 +109,7 @@ Status check_matrix_type(const TensorSource& source, const TensorView& t) {
   return {};
 }
 
-Result<WeightMatrix> DecoderModel::bind_matrix(const std::string& name, int64_t n_out, int64_t n_in) const {
+Result<WeightMatrix> DecoderModel::bind_matrix(const std::string& name, int64_t n_out, int64_t n_in) {
   DI_ASSIGN_OR_RETURN(const TensorView* t, source_->get(name));
   if (t->shape.size() != 2 || t->shape[0] != n_out || t->shape[1] != n_in) {
     return invalid_argument(source_->path() + ": tensor '" + name + "' has shape " + t->shape_string() +
@@ -114,12 +117,14 @@ Result<WeightMatrix> DecoderModel::bind_matrix(const std::string& name, int64_t 
                             std::to_string(n_in) + "]");
   }
   DI_RETURN_IF_ERROR(check_matrix_type(*source_, *t));
-  return WeightMatrix{t->dtype, t->data, n_out, n_in};
+  WeightMatrix m{t->dtype, t->data, n_out, n_in};
+  packs_.pack(m);
+  return m;
 }
 
 // A [n, n_out, n_in] tensor as n matrices (GGUF stores all experts of a layer in one tensor).
 Result<std::vector<WeightMatrix>> DecoderModel::bind_stacked(const std::string& name, int64_t n, int64_t n_out,
-                                                             int64_t n_in) const {
+                                                             int64_t n_in) {
   DI_ASSIGN_OR_RETURN(const TensorView* t, source_->get(name));
   if (t->shape.size() != 3 || t->shape[0] != n || t->shape[1] != n_out || t->shape[2] != n_in) {
     return invalid_argument(source_->path() + ": tensor '" + name + "' has shape " + t->shape_string() +
@@ -129,7 +134,10 @@ Result<std::vector<WeightMatrix>> DecoderModel::bind_stacked(const std::string& 
   DI_RETURN_IF_ERROR(check_matrix_type(*source_, *t));
   std::vector<WeightMatrix> out;
   const size_t matrix_bytes = static_cast<size_t>(n_out) * t->row_bytes();
-  for (int64_t e = 0; e < n; ++e) out.push_back({t->dtype, t->data + e * matrix_bytes, n_out, n_in});
+  for (int64_t e = 0; e < n; ++e) {
+    out.push_back({t->dtype, t->data + e * matrix_bytes, n_out, n_in});
+    packs_.pack(out.back());
+  }
   return out;
 }
 
@@ -150,7 +158,7 @@ Result<std::vector<float>> DecoderModel::read_norm(const std::string& name, int6
   return out;
 }
 
-Status DecoderModel::bind_experts(const std::string& blk, LayerWeights& L) const {
+Status DecoderModel::bind_experts(const std::string& blk, LayerWeights& L) {
   const ModelConfig& c = config_;
   const int64_t n_exp = spec_.n_expert, n_ff = spec_.n_ff_expert;
   DI_ASSIGN_OR_RETURN(L.router, bind_matrix(blk + "ffn_gate_inp.weight", n_exp, c.n_embd));

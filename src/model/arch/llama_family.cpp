@@ -8,6 +8,7 @@
 
 #include "backend/cpu/attention.h"
 #include "backend/cpu/ops.h"
+#include "backend/cpu/packed.h"
 #include "backend/cpu/quant.h"
 #include "core/check.h"
 #include "model/arch/hparams.h"
@@ -72,13 +73,15 @@ class LlamaFamilyModel final : public Model {
   WeightMatrix output;      // [n_vocab, n_embd], token_embd when tied
   std::vector<float> output_norm;
   std::vector<LayerWeights> layers;
+  cpu::PackedWeights packs_;  // owns the packed copies the matrices above point into
   std::vector<float> inv_freq;  // [n_rot / 2]
 
  private:
   Status read_config();
   Status bind_weights();
   Status compute_rope_frequencies();
-  Result<WeightMatrix> bind_matrix(const std::string& name, int64_t n_out, int64_t n_in) const;
+  // Binds a matrix and gives it its packed copy (packed.h) where the kernels have one.
+  Result<WeightMatrix> bind_matrix(const std::string& name, int64_t n_out, int64_t n_in);
   Result<std::vector<float>> read_vector(const std::string& name, int64_t n) const;
   bool has_tensor(const std::string& name) const { return source_->find(name) != nullptr; }
 };
@@ -118,7 +121,7 @@ Status LlamaFamilyModel::read_config() {
   return {};
 }
 
-Result<WeightMatrix> LlamaFamilyModel::bind_matrix(const std::string& name, int64_t n_out, int64_t n_in) const {
+Result<WeightMatrix> LlamaFamilyModel::bind_matrix(const std::string& name, int64_t n_out, int64_t n_in) {
   DI_ASSIGN_OR_RETURN(const TensorView* t, source_->get(name));
   if (t->shape.size() != 2 || t->shape[0] != n_out || t->shape[1] != n_in) {
     return invalid_argument(source_->path() + ": tensor '" + name + "' has shape " + t->shape_string() +
@@ -129,7 +132,9 @@ Result<WeightMatrix> LlamaFamilyModel::bind_matrix(const std::string& name, int6
     return unimplemented(source_->path() + ": tensor '" + name + "' has type " +
                          std::string(dtype_name(t->dtype)) + ", which the CPU backend does not support");
   }
-  return WeightMatrix{t->dtype, t->data, n_out, n_in};
+  WeightMatrix m{t->dtype, t->data, n_out, n_in};
+  packs_.pack(m);
+  return m;
 }
 
 Result<std::vector<float>> LlamaFamilyModel::read_vector(const std::string& name, int64_t n) const {

@@ -1,0 +1,204 @@
+#include "backend/cpu/packed.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <string_view>
+
+#include "backend/cpu/quant.h"
+#include "backend/cpu/quant_blocks.h"
+#include "core/check.h"
+
+namespace deepinfer::cpu {
+
+namespace {
+
+constexpr int kGroups4 = 4;   // 64-byte code vectors of a 4-bit packed block
+constexpr int kGroups8 = 8;   // of a Q8_0 packed block
+constexpr size_t kHalves = 2 * kPackRows;  // bytes of d[16] (or m[16])
+
+// Bytes of one packed block (16 rows' block i); 0 for a type without a packed layout.
+size_t packed_block_bytes(DType type) {
+  switch (type) {
+    case DType::kQ4_0: return kPackRows * sizeof(BlockQ4_0);
+    case DType::kQ4_1: return kPackRows * sizeof(BlockQ4_1);
+    case DType::kQ5_0: return kPackRows * sizeof(BlockQ5_0);
+    case DType::kQ8_0: return kPackRows * sizeof(BlockQ8_0);
+    default: return 0;
+  }
+}
+
+// Offsets inside a packed block (layout in packed.h).
+constexpr size_t kMinOffset = kHalves;                      // Q4_1's m[16]
+constexpr size_t kHighOffset = kHalves;                     // Q5_0's high[64]
+size_t codes_offset(DType type) {
+  switch (type) {
+    case DType::kQ4_1: return 2 * kHalves;
+    case DType::kQ5_0: return kHalves + 64;
+    default: return kHalves;
+  }
+}
+
+// Element of a 32-element block that position b of k-group G holds (4-bit and 5-bit codes).
+int nibble_element(int group, int b) { return group < kGroups4 ? 4 * group + b : 16 + 4 * (group - kGroups4) + b; }
+
+// Moves block i of row j (src) into / out of packed block pb. to_packed picks the direction, so
+// packing and unpacking cannot disagree about the layout.
+template <typename Block>
+void move_halves(Block& blk, uint8_t* pb, int j, bool to_packed) {
+  if (to_packed) {
+    std::memcpy(pb + 2 * j, &blk.d, 2);
+  } else {
+    std::memcpy(&blk.d, pb + 2 * j, 2);
+  }
+}
+
+void move_nibbles(uint8_t* qs, uint8_t* codes, int j, bool to_packed) {
+  for (int l = 0; l < kGroups4; ++l) {
+    uint8_t* p = codes + 64 * l + 4 * j;
+    if (to_packed) {
+      std::memcpy(p, qs + 4 * l, 4);
+    } else {
+      std::memcpy(qs + 4 * l, p, 4);
+    }
+  }
+}
+
+void move_block(DType type, uint8_t* block, uint8_t* pb, int j, bool to_packed) {
+  uint8_t* codes = pb + codes_offset(type);
+  switch (type) {
+    case DType::kQ4_0: {
+      auto& b = *reinterpret_cast<BlockQ4_0*>(block);
+      move_halves(b, pb, j, to_packed);
+      move_nibbles(b.qs, codes, j, to_packed);
+      return;
+    }
+    case DType::kQ4_1: {
+      auto& b = *reinterpret_cast<BlockQ4_1*>(block);
+      move_halves(b, pb, j, to_packed);
+      uint8_t* m = pb + kMinOffset + 2 * j;
+      to_packed ? std::memcpy(m, &b.m, 2) : std::memcpy(&b.m, m, 2);
+      move_nibbles(b.qs, codes, j, to_packed);
+      return;
+    }
+    case DType::kQ5_0: {
+      auto& b = *reinterpret_cast<BlockQ5_0*>(block);
+      move_halves(b, pb, j, to_packed);
+      move_nibbles(b.qs, codes, j, to_packed);
+      uint8_t* high = pb + kHighOffset;
+      uint32_t qh = 0;
+      if (to_packed) std::memcpy(&qh, b.qh, 4);
+      for (int g = 0; g < kGroups8; ++g) {
+        for (int k = 0; k < 4; ++k) {
+          const uint8_t bit = static_cast<uint8_t>(1u << g);
+          const int e = nibble_element(g, k);
+          if (to_packed) {
+            if ((qh >> e) & 1u) high[4 * j + k] |= bit;
+          } else if (high[4 * j + k] & bit) {
+            qh |= 1u << e;
+          }
+        }
+      }
+      if (!to_packed) std::memcpy(b.qh, &qh, 4);
+      return;
+    }
+    case DType::kQ8_0: {
+      auto& b = *reinterpret_cast<BlockQ8_0*>(block);
+      move_halves(b, pb, j, to_packed);
+      for (int g = 0; g < kGroups8; ++g) {
+        for (int k = 0; k < 4; ++k) {
+          uint8_t& p = codes[64 * g + 4 * j + k];
+          if (to_packed) {
+            p = static_cast<uint8_t>(static_cast<uint8_t>(b.qs[4 * g + k]) ^ 0x80);
+          } else {
+            b.qs[4 * g + k] = static_cast<int8_t>(p ^ 0x80);
+          }
+        }
+      }
+      return;
+    }
+    default: DI_ICHECK(false && "no packed layout for this type");
+  }
+}
+
+}  // namespace
+
+PackedGemmFn packed_gemm_fn(DType weight_type) {
+  // The tier of quant.h's table (DEEPINFER_ISA caps it), so packed and unpacked products are
+  // never mixed tiers within a process.
+  static const bool use512 = std::string_view(kernel_isa()) == "avx512";
+  return use512 ? avx512::packed_gemm_fn(weight_type) : nullptr;
+}
+
+bool has_packed_layout(DType type) { return packed_block_bytes(type) != 0; }
+
+bool packable(DType type, int64_t n_out, int64_t n_in) {
+  return packed_gemm_fn(type) != nullptr && n_out > 0 && n_out % kPackRows == 0 && n_in % kQK == 0;
+}
+
+size_t packed_group_bytes(DType type, int64_t n_in) { return packed_block_bytes(type) * static_cast<size_t>(n_in / kQK); }
+
+void pack_matrix(DType type, const uint8_t* src, int64_t n_out, int64_t n_in, uint8_t* dst) {
+  DI_ICHECK(has_packed_layout(type) && n_out % kPackRows == 0 && n_in % kQK == 0);
+  const size_t pbytes = packed_block_bytes(type);
+  const size_t bbytes = pbytes / kPackRows;
+  const size_t row_bytes = dtype_row_bytes(type, n_in);
+  const int64_t nb = n_in / kQK;
+  std::memset(dst, 0, static_cast<size_t>(n_out) * row_bytes);  // Q5_0's masks are OR-ed in
+  uint8_t block[sizeof(BlockQ8_0)];
+  for (int64_t g = 0; g < n_out / kPackRows; ++g) {
+    for (int64_t i = 0; i < nb; ++i) {
+      uint8_t* pb = dst + (g * nb + i) * pbytes;
+      for (int j = 0; j < kPackRows; ++j) {
+        std::memcpy(block, src + (g * kPackRows + j) * row_bytes + i * bbytes, bbytes);
+        move_block(type, block, pb, j, true);
+      }
+    }
+  }
+}
+
+void unpack_row(DType type, const uint8_t* packed, int64_t n_in, int64_t row, uint8_t* dst) {
+  const size_t pbytes = packed_block_bytes(type);
+  const size_t bbytes = pbytes / kPackRows;
+  const int64_t nb = n_in / kQK;
+  const int64_t g = row / kPackRows;
+  const int j = static_cast<int>(row % kPackRows);
+  for (int64_t i = 0; i < nb; ++i) {
+    // move_block only reads the packed block when unpacking.
+    auto* pb = const_cast<uint8_t*>(packed + (g * nb + i) * pbytes);
+    uint8_t* block = dst + i * bbytes;
+    std::memset(block, 0, bbytes);
+    move_block(type, block, pb, j, false);
+  }
+}
+
+void dequantize_packed_row(DType type, const uint8_t* packed, int64_t n_in, int64_t row, float* dst) {
+  const size_t pbytes = packed_block_bytes(type);
+  const size_t bbytes = pbytes / kPackRows;
+  const int64_t nb = n_in / kQK;
+  const int64_t g = row / kPackRows;
+  const int j = static_cast<int>(row % kPackRows);
+  uint8_t block[sizeof(BlockQ8_0)];
+  for (int64_t i = 0; i < nb; ++i) {
+    auto* pb = const_cast<uint8_t*>(packed + (g * nb + i) * pbytes);
+    std::memset(block, 0, bbytes);
+    move_block(type, block, pb, j, false);
+    dequantize_row(type, block, dst + i * kQK, kQK);
+  }
+}
+
+void PackedWeights::Free::operator()(uint8_t* p) const { std::free(p); }
+
+void PackedWeights::pack(WeightMatrix& m) {
+  if (m.packed != nullptr || !packable(m.dtype, m.n_out, m.n_in)) return;
+  const size_t bytes = static_cast<size_t>(m.n_out) * m.row_bytes();
+  // 64-byte aligned (the kernels' loads are unaligned-safe; alignment keeps blocks off
+  // needless cache-line splits). aligned_alloc wants a multiple of the alignment.
+  auto* dst = static_cast<uint8_t*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64));
+  DI_ICHECK(dst != nullptr);
+  pack_matrix(m.dtype, m.data, m.n_out, m.n_in, dst);
+  buffers_.emplace_back(dst);
+  bytes_ += bytes;
+  m.packed = dst;
+}
+
+}  // namespace deepinfer::cpu

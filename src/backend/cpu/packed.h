@@ -1,0 +1,88 @@
+// Weight matrices regrouped for the AVX-512 VNNI matrix products ("packed"): the blocks of 16
+// consecutive rows are interleaved so that one vpdpbusd multiplies 4 elements of each of the 16
+// rows with the same 4 activation bytes, and its 16 int32 lanes are the 16 rows' partial sums.
+// A block's integer dot product then needs no horizontal reduction, and its float scaling (one
+// conversion, one multiply, one fma) is shared by 16 rows instead of done per row. In the
+// row-major GGUF layout every block costs that float work per row and per token.
+//
+// Layout. A matrix of n_out rows (a multiple of kPackRows) by n_in elements is n_out / 16 row
+// groups, one after the other; a group is its n_in / 32 packed blocks in element order; a packed
+// block holds block i of the group's 16 rows:
+//
+//   Q4_0  d[16] (half)                 codes[4][64]   288 bytes
+//   Q4_1  d[16], m[16] (half)          codes[4][64]   320 bytes
+//   Q5_0  d[16] (half), high[64]       codes[4][64]   352 bytes
+//   Q8_0  d[16] (half)                 codes[8][64]   544 bytes
+//
+// 4-bit codes: byte 4j + b of codes[L] is byte 4L + b of row j's qs, so its low nibble is
+// element 4L + b and its high nibble element 16 + 4L + b ("k-group" L and 4 + L). Q5_0: bit G
+// of high[4j + b] is bit 4 of row j's element of k-group G at position b. Q8_0: byte 4j + b of
+// codes[G] is row j's element 4G + b plus 128 (unsigned, as vpdpbusd takes its first operand).
+// Each packed block is exactly 16 stored blocks' bytes, so a packed matrix is as large as the
+// original and a decode step reads as many bytes.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "backend/cpu/ops.h"
+#include "core/dtype.h"
+
+namespace deepinfer::cpu {
+
+inline constexpr int64_t kPackRows = 16;
+
+// y[t * ldy + 16 g + j] = row j of group g times activation row t (in vec_dot_type), for groups
+// [0, n_groups) starting at w (groups group_stride bytes apart) and n_tok activation rows
+// a_stride bytes apart; n elements. Every element is computed by the same instructions whatever
+// n_groups and n_tok are, so a token's result does not depend on its batch.
+using PackedGemmFn = void (*)(const uint8_t* w, size_t group_stride, int64_t n_groups, const void* a,
+                              size_t a_stride, int64_t n_tok, int64_t n, float* y, int64_t ldy);
+
+// The dispatched tier's packed product for a weight type, or nullptr (another type, or a CPU or
+// DEEPINFER_ISA cap below avx512).
+PackedGemmFn packed_gemm_fn(DType weight_type);
+
+// The AVX-512 VNNI kernels by name (packed_avx512.cpp): nullptr for a type without one, and for
+// every type when the compiler cannot target those extensions. Call only where cpu_has(kAvx512).
+namespace avx512 {
+PackedGemmFn packed_gemm_fn(DType weight_type);
+}  // namespace avx512
+
+// Whether a matrix of this type and shape is packed: a packed product exists for the type and
+// n_out is a multiple of kPackRows.
+bool packable(DType type, int64_t n_out, int64_t n_in);
+
+// Bytes of one packed group (kPackRows rows).
+size_t packed_group_bytes(DType type, int64_t n_in);
+
+// Regroups n_out row-major rows of `type` (src) into the layout above (dst, n_out * row bytes).
+// Any type with a layout above, whatever the dispatched tier (tests pack for every tier).
+bool has_packed_layout(DType type);
+void pack_matrix(DType type, const uint8_t* src, int64_t n_out, int64_t n_in, uint8_t* dst);
+
+// Row `row` of a packed matrix back in its stored format (dtype_row_bytes(type, n_in) bytes).
+void unpack_row(DType type, const uint8_t* packed, int64_t n_in, int64_t row, uint8_t* dst);
+
+// Dequantizes row `row` of a packed matrix into dst[0..n_in), block by block (no allocation).
+void dequantize_packed_row(DType type, const uint8_t* packed, int64_t n_in, int64_t row, float* dst);
+
+// Owns the packed copies of a model's matrices. pack() gives a matrix its packed copy when
+// packable (and otherwise leaves it as it is); the copy lives as long as this object. Every
+// product and row lookup of a packed matrix reads the copy, never the original.
+class PackedWeights {
+ public:
+  void pack(WeightMatrix& m);
+  size_t bytes() const { return bytes_; }
+
+ private:
+  struct Free {
+    void operator()(uint8_t* p) const;
+  };
+  std::vector<std::unique_ptr<uint8_t, Free>> buffers_;
+  size_t bytes_ = 0;
+};
+
+}  // namespace deepinfer::cpu

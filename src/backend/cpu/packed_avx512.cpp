@@ -1,0 +1,228 @@
+// AVX-512 VNNI matrix products of packed weights (layout in packed.h). A tile is R row groups
+// (16 rows each, one zmm of results per group) by C activation rows. Per 32-element block:
+//   - each group's 64-byte code vectors are loaded (and unpacked) once for the C tokens;
+//   - each token's 4 activation bytes of a k-group are broadcast to the 16 lanes, once for the R
+//     groups, and one vpdpbusd adds 4 products to each of the 16 rows' integer sums;
+//   - the block's exact integer sums are scaled once per (group, token): one conversion, one
+//     multiply (16 weight scales by the token's scale) and one fma, plus one fma for Q4_1's min.
+// Unsigned codes pair with signed activations; the formats' offsets (8, 16, 128) enter the
+// integer sum as -offset * sum(activation codes), formed once per token and block.
+//
+// Compiled with AVX-512 flags of its own and reached only through packed_gemm_fn after the
+// cpuid check (see quant_avx512.cpp on why everything here is in an anonymous namespace).
+//
+// Batch invariance: an element's integer sum is exact and its float operations are the same
+// sequence in every tile shape, so a result does not depend on the tokens or rows beside it.
+#include <cstdint>
+#include <cstring>
+
+#include "backend/cpu/packed.h"
+#include "backend/cpu/quant_blocks.h"
+
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512VNNI__) && \
+    defined(__F16C__) && defined(__FMA__)
+#define DI_PACKED_AVX512 1
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+#endif
+
+namespace deepinfer::cpu {
+
+#if defined(DI_PACKED_AVX512)
+namespace {
+
+inline int32_t load_i32(const void* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+inline float half_at(const void* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return _cvtsh_ss(h);
+}
+
+inline __m512i load512(const void* p) { return _mm512_loadu_si512(p); }
+
+// Sum of 32 signed bytes: unsigned sums of the bytes with their sign bit flipped, less 32 * 128.
+inline int32_t sum_i8x32(const int8_t* q) {
+  const __m256i flipped = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(q)),
+                                           _mm256_set1_epi8(static_cast<char>(0x80)));
+  const __m256i s4 = _mm256_sad_epu8(flipped, _mm256_setzero_si256());
+  __m128i s2 = _mm_add_epi64(_mm256_castsi256_si128(s4), _mm256_extracti128_si256(s4, 1));
+  s2 = _mm_add_epi64(s2, _mm_unpackhi_epi64(s2, s2));
+  return _mm_cvtsi128_si32(s2) - 32 * 128;
+}
+
+// The 4-bit formats' code vector of k-group g (packed.h): low nibbles of codes[g] for g < 4,
+// high nibbles of codes[g - 4] after.
+inline __m512i nibbles(const uint8_t* codes, int g) {
+  const __m512i q = load512(codes + 64 * (g & 3));
+  const __m512i mask = _mm512_set1_epi8(0x0F);
+  return g < 4 ? _mm512_and_si512(q, mask) : _mm512_and_si512(_mm512_srli_epi16(q, 4), mask);
+}
+
+inline int nibble_act_offset(int g) { return g < 4 ? 4 * g : 16 + 4 * (g - 4); }
+
+struct PackQ4_0 {
+  using ActBlock = BlockQ8_0;
+  static constexpr int32_t kOffset = 8;
+  static constexpr bool kMin = false;
+  static constexpr size_t kBytes = 288, kCodes = 32;
+  static __m512i code(const uint8_t* pb, int g) { return nibbles(pb + kCodes, g); }
+  static int act_offset(int g) { return nibble_act_offset(g); }
+};
+
+struct PackQ4_1 {
+  using ActBlock = BlockQ8_1;
+  static constexpr int32_t kOffset = 0;
+  static constexpr bool kMin = true;
+  static constexpr size_t kBytes = 320, kCodes = 64;
+  static __m512i code(const uint8_t* pb, int g) { return nibbles(pb + kCodes, g); }
+  static int act_offset(int g) { return nibble_act_offset(g); }
+};
+
+struct PackQ5_0 {
+  using ActBlock = BlockQ8_0;
+  static constexpr int32_t kOffset = 16;
+  static constexpr bool kMin = false;
+  static constexpr size_t kBytes = 352, kCodes = 96;
+  // Bit g of each high byte moved to bit 4 (16-bit shifts: bit 4 of either byte of a word
+  // comes from the same byte, and the mask drops what crossed), then or-ed into the nibbles.
+  static __m512i code(const uint8_t* pb, int g) {
+    const __m512i high = load512(pb + 32);
+    const __m512i moved = g <= 4 ? _mm512_slli_epi16(high, 4 - g) : _mm512_srli_epi16(high, g - 4);
+    // 0xF8: a | (b & c).
+    return _mm512_ternarylogic_epi32(nibbles(pb + kCodes, g), moved, _mm512_set1_epi8(0x10), 0xF8);
+  }
+  static int act_offset(int g) { return nibble_act_offset(g); }
+};
+
+struct PackQ8_0 {
+  using ActBlock = BlockQ8_0;
+  static constexpr int32_t kOffset = 128;
+  static constexpr bool kMin = false;
+  static constexpr size_t kBytes = 544, kCodes = 32;
+  static __m512i code(const uint8_t* pb, int g) { return load512(pb + kCodes + 64 * g); }
+  static int act_offset(int g) { return 4 * g; }
+};
+
+// y[c * ldy + 16 r + j] for an R-group by C-token tile. One-token tiles split each integer sum
+// over two accumulators (even and odd k-groups): eight dependent vpdpbusd per block would
+// otherwise leave the unit waiting on its own latency.
+template <typename F, int R, int C>
+void tile(const uint8_t* w, size_t group_stride, const uint8_t* a, size_t a_stride, int64_t nb, float* y,
+          int64_t ldy) {
+  using ActBlock = typename F::ActBlock;
+  constexpr int kSplit = R * C >= 8 ? 1 : 2;
+  __m512 acc[R][C];
+  for (int r = 0; r < R; ++r) {
+    for (int c = 0; c < C; ++c) acc[r][c] = _mm512_setzero_ps();
+  }
+  for (int64_t i = 0; i < nb; ++i) {
+    const ActBlock* ab[C];
+    __m512 dy[C];
+    __m512 sy[C];
+    __m512i isum[kSplit][R][C];
+    for (int c = 0; c < C; ++c) {
+      ab[c] = reinterpret_cast<const ActBlock*>(a + c * a_stride) + i;
+      dy[c] = _mm512_set1_ps(half_at(&ab[c]->d));
+      if constexpr (F::kMin) sy[c] = _mm512_set1_ps(half_at(&ab[c]->s));
+      const __m512i init = F::kOffset != 0 ? _mm512_set1_epi32(-F::kOffset * sum_i8x32(ab[c]->qs))
+                                           : _mm512_setzero_si512();
+      for (int r = 0; r < R; ++r) {
+        isum[0][r][c] = init;
+        if constexpr (kSplit == 2) isum[1][r][c] = _mm512_setzero_si512();
+      }
+    }
+    const uint8_t* pb[R];
+    for (int r = 0; r < R; ++r) {
+      pb[r] = w + r * group_stride + i * F::kBytes;
+    }
+    for (int g = 0; g < 8; ++g) {
+      for (int r = 0; r < R; ++r) {
+        const __m512i q = F::code(pb[r], g);
+        for (int c = 0; c < C; ++c) {
+          const __m512i x = _mm512_set1_epi32(load_i32(ab[c]->qs + F::act_offset(g)));
+          __m512i& s = isum[g % kSplit][r][c];
+          s = _mm512_dpbusd_epi32(s, q, x);
+        }
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      const __m512 dx = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(pb[r])));
+      __m512 mx;
+      if constexpr (F::kMin) mx = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(pb[r] + 32)));
+      for (int c = 0; c < C; ++c) {
+        __m512i s = isum[0][r][c];
+        if constexpr (kSplit == 2) s = _mm512_add_epi32(s, isum[1][r][c]);
+        acc[r][c] = _mm512_fmadd_ps(_mm512_mul_ps(dx, dy[c]), _mm512_cvtepi32_ps(s), acc[r][c]);
+        if constexpr (F::kMin) acc[r][c] = _mm512_fmadd_ps(mx, sy[c], acc[r][c]);
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    for (int c = 0; c < C; ++c) _mm512_storeu_ps(y + c * ldy + kPackRows * r, acc[r][c]);
+  }
+}
+
+// Tile shapes (Zen 4): R x C groups by tokens for matrix products. One token takes one group at
+// a time, so a decode step reads the weights as one linear stream, which the hardware
+// prefetchers follow best: several groups at once, or software prefetches, were 8-40% slower
+// on a 170 MB Q8_0 matrix that streams from memory.
+constexpr int kR = 2, kC = 4, kR1 = 1;
+
+template <typename F>
+void packed_gemm(const uint8_t* w, size_t group_stride, int64_t n_groups, const void* act, size_t a_stride,
+                 int64_t n_tok, int64_t n, float* y, int64_t ldy) {
+  const auto* a = static_cast<const uint8_t*>(act);
+  const int64_t nb = n / kQK;
+  int64_t t = 0;
+  for (; t + kC <= n_tok; t += kC) {
+    int64_t g = 0;
+    for (; g + kR <= n_groups; g += kR) {
+      tile<F, kR, kC>(w + g * group_stride, group_stride, a + t * a_stride, a_stride, nb, y + t * ldy + g * kPackRows,
+                      ldy);
+    }
+    for (; g < n_groups; ++g) {
+      tile<F, 1, kC>(w + g * group_stride, group_stride, a + t * a_stride, a_stride, nb, y + t * ldy + g * kPackRows,
+                     ldy);
+    }
+  }
+  for (; t < n_tok; ++t) {
+    int64_t g = 0;
+    for (; g + kR1 <= n_groups; g += kR1) {
+      tile<F, kR1, 1>(w + g * group_stride, group_stride, a + t * a_stride, a_stride, nb, y + t * ldy + g * kPackRows,
+                      ldy);
+    }
+    for (; g < n_groups; ++g) {
+      tile<F, 1, 1>(w + g * group_stride, group_stride, a + t * a_stride, a_stride, nb, y + t * ldy + g * kPackRows,
+                    ldy);
+    }
+  }
+}
+
+}  // namespace
+#endif  // DI_PACKED_AVX512
+
+namespace avx512 {
+
+PackedGemmFn packed_gemm_fn(DType weight_type) {
+#if defined(DI_PACKED_AVX512)
+  switch (weight_type) {
+    case DType::kQ4_0: return packed_gemm<PackQ4_0>;
+    case DType::kQ4_1: return packed_gemm<PackQ4_1>;
+    case DType::kQ5_0: return packed_gemm<PackQ5_0>;
+    case DType::kQ8_0: return packed_gemm<PackQ8_0>;
+    default: break;
+  }
+#endif
+  (void)weight_type;
+  return nullptr;
+}
+
+}  // namespace avx512
+
+}  // namespace deepinfer::cpu

@@ -1,0 +1,169 @@
+// Op tests of the packed weight layout and its kernels (backend/cpu/packed.h): packing loses
+// nothing (unpacking gives the stored bytes back), the packed matrix product agrees with the
+// scalar reference on the original rows within the float-summation bound, every element is
+// the same bit for bit whatever tokens and groups share its tile, and models' matmul and row
+// lookups through a packed matrix equal or approximate the unpacked ones.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "../unit/backend/quant_test_util.h"
+#include "backend/cpu/ops.h"
+#include "backend/cpu/packed.h"
+#include "backend/cpu/quant.h"
+#include "backend/cpu/quant_kernels.h"
+
+namespace deepinfer::cpu {
+namespace {
+
+using testing::dot_double;
+using testing::random_floats;
+using testing::random_row;
+
+constexpr DType kPackedTypes[] = {DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ8_0};
+
+std::vector<uint8_t> random_matrix(DType type, int64_t n_out, int64_t n_in, std::mt19937& rng) {
+  std::vector<uint8_t> w;
+  for (int64_t o = 0; o < n_out; ++o) {
+    const std::vector<uint8_t> row = random_row(type, n_in, rng);
+    w.insert(w.end(), row.begin(), row.end());
+  }
+  return w;
+}
+
+std::vector<uint8_t> packed_copy(DType type, const std::vector<uint8_t>& w, int64_t n_out, int64_t n_in) {
+  std::vector<uint8_t> p(w.size(), 0xEE);
+  pack_matrix(type, w.data(), n_out, n_in, p.data());
+  return p;
+}
+
+TEST(PackedKernels, PackingIsLossless) {
+  std::mt19937 rng(3);
+  for (DType type : kPackedTypes) {
+    ASSERT_TRUE(has_packed_layout(type));
+    const int64_t n_out = 48, n_in = 96;
+    const std::vector<uint8_t> w = random_matrix(type, n_out, n_in, rng);
+    const std::vector<uint8_t> p = packed_copy(type, w, n_out, n_in);
+    EXPECT_EQ(packed_group_bytes(type, n_in) * (n_out / kPackRows), w.size()) << dtype_name(type);
+    const size_t row_bytes = dtype_row_bytes(type, n_in);
+    std::vector<uint8_t> row(row_bytes);
+    std::vector<float> want(n_in), got(n_in);
+    for (int64_t o = 0; o < n_out; ++o) {
+      unpack_row(type, p.data(), n_in, o, row.data());
+      ASSERT_EQ(std::memcmp(row.data(), w.data() + o * row_bytes, row_bytes), 0) << dtype_name(type) << " row " << o;
+      dequantize_row(type, w.data() + o * row_bytes, want.data(), n_in);
+      dequantize_packed_row(type, p.data(), n_in, o, got.data());
+      for (int64_t i = 0; i < n_in; ++i) ASSERT_EQ(fp32_to_bits(got[i]), fp32_to_bits(want[i])) << dtype_name(type);
+    }
+  }
+  EXPECT_FALSE(has_packed_layout(DType::kQ4_K));
+}
+
+// The packed product against the reference dot of the original rows, and each element equal to
+// its value computed alone (one group, one token) bit for bit.
+TEST(PackedKernels, ProductMatchesTheReferenceAndIsTileInvariant) {
+  if (avx512::packed_gemm_fn(DType::kQ4_0) == nullptr || !cpu_has(Isa::kAvx512)) {
+    GTEST_SKIP() << "no AVX-512 VNNI on this CPU (or compiler): the packed kernels do not run here";
+  }
+  std::mt19937 rng(11);
+  for (DType type : kPackedTypes) {
+    const PackedGemmFn gemm = avx512::packed_gemm_fn(type);
+    ASSERT_NE(gemm, nullptr) << dtype_name(type);
+    const DType act_type = vec_dot_type(type);
+    // {groups, tokens, blocks}: tile remainders in both directions, one block, odd counts.
+    const int64_t shapes[][3] = {{1, 1, 1}, {1, 5, 3}, {3, 1, 2}, {2, 4, 18}, {5, 7, 1}, {4, 9, 19}, {3, 13, 5}};
+    for (const auto& s : shapes) {
+      const int64_t groups = s[0], toks = s[1], n = kQK * s[2], rows = groups * kPackRows;
+      const std::vector<uint8_t> w = random_matrix(type, rows, n, rng);
+      const std::vector<uint8_t> p = packed_copy(type, w, rows, n);
+      const size_t w_row = dtype_row_bytes(type, n), a_row = dtype_row_bytes(act_type, n);
+      const size_t a_stride = a_row + 8;  // padding: strides differ from row sizes
+      std::vector<uint8_t> a(a_stride * toks, 0x5A);
+      std::vector<std::vector<float>> a_f, w_f;
+      for (int64_t t = 0; t < toks; ++t) {
+        const std::vector<float> x = random_floats(n, rng, 2.0f);
+        ref::quantize_row(act_type, x.data(), a.data() + t * a_stride, n);
+        a_f.emplace_back(n);
+        ref::dequantize_row(act_type, a.data() + t * a_stride, a_f.back().data(), n);
+      }
+      for (int64_t r = 0; r < rows; ++r) {
+        w_f.emplace_back(n);
+        ref::dequantize_row(type, w.data() + r * w_row, w_f.back().data(), n);
+      }
+      const size_t group_bytes = packed_group_bytes(type, n);
+      const int64_t ldy = rows + 3;
+      std::vector<float> y(toks * ldy, -1.0f), alone(kPackRows);
+      gemm(p.data(), group_bytes, groups, a.data(), a_stride, toks, n, y.data(), ldy);
+      for (int64_t t = 0; t < toks; ++t) {
+        for (int64_t g = 0; g < groups; ++g) {
+          gemm(p.data() + g * group_bytes, group_bytes, 1, a.data() + t * a_stride, a_stride, 1, n, alone.data(),
+               kPackRows);
+          for (int64_t j = 0; j < kPackRows; ++j) {
+            const int64_t r = g * kPackRows + j;
+            const std::string where = std::string(dtype_name(type)) + " groups=" + std::to_string(groups) +
+                                      " toks=" + std::to_string(toks) + " n=" + std::to_string(n) + " at (" +
+                                      std::to_string(r) + "," + std::to_string(t) + ")";
+            const float got = y[t * ldy + r];
+            ASSERT_EQ(fp32_to_bits(got), fp32_to_bits(alone[j])) << where;
+            const float want = ref::vec_dot(type, w.data() + r * w_row, a.data() + t * a_stride, n);
+            // One rounding per block scaling (and min term) plus the reference's own.
+            const double bound = (2.0 * s[2] + 16) * 0x1p-24 * dot_double(w_f[r], a_f[t]).magnitude + 1e-30;
+            ASSERT_NEAR(got, want, bound) << where;
+          }
+        }
+        for (int64_t r = rows; r < ldy; ++r) EXPECT_EQ(y[t * ldy + r], -1.0f) << "padding written";
+      }
+    }
+  }
+}
+
+// A packed matrix through the public entry points: matmul on two threads is batch invariant and
+// close to the unpacked product (which another tier's kernels compute), and gather_rows reads the
+// packed copy exactly as the original.
+TEST(PackedKernels, MatmulAndGatherThroughAPackedMatrix) {
+  std::mt19937 rng(9);
+  ThreadPool pool(2);
+  QuantScratch scratch;
+  int packed = 0;
+  for (DType type : kPackedTypes) {
+    const int64_t n_in = 6 * kQK, n_out = 5 * kPackRows, n_tok = 70;
+    const std::vector<uint8_t> w = random_matrix(type, n_out, n_in, rng);
+    const WeightMatrix plain{type, w.data(), n_out, n_in};
+    WeightMatrix m = plain;
+    PackedWeights packs;
+    packs.pack(m);
+    if (!packable(type, n_out, n_in)) {
+      EXPECT_EQ(m.packed, nullptr);
+      continue;
+    }
+    ASSERT_NE(m.packed, nullptr);
+    EXPECT_EQ(packs.bytes(), w.size());
+    ++packed;
+    const std::vector<float> x = random_floats(n_tok * n_in, rng);
+    const std::vector<float> bias = random_floats(n_out, rng);
+    std::vector<float> batched(n_tok * n_out), alone(n_out), reference(n_tok * n_out);
+    matmul(m, x.data(), n_tok, batched.data(), bias.data(), scratch, pool);
+    matmul(plain, x.data(), n_tok, reference.data(), bias.data(), scratch, pool);
+    for (int64_t t = 0; t < n_tok; ++t) {
+      matmul(m, x.data() + t * n_in, 1, alone.data(), bias.data(), scratch, pool);
+      for (int64_t o = 0; o < n_out; ++o) {
+        ASSERT_EQ(fp32_to_bits(batched[t * n_out + o]), fp32_to_bits(alone[o])) << dtype_name(type);
+        ASSERT_NEAR(batched[t * n_out + o], reference[t * n_out + o], 1e-4 * (1 + std::fabs(reference[t * n_out + o])))
+            << dtype_name(type) << " token " << t << " row " << o;
+      }
+    }
+    const std::vector<int32_t> ids = {0, 17, 79, 16, 15, 42};
+    std::vector<float> from_packed(ids.size() * n_in), from_plain(ids.size() * n_in);
+    gather_rows(m, ids, from_packed.data());
+    gather_rows(plain, ids, from_plain.data());
+    EXPECT_EQ(std::memcmp(from_packed.data(), from_plain.data(), from_plain.size() * sizeof(float)), 0);
+  }
+  if (packed == 0) GTEST_SKIP() << "the dispatched kernel tier packs no format on this CPU";
+}
+
+}  // namespace
+}  // namespace deepinfer::cpu
