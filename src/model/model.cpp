@@ -31,8 +31,8 @@ PagedKvCache::PagedKvCache(const ModelConfig& config, int64_t n_full, int64_t n_
     layer_offset_[static_cast<size_t>(l)] = total;
     total += n_blocks(l) * block_size_ * kv_dim_;
   }
-  k_.assign(static_cast<size_t>(total), 0.0f);
-  v_.assign(static_cast<size_t>(total), 0.0f);
+  k_ = PageBuffer(static_cast<size_t>(total) * sizeof(float));
+  v_ = PageBuffer(static_cast<size_t>(total) * sizeof(float));
 }
 
 namespace {

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "core/page_buffer.h"
 #include "core/thread_pool.h"
 #include "deepinfer/status.h"
 #include "model/loader/tensor_source.h"
@@ -97,23 +98,25 @@ class PagedKvCache {
       : PagedKvCache(config, n_blocks, n_blocks, block_size) {}
   PagedKvCache(const ModelConfig& config, int64_t n_blocks, int64_t n_sliding_blocks, int64_t block_size);
 
-  float* k(int64_t layer) { return k_.data() + offset(layer); }
-  float* v(int64_t layer) { return v_.data() + offset(layer); }
+  float* k(int64_t layer) { return k_data() + offset(layer); }
+  float* v(int64_t layer) { return v_data() + offset(layer); }
   bool sliding(int64_t layer) const { return !layer_sliding_.empty() && layer_sliding_[static_cast<size_t>(layer)]; }
   int64_t n_blocks() const { return n_blocks_; }                  // full pool
   int64_t n_sliding_blocks() const { return n_sliding_blocks_; }  // sliding pool
   int64_t n_blocks(int64_t layer) const { return sliding(layer) ? n_sliding_blocks_ : n_blocks_; }
   int64_t block_size() const { return block_size_; }
   int64_t kv_dim() const { return kv_dim_; }
-  size_t bytes() const { return (k_.size() + v_.size()) * sizeof(float); }
+  size_t bytes() const { return k_.size() + v_.size(); }
 
  private:
   int64_t offset(int64_t layer) const { return layer_offset_[static_cast<size_t>(layer)]; }
+  float* k_data() { return reinterpret_cast<float*>(k_.data()); }
+  float* v_data() { return reinterpret_cast<float*>(v_.data()); }
 
   int64_t n_blocks_, n_sliding_blocks_, block_size_, kv_dim_;
   std::vector<bool> layer_sliding_;
   std::vector<int64_t> layer_offset_;  // [n_layer] first float of the layer's K (and V)
-  std::vector<float> k_, v_;
+  PageBuffer k_, v_;  // zero-filled floats (huge pages where the system has them)
 };
 
 // One sequence's part of a flattened batch: its next n_tokens tokens (consecutive in the

@@ -1,5 +1,6 @@
 #include "backend/cpu/packed.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <string_view>
@@ -186,19 +187,27 @@ void dequantize_packed_row(DType type, const uint8_t* packed, int64_t n_in, int6
   }
 }
 
-void PackedWeights::Free::operator()(uint8_t* p) const { std::free(p); }
-
 void PackedWeights::pack(WeightMatrix& m) {
   if (m.packed != nullptr || !packable(m.dtype, m.n_out, m.n_in)) return;
   const size_t bytes = static_cast<size_t>(m.n_out) * m.row_bytes();
-  // 64-byte aligned (the kernels' loads are unaligned-safe; alignment keeps blocks off
-  // needless cache-line splits). aligned_alloc wants a multiple of the alignment.
-  auto* dst = static_cast<uint8_t*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64));
-  DI_ICHECK(dst != nullptr);
+  uint8_t* dst = allocate(bytes);
   pack_matrix(m.dtype, m.data, m.n_out, m.n_in, dst);
-  buffers_.emplace_back(dst);
   bytes_ += bytes;
   m.packed = dst;
+}
+
+uint8_t* PackedWeights::allocate(size_t bytes) {
+  // Matrices share chunks: a model's hundreds of small matrices each in its own map would be
+  // too small for a huge page. Unused tails of chunks are never touched, so never resident.
+  constexpr size_t kChunk = size_t{64} << 20, kAlign = 64;
+  const size_t need = (bytes + kAlign - 1) / kAlign * kAlign;
+  if (buffers_.empty() || chunk_used_ + need > buffers_.back().size()) {
+    buffers_.emplace_back(std::max(kChunk, need));
+    chunk_used_ = 0;
+  }
+  uint8_t* p = buffers_.back().data() + chunk_used_;
+  chunk_used_ += need;
+  return p;
 }
 
 }  // namespace deepinfer::cpu

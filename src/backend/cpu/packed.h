@@ -24,11 +24,11 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <memory>
 #include <vector>
 
 #include "backend/cpu/ops.h"
 #include "core/dtype.h"
+#include "core/page_buffer.h"
 
 namespace deepinfer::cpu {
 
@@ -78,10 +78,10 @@ class PackedWeights {
   size_t bytes() const { return bytes_; }
 
  private:
-  struct Free {
-    void operator()(uint8_t* p) const;
-  };
-  std::vector<std::unique_ptr<uint8_t, Free>> buffers_;
+  uint8_t* allocate(size_t bytes);
+
+  std::vector<PageBuffer> buffers_;  // huge pages: a decode step streams through all of them
+  size_t chunk_used_ = 0;            // bytes handed out of buffers_.back()
   size_t bytes_ = 0;
 };
 
