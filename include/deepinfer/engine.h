@@ -30,11 +30,16 @@
 
 namespace deepinfer {
 
+// Element type of the KV cache. f16 (llama.cpp's default) halves the cache's memory and the
+// bytes each decode step reads; f32 keeps K and V exactly as the model computed them.
+enum class KvCacheDtype { kF16, kF32 };
+
 struct EngineConfig {
   std::string model_path;               // GGUF file or Hugging Face directory
   int32_t threads = 0;                  // 0 = all cores
   int32_t block_size = 16;              // tokens per KV block
   int64_t kv_cache_tokens = 0;          // KV capacity in tokens; 0 = 16 full-length sequences or 1 GiB, the smaller
+  KvCacheDtype kv_cache_dtype = KvCacheDtype::kF16;
   int64_t max_num_batched_tokens = 2048;
   int32_t max_num_seqs = 64;
   bool enable_prefix_caching = true;

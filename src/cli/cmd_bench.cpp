@@ -200,7 +200,7 @@ int bench_model(const std::optional<std::string>& model_arg, int threads, int re
   for (int64_t i = 0; i < n_prompt; ++i) prompt[i] = static_cast<int32_t>((1000 + 7919 * i) % n_vocab);
   std::vector<double> pre_tps, dec_tps, pre_cpu_tps, dec_cpu_tps;
   for (int r = 0; r < reps; ++r) {
-    auto context = model.new_context(n_prompt + n_gen + 1);
+    auto context = model.new_context(n_prompt + n_gen + 1, DType::kF16);  // the CLI's default cache
     if (!context.ok()) return fail(context.status().message());
     InferenceContext& ctx = **context;
     auto t = Clock::now();

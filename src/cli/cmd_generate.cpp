@@ -12,6 +12,7 @@
 #include "cli/args.h"
 #include "cli/chat_prompt.h"
 #include "cli/commands.h"
+#include "cli/loading.h"
 #include "deepinfer/engine.h"
 #include "model/catalog.h"
 #include "model/loader/tensor_source.h"
@@ -41,6 +42,7 @@ const char* kGenerateUsage = R"(usage: deepinfer generate [-m MODEL] --input FIL
   --batch-invariant          outputs do not depend on the batch (with "seed": reproducible)
   --no-async-scheduling      do the engine's bookkeeping between steps, not during them
   --no-swa-replay            sliding-window models (Gemma 3) take no prefix hit: cold recompute
+  --kv-cache-dtype T         KV cache elements: f16 (default, half the memory) or f32
 )";
 
 const char* finish_name(FinishReason r) {
@@ -208,7 +210,7 @@ class Progress {
 int generate_command(const std::vector<std::string>& argv) {
   FlagSpec spec;
   spec.with_value = {"--model", "--input", "--output", "--threads", "--max-num-seqs", "--max-num-batched-tokens",
-                     "--kv-cache-tokens"};
+                     "--kv-cache-tokens", "--kv-cache-dtype"};
   spec.switches = {"--no-prefix-caching", "--batch-invariant", "--no-async-scheduling", "--no-swa-replay", "--help"};
   spec.aliases = {{"-m", "--model"}, {"-i", "--input"}, {"-o", "--output"}, {"-t", "--threads"}, {"-h", "--help"}};
   auto parsed = Args::parse(argv, spec);
@@ -223,7 +225,8 @@ int generate_command(const std::vector<std::string>& argv) {
   auto seqs = args.get_int("--max-num-seqs", 64);
   auto batched = args.get_int("--max-num-batched-tokens", 2048);
   auto kv_tokens = args.get_int("--kv-cache-tokens", 0);
-  for (const Status& s : {threads.status(), seqs.status(), batched.status(), kv_tokens.status()}) {
+  auto kv_dtype = parse_kv_cache_dtype(args.get("--kv-cache-dtype"));
+  for (const Status& s : {threads.status(), seqs.status(), batched.status(), kv_tokens.status(), kv_dtype.status()}) {
     if (!s.ok()) return fail(s.message(), 2);
   }
 
@@ -261,6 +264,7 @@ int generate_command(const std::vector<std::string>& argv) {
   config.max_num_seqs = static_cast<int32_t>(*seqs);
   config.max_num_batched_tokens = *batched;
   config.kv_cache_tokens = *kv_tokens;
+  config.kv_cache_dtype = *kv_dtype;
   config.enable_prefix_caching = !args.has("--no-prefix-caching");
   config.batch_invariant = args.has("--batch-invariant");
   config.async_scheduling = !args.has("--no-async-scheduling");

@@ -30,6 +30,7 @@ const char* kRunUsage = R"(usage: deepinfer run [-m MODEL] (-p TEXT | --prompt-t
   --ctx N                context size (default: min(model's, 4096))
   --ignore-eos           keep generating past end-of-generation tokens
   --json                 print one JSON object instead of streaming text
+  --kv-cache-dtype T     KV cache elements: f16 (default, half the memory) or f32
 )";
 
 using Clock = std::chrono::steady_clock;
@@ -40,7 +41,7 @@ double ms_since(Clock::time_point t) { return std::chrono::duration<double, std:
 int run_command(const std::vector<std::string>& argv) {
   FlagSpec spec;
   spec.with_value = {"--model", "--prompt", "--prompt-tokens", "--system", "--max-tokens", "--temp", "--top-k",
-                     "--top-p", "--min-p", "--seed", "--threads", "--ctx"};
+                     "--top-p", "--min-p", "--seed", "--threads", "--ctx", "--kv-cache-dtype"};
   spec.switches = {"--chat", "--json", "--ignore-eos", "--help"};
   spec.aliases = {{"-m", "--model"}, {"-p", "--prompt"}, {"-n", "--max-tokens"}, {"-t", "--threads"},
                   {"-h", "--help"}, {"--temperature", "--temp"}};
@@ -114,7 +115,9 @@ int run_command(const std::vector<std::string>& argv) {
                     " exceeds the context of " + std::to_string(n_ctx) + " tokens (raise --ctx or lower -n)",
                 2);
   }
-  auto context = model.new_context(n_ctx);
+  auto kv_dtype = parse_kv_cache_dtype(args.get("--kv-cache-dtype"));
+  if (!kv_dtype.ok()) return fail(kv_dtype.status().message(), 2);
+  auto context = model.new_context(n_ctx, kv_element_type(*kv_dtype));
   if (!context.ok()) return fail(context.status().message());
   InferenceContext& ctx = **context;
   ThreadPool pool(static_cast<int>(*threads));

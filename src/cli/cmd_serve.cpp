@@ -4,6 +4,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/loading.h"
 #include "server/serve.h"
 
 namespace deepinfer::cli {
@@ -24,6 +25,7 @@ const char* kServeUsage = R"(usage: deepinfer serve [-m MODEL] [options]
   --max-body-bytes N         request body limit, 413 above (default 33554432)
   --read-timeout S           seconds a request may take to arrive, 408 after (default 30)
   --no-swa-replay            sliding-window models (Gemma 3) take no prefix hit: cold recompute
+  --kv-cache-dtype T         KV cache elements: f16 (default, half the memory) or f32
 )";
 
 }  // namespace
@@ -31,7 +33,8 @@ const char* kServeUsage = R"(usage: deepinfer serve [-m MODEL] [options]
 int serve_command(const std::vector<std::string>& argv) {
   FlagSpec spec;
   spec.with_value = {"--model", "--host", "--port", "--api-key", "--served-model-name", "--max-num-seqs",
-                     "--max-queue", "--threads", "--shutdown-timeout", "--max-body-bytes", "--read-timeout"};
+                     "--max-queue", "--threads", "--shutdown-timeout", "--max-body-bytes", "--read-timeout",
+                     "--kv-cache-dtype"};
   spec.switches = {"--no-swa-replay", "--help"};
   spec.aliases = {{"-m", "--model"}, {"-h", "--help"}, {"-t", "--threads"}};
   auto parsed = Args::parse(argv, spec);
@@ -59,6 +62,8 @@ int serve_command(const std::vector<std::string>& argv) {
   if (*timeout < 0) return fail("--shutdown-timeout must be >= 0", 2);
   if (*max_body < 1) return fail("--max-body-bytes must be positive", 2);
   if (*read_timeout <= 0) return fail("--read-timeout must be positive", 2);
+  auto kv_dtype = parse_kv_cache_dtype(args.get("--kv-cache-dtype"));
+  if (!kv_dtype.ok()) return fail(kv_dtype.status().message(), 2);
 
   server::ServeOptions options;
   options.model = args.get("--model").value_or("");
@@ -77,6 +82,7 @@ int serve_command(const std::vector<std::string>& argv) {
   options.max_body_bytes = static_cast<size_t>(*max_body);
   options.read_timeout_s = *read_timeout;
   options.swa_replay = !args.has("--no-swa-replay");
+  options.kv_cache_dtype = *kv_dtype;
   Status status = server::serve(options);
   if (!status.ok()) return fail("serve: " + status.message());
   return 0;

@@ -21,4 +21,10 @@ Result<LoadedModel> load_model(const std::optional<std::string>& model_arg) {
   return out;
 }
 
+Result<KvCacheDtype> parse_kv_cache_dtype(const std::optional<std::string>& value) {
+  if (!value || *value == "f16") return KvCacheDtype::kF16;
+  if (*value == "f32") return KvCacheDtype::kF32;
+  return invalid_argument("--kv-cache-dtype must be f16 or f32, got '" + *value + "'");
+}
+
 }  // namespace deepinfer::cli

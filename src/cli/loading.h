@@ -5,6 +5,7 @@
 #include <optional>
 #include <string>
 
+#include "deepinfer/engine.h"
 #include "deepinfer/status.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
@@ -20,5 +21,9 @@ struct LoadedModel {
 
 // `model_arg` is a path or a known model name; none means the default model.
 Result<LoadedModel> load_model(const std::optional<std::string>& model_arg);
+
+// The value of --kv-cache-dtype ("f16" or "f32"; none: f16).
+Result<KvCacheDtype> parse_kv_cache_dtype(const std::optional<std::string>& value);
+inline DType kv_element_type(KvCacheDtype t) { return t == KvCacheDtype::kF16 ? DType::kF16 : DType::kF32; }
 
 }  // namespace deepinfer::cli

@@ -49,6 +49,8 @@ namespace deepinfer {
 
 namespace {
 
+DType kv_element_type(KvCacheDtype t) { return t == KvCacheDtype::kF16 ? DType::kF16 : DType::kF32; }
+
 using Clock = std::chrono::steady_clock;
 
 constexpr int32_t kMaxN = 128;  // the OpenAI API's bound on n
@@ -132,7 +134,7 @@ class EngineImpl final : public Engine {
         kv_manager_(kv::KvCacheConfig{config.block_size, static_cast<int32_t>(n_blocks), config.enable_prefix_caching,
                                       model_->source().path(), model_->config().layer_window,
                                       static_cast<int32_t>(n_sliding_blocks)}),
-        kv_(model_->config(), n_blocks, n_sliding_blocks, config.block_size),
+        kv_(model_->config(), n_blocks, n_sliding_blocks, config.block_size, kv_element_type(config.kv_cache_dtype)),
         scheduler_(SchedulerConfig{config.max_num_batched_tokens, config.max_num_seqs,
                                    config.priority_scheduling ? SchedulingPolicy::kPriority : SchedulingPolicy::kFcfs,
                                    config.swa_replay, config.swa_replay_tokens},
@@ -669,7 +671,8 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
   if (tokens <= 0) {
     // Default: 16 full-length sequences or 1 GiB of KV, whichever is smaller.
     const ModelConfig& c = model->config();
-    const int64_t bytes_per_token = c.n_layer * c.n_head_kv * c.head_dim * static_cast<int64_t>(sizeof(float)) * 2;
+    const int64_t element_bytes = config.kv_cache_dtype == KvCacheDtype::kF16 ? 2 : 4;
+    const int64_t bytes_per_token = c.n_layer * c.n_head_kv * c.head_dim * element_bytes * 2;
     tokens = std::min<int64_t>(16 * c.n_ctx_train, (int64_t{1} << 30) / bytes_per_token);
   }
   const int64_t n_blocks = (tokens + config.block_size - 1) / config.block_size;

@@ -1,8 +1,11 @@
 #include "model/model.h"
 
 #include <algorithm>
+#include <cstring>
 #include <numeric>
 
+#include "backend/cpu/quant.h"
+#include "core/check.h"
 #include "model/arch/registry.h"
 
 namespace deepinfer {
@@ -19,11 +22,14 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& path) {
   return entry->create(std::move(source));
 }
 
-PagedKvCache::PagedKvCache(const ModelConfig& config, int64_t n_full, int64_t n_sliding, int64_t block_size)
+PagedKvCache::PagedKvCache(const ModelConfig& config, int64_t n_full, int64_t n_sliding, int64_t block_size,
+                           DType dtype)
     : n_blocks_(n_full),
       n_sliding_blocks_(n_sliding),
       block_size_(block_size),
-      kv_dim_(config.n_head_kv * config.head_dim) {
+      kv_dim_(config.n_head_kv * config.head_dim),
+      dtype_(dtype) {
+  DI_ICHECK(dtype == DType::kF32 || dtype == DType::kF16);
   if (config.has_sliding_layers()) layer_sliding_ = config.layer_sliding;
   layer_offset_.resize(static_cast<size_t>(config.n_layer));
   int64_t total = 0;
@@ -31,8 +37,21 @@ PagedKvCache::PagedKvCache(const ModelConfig& config, int64_t n_full, int64_t n_
     layer_offset_[static_cast<size_t>(l)] = total;
     total += n_blocks(l) * block_size_ * kv_dim_;
   }
-  k_ = PageBuffer(static_cast<size_t>(total) * sizeof(float));
-  v_ = PageBuffer(static_cast<size_t>(total) * sizeof(float));
+  k_ = PageBuffer(static_cast<size_t>(total) * element_bytes());
+  v_ = PageBuffer(static_cast<size_t>(total) * element_bytes());
+}
+
+void PagedKvCache::store(int64_t layer, int64_t row, const float* k, const float* v) {
+  const size_t at = static_cast<size_t>(row * kv_dim_) * element_bytes();
+  auto* kd = static_cast<uint8_t*>(k_data(layer)) + at;
+  auto* vd = static_cast<uint8_t*>(v_data(layer)) + at;
+  if (dtype_ == DType::kF32) {
+    std::memcpy(kd, k, static_cast<size_t>(kv_dim_) * sizeof(float));
+    std::memcpy(vd, v, static_cast<size_t>(kv_dim_) * sizeof(float));
+    return;
+  }
+  cpu::quantize_row(DType::kF16, k, kd, kv_dim_);
+  cpu::quantize_row(DType::kF16, v, vd, kv_dim_);
 }
 
 namespace {
@@ -41,9 +60,9 @@ namespace {
 // to rows directly. Long inputs go through in batches of kMaxBatch tokens to bound scratch.
 class SequenceContext final : public InferenceContext {
  public:
-  SequenceContext(const Model& model, int64_t n_ctx)
+  SequenceContext(const Model& model, int64_t n_ctx, DType kv_dtype)
       : n_ctx_(n_ctx),
-        kv_(model.config(), (n_ctx + kBlockSize - 1) / kBlockSize, kBlockSize),
+        kv_(model.config(), (n_ctx + kBlockSize - 1) / kBlockSize, kBlockSize, kv_dtype),
         block_table_(static_cast<size_t>(kv_.n_blocks())),
         runner_(model.new_batch_runner()),
         n_vocab_(model.config().n_vocab) {
@@ -104,9 +123,12 @@ class SequenceContext final : public InferenceContext {
 
 }  // namespace
 
-Result<std::unique_ptr<InferenceContext>> Model::new_context(int64_t n_ctx) const {
+Result<std::unique_ptr<InferenceContext>> Model::new_context(int64_t n_ctx, DType kv_dtype) const {
   if (n_ctx <= 0) return invalid_argument("context size must be positive, got " + std::to_string(n_ctx));
-  return std::unique_ptr<InferenceContext>(new SequenceContext(*this, n_ctx));
+  if (kv_dtype != DType::kF32 && kv_dtype != DType::kF16) {
+    return invalid_argument("the KV cache holds f32 or f16, not " + std::string(dtype_name(kv_dtype)));
+  }
+  return std::unique_ptr<InferenceContext>(new SequenceContext(*this, n_ctx, kv_dtype));
 }
 
 }  // namespace deepinfer

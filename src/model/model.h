@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "core/dtype.h"
 #include "core/page_buffer.h"
 #include "core/thread_pool.h"
 #include "deepinfer/status.h"
@@ -79,27 +80,37 @@ class Model {
   virtual std::unique_ptr<BatchRunner> new_batch_runner() const = 0;
 
   // A context for one sequence of at most n_ctx tokens (a batch of one over its own cache).
-  Result<std::unique_ptr<InferenceContext>> new_context(int64_t n_ctx) const;
+  // kv_dtype: f32 (exact; what the golden tests compare) or f16 (what the CLI and the engine use by
+  // default).
+  Result<std::unique_ptr<InferenceContext>> new_context(int64_t n_ctx, DType kv_dtype = DType::kF32) const;
 };
 
 enum class LogitsMode { kNone, kLast, kAll };
 
-// Paged KV memory of a whole model, in float32, one pool per KV group: full-attention layers
-// index the full pool (n_blocks), sliding-window layers (ModelConfig::layer_sliding) the sliding
-// pool (n_sliding_blocks). For layer l, k(l) and v(l) are [pool blocks * block_size, kv_dim];
-// position p of a sequence lives in row table[p / block_size] * block_size + p % block_size,
-// with the sequence's table for that layer's group. Which blocks belong to which sequence is the
-// KV cache manager's business (src/kv), not this storage's.
+// Paged KV memory of a whole model, in float32 or float16 (dtype()), one pool per KV group:
+// full-attention layers index the full pool (n_blocks), sliding-window layers
+// (ModelConfig::layer_sliding) the sliding pool (n_sliding_blocks). For layer l, k_data(l) and
+// v_data(l) are [pool blocks * block_size, kv_dim] elements of dtype(); position p of a sequence
+// lives in row table[p / block_size] * block_size + p % block_size, with the sequence's table
+// for that layer's group. Which blocks belong to which sequence is the KV cache manager's
+// business (src/kv), not this storage's. float16 halves the memory and the bytes a decode step
+// reads (llama.cpp's default cache type); float32 keeps the model's activations exactly.
 class PagedKvCache {
  public:
   // Both pools n_blocks: sliding layers may then share the full table (BatchSequence without a
   // sliding table), as a single sequence with an identity table does.
-  PagedKvCache(const ModelConfig& config, int64_t n_blocks, int64_t block_size)
-      : PagedKvCache(config, n_blocks, n_blocks, block_size) {}
-  PagedKvCache(const ModelConfig& config, int64_t n_blocks, int64_t n_sliding_blocks, int64_t block_size);
+  PagedKvCache(const ModelConfig& config, int64_t n_blocks, int64_t block_size, DType dtype = DType::kF32)
+      : PagedKvCache(config, n_blocks, n_blocks, block_size, dtype) {}
+  PagedKvCache(const ModelConfig& config, int64_t n_blocks, int64_t n_sliding_blocks, int64_t block_size,
+               DType dtype = DType::kF32);
 
-  float* k(int64_t layer) { return k_data() + offset(layer); }
-  float* v(int64_t layer) { return v_data() + offset(layer); }
+  DType dtype() const { return dtype_; }
+  size_t element_bytes() const { return dtype_ == DType::kF16 ? 2 : 4; }
+  void* k_data(int64_t layer) { return k_.data() + offset(layer) * element_bytes(); }
+  void* v_data(int64_t layer) { return v_.data() + offset(layer) * element_bytes(); }
+  // Stores one position's K and V rows (kv_dim floats each) into row `row` of layer `layer`,
+  // converted to dtype().
+  void store(int64_t layer, int64_t row, const float* k, const float* v);
   bool sliding(int64_t layer) const { return !layer_sliding_.empty() && layer_sliding_[static_cast<size_t>(layer)]; }
   int64_t n_blocks() const { return n_blocks_; }                  // full pool
   int64_t n_sliding_blocks() const { return n_sliding_blocks_; }  // sliding pool
@@ -107,16 +118,19 @@ class PagedKvCache {
   int64_t block_size() const { return block_size_; }
   int64_t kv_dim() const { return kv_dim_; }
   size_t bytes() const { return k_.size() + v_.size(); }
+  // Bytes a layer's K (or V) pool takes: the span k_data(layer) points to.
+  size_t layer_bytes(int64_t layer) const {
+    return static_cast<size_t>(n_blocks(layer) * block_size_ * kv_dim_) * element_bytes();
+  }
 
  private:
   int64_t offset(int64_t layer) const { return layer_offset_[static_cast<size_t>(layer)]; }
-  float* k_data() { return reinterpret_cast<float*>(k_.data()); }
-  float* v_data() { return reinterpret_cast<float*>(v_.data()); }
 
   int64_t n_blocks_, n_sliding_blocks_, block_size_, kv_dim_;
+  DType dtype_;
   std::vector<bool> layer_sliding_;
-  std::vector<int64_t> layer_offset_;  // [n_layer] first float of the layer's K (and V)
-  PageBuffer k_, v_;  // zero-filled floats (huge pages where the system has them)
+  std::vector<int64_t> layer_offset_;  // [n_layer] first element of the layer's K (and V)
+  PageBuffer k_, v_;  // zero-filled (huge pages where the system has them)
 };
 
 // One sequence's part of a flattened batch: its next n_tokens tokens (consecutive in the

@@ -46,6 +46,7 @@ Status serve(const ServeOptions& options) {
   engine_config.threads = options.threads;
   engine_config.max_num_seqs = options.max_num_seqs;
   engine_config.swa_replay = options.swa_replay;
+  engine_config.kv_cache_dtype = options.kv_cache_dtype;
   DI_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::create(engine_config));
 
   ApiConfig api_config;

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "deepinfer/engine.h"
 #include "deepinfer/status.h"
 
 namespace deepinfer::server {
@@ -25,6 +26,7 @@ struct ServeOptions {
   double read_timeout_s = 30.0;       // a request must arrive within this (408 after)
   size_t max_body_bytes = size_t{32} << 20;
   bool swa_replay = true;             // false: sliding-window models take no prefix hit
+  KvCacheDtype kv_cache_dtype = KvCacheDtype::kF16;
 };
 
 // Returns after a graceful shutdown (OK) or when loading or binding fails (the error).

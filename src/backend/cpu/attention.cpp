@@ -7,6 +7,7 @@
 
 #include "backend/cpu/quant_kernels.h"
 #include "backend/cpu/vec_f32.h"
+#include "core/half.h"
 #include "core/check.h"
 
 namespace deepinfer::cpu {
@@ -62,28 +63,48 @@ inline __m512 transpose_sum16(const __m512* v) {
                        _mm512_shuffle_f32x4(e01, e23, _MM_SHUFFLE(3, 1, 3, 1)));
 }
 
+// 16 cache elements as floats: float32 as they are, float16 widened (vcvtph2ps).
+inline __m512 load16(const float* p) { return _mm512_loadu_ps(p); }
+inline __m512 load16(const uint16_t* p) {
+  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+
 // s[j] = q . k(rows[j]) for j < n <= 16, head_dim d a multiple of 16: one FMA chain per key,
 // then one transposing reduction for all of them.
-inline void scores16(const float* q, const float* k, const int64_t* rows, int64_t n, int64_t d, float* s) {
+template <typename T>
+inline void scores16(const float* q, const T* k, const int64_t* rows, int64_t n, int64_t d, float* s) {
   __m512 acc[16];
   for (int64_t j = 0; j < 16; ++j) acc[j] = _mm512_setzero_ps();
   for (int64_t c = 0; c < d; c += 16) {
     const __m512 qc = _mm512_loadu_ps(q + c);
-    for (int64_t j = 0; j < n; ++j) acc[j] = _mm512_fmadd_ps(qc, _mm512_loadu_ps(k + rows[j] + c), acc[j]);
+    for (int64_t j = 0; j < n; ++j) acc[j] = _mm512_fmadd_ps(qc, load16(k + rows[j] + c), acc[j]);
   }
   _mm512_mask_storeu_ps(s, static_cast<__mmask16>((1u << n) - 1), transpose_sum16(acc));
 }
 
 // acc[0..d) += sum over j < n of p[j] * v(rows[j]), in j order per element, the accumulator in
 // a register through the keys.
-inline void accumulate_values(float* acc, const float* p, const float* v, const int64_t* rows, int64_t n, int64_t d) {
+template <typename T>
+inline void accumulate_values(float* acc, const float* p, const T* v, const int64_t* rows, int64_t n, int64_t d) {
   for (int64_t c = 0; c < d; c += 16) {
     __m512 a = _mm512_loadu_ps(acc + c);
-    for (int64_t j = 0; j < n; ++j) a = _mm512_fmadd_ps(_mm512_set1_ps(p[j]), _mm512_loadu_ps(v + rows[j] + c), a);
+    for (int64_t j = 0; j < n; ++j) a = _mm512_fmadd_ps(_mm512_set1_ps(p[j]), load16(v + rows[j] + c), a);
     _mm512_storeu_ps(acc + c, a);
   }
 }
 #endif
+
+// A cache row as float32: the row itself, or its float16 elements widened into buf (d floats).
+inline const float* row_f32(const float* base, int64_t offset, int64_t, float*) { return base + offset; }
+inline const float* row_f32(const uint16_t* base, int64_t offset, int64_t d, float* buf) {
+  for (int64_t i = 0; i < d; ++i) buf[i] = fp16_to_fp32(base[offset + i]);
+  return buf;
+}
+
+inline const float* kv_row_f32(const void* base, DType dtype, int64_t offset, int64_t d, float* buf) {
+  return dtype == DType::kF16 ? row_f32(static_cast<const uint16_t*>(base), offset, d, buf)
+                              : row_f32(static_cast<const float*>(base), offset, d, buf);
+}
 
 // Per query head: running max, running sum and the unnormalised output.
 struct HeadState {
@@ -91,6 +112,106 @@ struct HeadState {
   float l;
   float* acc;  // [head_dim]
 };
+
+// Items [begin, end) of attention() (see there), over a cache of element type T.
+template <typename T>
+void attend_items(const AttentionShape& shape, const float* q, int64_t n_tokens, std::span<const int32_t> positions,
+                  std::span<const SequenceKv> sequences, std::span<const int32_t> token_seq, float* out, int64_t run,
+                  int64_t begin, int64_t end) {
+  const int64_t d = shape.head_dim;
+  const int64_t group = shape.n_head / shape.n_head_kv;
+  const int64_t kv_stride = shape.n_head_kv * d;
+  const int64_t runs_per_token = shape.n_head / run;
+  const ExpFn exp_tile = exp_kernel();
+  thread_local std::vector<float> scratch;
+  scratch.resize(static_cast<size_t>(run * (d + kTile) + d));
+  float* row_buf = scratch.data() + run * (d + kTile);  // one widened row (generic paths)
+  HeadState heads[64];
+  int64_t rows[kTile];  // the tile's key and value offsets
+  DI_ICHECK(run <= 64);
+  for (int64_t item = begin; item < end; ++item) {
+    // Tokens in zigzag order (first, last, second, second to last, ...): a causal prefill's
+    // cost grows with the position, and each thread's contiguous range of items then gets
+    // as many cheap tokens as dear ones.
+    const int64_t u = item / runs_per_token;
+    const int64_t t = u % 2 == 0 ? u / 2 : n_tokens - 1 - u / 2;
+    const int64_t h0 = (item % runs_per_token) * run;
+    const int64_t kv_h = h0 / group;
+    const SequenceKv& seq = sequences[static_cast<size_t>(token_seq[t])];
+    const T* kc = static_cast<const T*>(seq.k);
+    const T* vc = static_cast<const T*>(seq.v);
+    const float* q0 = q + (t * shape.n_head + h0) * d;
+    float* scores = scratch.data() + run * d;  // [run][kTile]
+    for (int64_t r = 0; r < run; ++r) {
+      heads[r] = {-std::numeric_limits<float>::infinity(), 0.0f, scratch.data() + r * d};
+      std::fill(heads[r].acc, heads[r].acc + d, 0.0f);
+    }
+    const int64_t last = positions[t];
+    const int64_t window_first = shape.sliding_window > 0 ? last - shape.sliding_window + 1 : 0;
+    const int64_t first = std::max<int64_t>({0, window_first, seq.min_position});
+    int64_t block = first / seq.block_size, offset = first % seq.block_size;  // of key j0
+    for (int64_t j0 = first; j0 <= last;) {
+      // The tile: j0..j1-1, cut on a grid of positions (the same whatever the KV layout).
+      const int64_t j1 = std::min(last + 1, (j0 / kTile + 1) * kTile);
+      const int64_t n = j1 - j0;
+      for (int64_t j = 0; j < n; ++j) {
+        rows[j] = (seq.block_table ? static_cast<int64_t>(seq.block_table[block]) * seq.block_size + offset : j0 + j) *
+                      kv_stride + kv_h * d;
+        if (++offset == seq.block_size) {
+          offset = 0;
+          ++block;
+        }
+      }
+      for (int64_t r = 0; r < run; ++r) {
+        float* s = scores + r * kTile;
+        const float* qh = q0 + r * d;
+        float tile_max = -std::numeric_limits<float>::infinity();
+#if defined(__AVX512F__)
+        if (d % 16 == 0) {
+          for (int64_t j = 0; j < n; j += 16) scores16(qh, kc, rows + j, std::min<int64_t>(16, n - j), d, s + j);
+        } else {
+          for (int64_t j = 0; j < n; ++j) s[j] = dot_f32(qh, row_f32(kc, rows[j], d, row_buf), d);
+        }
+#else
+        for (int64_t j = 0; j < n; ++j) s[j] = dot_f32(qh, row_f32(kc, rows[j], d, row_buf), d);
+#endif
+        for (int64_t j = 0; j < n; ++j) {
+          s[j] *= shape.scale;
+          tile_max = std::max(tile_max, s[j]);
+        }
+        HeadState& hs = heads[r];
+        const float m = std::max(hs.m, tile_max);
+        const float rescale = std::exp(hs.m - m);  // 0 on the first tile
+        for (int64_t j = 0; j < n; ++j) s[j] -= m;
+        exp_tile(s, n);
+        float sum = 0.0f;
+        for (int64_t j = 0; j < n; ++j) sum += s[j];
+        hs.l = hs.l * rescale + sum;
+        hs.m = m;
+        if (rescale != 1.0f) {
+          for (int64_t i = 0; i < d; ++i) hs.acc[i] *= rescale;
+        }
+      }
+#if defined(__AVX512F__)
+      if (d % 16 == 0) {
+        for (int64_t r = 0; r < run; ++r) accumulate_values(heads[r].acc, scores + r * kTile, vc, rows, n, d);
+      } else  // NOLINT(readability/braces): the generic loop below is the else branch
+#endif
+      {
+        for (int64_t j = 0; j < n; ++j) {
+          const float* vj = row_f32(vc, rows[j], d, row_buf);
+          for (int64_t r = 0; r < run; ++r) axpy_f32(heads[r].acc, scores[r * kTile + j], vj, d);
+        }
+      }
+      j0 = j1;
+    }
+    for (int64_t r = 0; r < run; ++r) {
+      float* oh = out + (t * shape.n_head + h0 + r) * d;
+      const float inv = 1.0f / heads[r].l;
+      for (int64_t i = 0; i < d; ++i) oh[i] = heads[r].acc[i] * inv;
+    }
+  }
+}
 
 }  // namespace
 
@@ -103,98 +224,18 @@ struct HeadState {
 void attention(const AttentionShape& shape, const float* q, int64_t n_tokens, std::span<const int32_t> positions,
                std::span<const SequenceKv> sequences, std::span<const int32_t> token_seq, float* out,
                ThreadPool& pool) {
-  const int64_t d = shape.head_dim;
-  const int64_t group = shape.n_head / shape.n_head_kv;
-  const int64_t kv_stride = shape.n_head_kv * d;
   DI_ICHECK(shape.n_head % shape.n_head_kv == 0);
+  if (n_tokens == 0) return;
+  const DType dtype = sequences[0].dtype;
+  for (const SequenceKv& seq : sequences) DI_ICHECK(seq.dtype == dtype);
+  DI_ICHECK(dtype == DType::kF32 || dtype == DType::kF16);
+  const int64_t group = shape.n_head / shape.n_head_kv;
   const int64_t run = n_tokens * shape.n_head_kv >= 4 * pool.n_threads() ? group : 1;
-  const int64_t runs_per_token = shape.n_head / run;
-  const ExpFn exp_tile = exp_kernel();
-  pool.parallel_for(n_tokens * runs_per_token, [&](int, int64_t begin, int64_t end) {
-    thread_local std::vector<float> scratch;
-    scratch.resize(static_cast<size_t>(run * (d + kTile)));
-    HeadState heads[64];
-    int64_t rows[kTile];  // the tile's key and value offsets
-    DI_ICHECK(run <= 64);
-    for (int64_t item = begin; item < end; ++item) {
-      // Tokens in zigzag order (first, last, second, second to last, ...): a causal prefill's
-      // cost grows with the position, and each thread's contiguous range of items then gets
-      // as many cheap tokens as dear ones.
-      const int64_t u = item / runs_per_token;
-      const int64_t t = u % 2 == 0 ? u / 2 : n_tokens - 1 - u / 2;
-      const int64_t h0 = (item % runs_per_token) * run;
-      const int64_t kv_h = h0 / group;
-      const SequenceKv& seq = sequences[static_cast<size_t>(token_seq[t])];
-      const float* q0 = q + (t * shape.n_head + h0) * d;
-      float* scores = scratch.data() + run * d;  // [run][kTile]
-      for (int64_t r = 0; r < run; ++r) {
-        heads[r] = {-std::numeric_limits<float>::infinity(), 0.0f, scratch.data() + r * d};
-        std::fill(heads[r].acc, heads[r].acc + d, 0.0f);
-      }
-      const int64_t last = positions[t];
-      const int64_t window_first = shape.sliding_window > 0 ? last - shape.sliding_window + 1 : 0;
-      const int64_t first = std::max<int64_t>({0, window_first, seq.min_position});
-      int64_t block = first / seq.block_size, offset = first % seq.block_size;  // of key j0
-      for (int64_t j0 = first; j0 <= last;) {
-        // The tile: j0..j1-1, cut on a grid of positions (the same whatever the KV layout).
-        const int64_t j1 = std::min(last + 1, (j0 / kTile + 1) * kTile);
-        const int64_t n = j1 - j0;
-        for (int64_t j = 0; j < n; ++j) {
-          rows[j] = (seq.block_table ? static_cast<int64_t>(seq.block_table[block]) * seq.block_size + offset : j0 + j) *
-                        kv_stride + kv_h * d;
-          if (++offset == seq.block_size) {
-            offset = 0;
-            ++block;
-          }
-        }
-        for (int64_t r = 0; r < run; ++r) {
-          float* s = scores + r * kTile;
-          const float* qh = q0 + r * d;
-          float tile_max = -std::numeric_limits<float>::infinity();
-#if defined(__AVX512F__)
-          if (d % 16 == 0) {
-            for (int64_t j = 0; j < n; j += 16) scores16(qh, seq.k, rows + j, std::min<int64_t>(16, n - j), d, s + j);
-          } else {
-            for (int64_t j = 0; j < n; ++j) s[j] = dot_f32(qh, seq.k + rows[j], d);
-          }
-#else
-          for (int64_t j = 0; j < n; ++j) s[j] = dot_f32(qh, seq.k + rows[j], d);
-#endif
-          for (int64_t j = 0; j < n; ++j) {
-            s[j] *= shape.scale;
-            tile_max = std::max(tile_max, s[j]);
-          }
-          HeadState& hs = heads[r];
-          const float m = std::max(hs.m, tile_max);
-          const float rescale = std::exp(hs.m - m);  // 0 on the first tile
-          for (int64_t j = 0; j < n; ++j) s[j] -= m;
-          exp_tile(s, n);
-          float sum = 0.0f;
-          for (int64_t j = 0; j < n; ++j) sum += s[j];
-          hs.l = hs.l * rescale + sum;
-          hs.m = m;
-          if (rescale != 1.0f) {
-            for (int64_t i = 0; i < d; ++i) hs.acc[i] *= rescale;
-          }
-        }
-#if defined(__AVX512F__)
-        if (d % 16 == 0) {
-          for (int64_t r = 0; r < run; ++r) accumulate_values(heads[r].acc, scores + r * kTile, seq.v, rows, n, d);
-        } else  // NOLINT(readability/braces): the generic loop below is the else branch
-#endif
-        {
-          for (int64_t j = 0; j < n; ++j) {
-            const float* vj = seq.v + rows[j];
-            for (int64_t r = 0; r < run; ++r) axpy_f32(heads[r].acc, scores[r * kTile + j], vj, d);
-          }
-        }
-        j0 = j1;
-      }
-      for (int64_t r = 0; r < run; ++r) {
-        float* oh = out + (t * shape.n_head + h0 + r) * d;
-        const float inv = 1.0f / heads[r].l;
-        for (int64_t i = 0; i < d; ++i) oh[i] = heads[r].acc[i] * inv;
-      }
+  pool.parallel_for(n_tokens * (shape.n_head / run), [&](int, int64_t begin, int64_t end) {
+    if (dtype == DType::kF16) {
+      attend_items<uint16_t>(shape, q, n_tokens, positions, sequences, token_seq, out, run, begin, end);
+    } else {
+      attend_items<float>(shape, q, n_tokens, positions, sequences, token_seq, out, run, begin, end);
     }
   });
 }
@@ -207,7 +248,7 @@ void attention_reference(const AttentionShape& shape, const float* q, int64_t n_
   const int64_t kv_stride = shape.n_head_kv * d;
   DI_ICHECK(d <= 1024 && shape.n_head % shape.n_head_kv == 0);
   pool.parallel_for(n_tokens * shape.n_head, [&](int, int64_t begin, int64_t end) {
-    float acc[1024];
+    float acc[1024], k_buf[1024], v_buf[1024];
     for (int64_t item = begin; item < end; ++item) {
       const int64_t t = item / shape.n_head;
       const int64_t h = item % shape.n_head;
@@ -222,7 +263,7 @@ void attention_reference(const AttentionShape& shape, const float* q, int64_t n_
       const int64_t first = std::max<int64_t>({0, window_first, seq.min_position});
       for (int64_t j = first; j <= positions[t]; ++j) {
         const int64_t row = seq.row(j) * kv_stride + kv_h * d;
-        const float s = dot_f32(qh, seq.k + row, d) * shape.scale;
+        const float s = dot_f32(qh, kv_row_f32(seq.k, seq.dtype, row, d, k_buf), d) * shape.scale;
         float rescale = 1.0f;
         if (s > m) {
           rescale = std::exp(m - s);
@@ -231,7 +272,7 @@ void attention_reference(const AttentionShape& shape, const float* q, int64_t n_
         }
         const float p = std::exp(s - m);
         l += p;
-        scale_add_f32(acc, rescale, p, seq.v + row, d);
+        scale_add_f32(acc, rescale, p, kv_row_f32(seq.v, seq.dtype, row, d, v_buf), d);
       }
       float* oh = out + (t * shape.n_head + h) * d;
       const float inv = 1.0f / l;

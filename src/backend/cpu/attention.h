@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <span>
 
+#include "core/dtype.h"
 #include "core/thread_pool.h"
 
 namespace deepinfer::cpu {
@@ -26,17 +27,19 @@ struct AttentionShape {
                                // p-w+1..p (Mistral's convention: the window counts the query)
 };
 
-// One sequence's KV for one layer. k, v: [n_rows, n_head_kv * head_dim], where a position's
-// row is block_table[pos / block_size] * block_size + pos % block_size (paged), or simply pos
-// when block_table is null (contiguous).
+// One sequence's KV for one layer. k, v: [n_rows, n_head_kv * head_dim] elements of `dtype`
+// (kF32 or kF16), where a position's row is block_table[pos / block_size] * block_size +
+// pos % block_size (paged), or simply pos when block_table is null (contiguous). Every sequence
+// of one attention call has the same dtype (they share a cache).
 struct SequenceKv {
-  const float* k = nullptr;
-  const float* v = nullptr;
+  const void* k = nullptr;
+  const void* v = nullptr;
   const int32_t* block_table = nullptr;
   int64_t block_size = 1;
   // No KV exists below this position (SWA bounded replay rebuilt the window from here): queries
   // clamp their first key to it.
   int64_t min_position = 0;
+  DType dtype = DType::kF32;
 
   int64_t row(int64_t pos) const {
     return block_table ? static_cast<int64_t>(block_table[pos / block_size]) * block_size + pos % block_size : pos;

@@ -341,15 +341,15 @@ void DecoderRunner::attention_block(const LayerWeights& L, int64_t layer, int64_
   const std::vector<float>& inv_freq = L.sliding ? m.inv_freq_sliding : m.inv_freq_global;
   cpu::rope(q_.data(), n, c.n_head, c.head_dim, c.n_rot, positions, inv_freq, cpu::RotaryPairing::kHalf);
   cpu::rope(k_.data(), n, c.n_head_kv, c.head_dim, c.n_rot, positions, inv_freq, cpu::RotaryPairing::kHalf);
-  float* k_layer = kv.k(layer);
-  float* v_layer = kv.v(layer);
+  const void* k_layer = kv.k_data(layer);
+  const void* v_layer = kv.v_data(layer);
   for (size_t q = 0; q < sequences.size(); ++q) {
     const BatchSequence& seq = sequences[q];
     if (L.sliding) {
       const auto table = seq.sliding_block_table.empty() ? seq.block_table : seq.sliding_block_table;
-      seq_kv_[q] = {k_layer, v_layer, table.data(), kv.block_size(), seq.replay_start};
+      seq_kv_[q] = {k_layer, v_layer, table.data(), kv.block_size(), seq.replay_start, kv.dtype()};
     } else {
-      seq_kv_[q] = {k_layer, v_layer, seq.block_table.data(), kv.block_size(), 0};
+      seq_kv_[q] = {k_layer, v_layer, seq.block_table.data(), kv.block_size(), 0, kv.dtype()};
     }
   }
   // K and V rows go to their sequences' cache rows before attention reads them. A replayed
@@ -359,8 +359,7 @@ void DecoderRunner::attention_block(const LayerWeights& L, int64_t layer, int64_
     const size_t q = static_cast<size_t>(token_seq_[t]);
     if (!L.sliding && positions_[t] < sequences[q].n_shared) continue;
     const int64_t row = seq_kv_[q].row(positions_[t]);
-    std::copy_n(k_.data() + t * kv_dim, kv_dim, k_layer + row * kv_dim);
-    std::copy_n(v_.data() + t * kv_dim, kv_dim, v_layer + row * kv_dim);
+    kv.store(layer, row, k_.data() + t * kv_dim, v_.data() + t * kv_dim);
   }
   const float scale = s.attention_scale > 0 ? s.attention_scale : 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   const cpu::AttentionShape shape{c.n_head, c.n_head_kv, c.head_dim, scale, L.sliding ? s.window : 0};

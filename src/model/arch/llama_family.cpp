@@ -317,8 +317,8 @@ Status LlamaBatchRunner::run(std::span<const int32_t> tokens, std::span<const Ba
                                       1.0f / std::sqrt(static_cast<float>(c.head_dim)), c.sliding_window};
   for (int64_t l = 0; l < c.n_layer; ++l) {
     const LayerWeights& L = m.layers[static_cast<size_t>(l)];
-    float* k_layer = kv.k(l);
-    float* v_layer = kv.v(l);
+    const void* k_layer = kv.k_data(l);
+    const void* v_layer = kv.v_data(l);
 
     cpu::rms_norm(x_.data(), L.attn_norm.data(), eps, n, c.n_embd, h_.data());
     const cpu::MatmulOutput qkv[] = {{&L.wq, q_.data(), c.attn_bias ? L.bq.data() : nullptr},
@@ -329,12 +329,11 @@ Status LlamaBatchRunner::run(std::span<const int32_t> tokens, std::span<const Ba
     cpu::rope(k_.data(), n, c.n_head_kv, c.head_dim, c.n_rot, positions, m.inv_freq, pairing);
     // K and V rows go to their sequences' cache rows before attention reads them.
     for (size_t s = 0; s < sequences.size(); ++s) {
-      seq_kv_[s] = {k_layer, v_layer, sequences[s].block_table.data(), kv.block_size()};
+      seq_kv_[s] = {k_layer, v_layer, sequences[s].block_table.data(), kv.block_size(), 0, kv.dtype()};
     }
     for (int64_t t = 0; t < n; ++t) {
       const int64_t row = seq_kv_[static_cast<size_t>(token_seq_[t])].row(positions_[t]);
-      std::copy_n(k_.data() + t * kv_dim, kv_dim, k_layer + row * kv_dim);
-      std::copy_n(v_.data() + t * kv_dim, kv_dim, v_layer + row * kv_dim);
+      kv.store(l, row, k_.data() + t * kv_dim, v_.data() + t * kv_dim);
     }
     cpu::attention(att_shape, q_.data(), n, positions, seq_kv_, token_seq, att_.data(), pool);
     cpu::matmul(L.wo, att_.data(), n, h_.data(), nullptr, quant_scratch_, pool);

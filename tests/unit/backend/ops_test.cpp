@@ -228,7 +228,8 @@ TEST(Ops, AttentionSeesNothingBelowTheSequencesMinPosition) {
 // windows, min_position, and tokens of several sequences in one call. Tolerance: float
 // rounding of a softmax-weighted mean of unit-scale values (the two differ in summation order
 // and in the exponential, 2e-8 relative). Then batch invariance: a token's output is bitwise
-// the same alone (one head per work item) as in a large batch (whole GQA groups per item).
+// the same alone (one head per work item) as in a large batch (whole GQA groups per item). Both
+// for a float32 and a float16 cache.
 TEST(Ops, TiledAttentionMatchesTheReferenceAndIsBatchInvariant) {
   std::mt19937 rng(21);
   struct Case { int64_t n_head, n_head_kv, head_dim, block, window, min_pos; };
@@ -249,31 +250,42 @@ TEST(Ops, TiledAttentionMatchesTheReferenceAndIsBatchInvariant) {
     std::vector<int32_t> all_blocks(static_cast<size_t>(n_seqs * blocks_per_seq));
     for (size_t i = 0; i < all_blocks.size(); ++i) all_blocks[i] = static_cast<int32_t>(i);
     std::shuffle(all_blocks.begin(), all_blocks.end(), rng);
-    std::vector<SequenceKv> seqs;
-    for (int s = 0; s < n_seqs; ++s) {
-      seqs.push_back({k.data(), v.data(), all_blocks.data() + s * blocks_per_seq, c.block, s == 1 ? c.min_pos : 0});
+    // The same cache in float16 (the engine's default): the kernel widens it as the reference does.
+    std::vector<uint16_t> k16(k.size()), v16(v.size());
+    for (size_t i = 0; i < k.size(); ++i) {
+      k16[i] = fp32_to_fp16(k[i]);
+      v16[i] = fp32_to_fp16(v[i]);
     }
-    std::vector<int32_t> positions, token_seq;
-    for (int s = 0; s < n_seqs; ++s) {
-      for (int64_t p : {std::max<int64_t>(c.min_pos, 0) + (s == 1 ? 0 : 0), int64_t{31}, int64_t{32}, int64_t{33},
-                        int64_t{97}, max_len - 1}) {
-        positions.push_back(static_cast<int32_t>(std::max<int64_t>(p, s == 1 ? c.min_pos : 0)));
-        token_seq.push_back(s);
+    for (DType dtype : {DType::kF32, DType::kF16}) {
+      SCOPED_TRACE(dtype_name(dtype));
+      const void* kd = dtype == DType::kF16 ? static_cast<const void*>(k16.data()) : k.data();
+      const void* vd = dtype == DType::kF16 ? static_cast<const void*>(v16.data()) : v.data();
+      std::vector<SequenceKv> seqs;
+      for (int s = 0; s < n_seqs; ++s) {
+        seqs.push_back({kd, vd, all_blocks.data() + s * blocks_per_seq, c.block, s == 1 ? c.min_pos : 0, dtype});
       }
-    }
-    const auto n_tokens = static_cast<int64_t>(positions.size());
-    auto q = random_vector(static_cast<size_t>(n_tokens * c.n_head * c.head_dim), 33, 2.0f);
-    std::vector<float> tiled(q.size()), ref(q.size());
-    ThreadPool pool(2);
-    attention(shape, q.data(), n_tokens, positions, seqs, token_seq, tiled.data(), pool);
-    attention_reference(shape, q.data(), n_tokens, positions, seqs, token_seq, ref.data(), pool);
-    for (size_t i = 0; i < ref.size(); ++i) ASSERT_NEAR(tiled[i], ref[i], 2e-5f * (1.0f + std::abs(ref[i]))) << i;
-    const int64_t row = c.n_head * c.head_dim;
-    for (int64_t t = 0; t < n_tokens; ++t) {
-      std::vector<float> alone(static_cast<size_t>(row));
-      attention(shape, q.data() + t * row, 1, std::span(positions).subspan(static_cast<size_t>(t), 1), seqs,
-                std::span(token_seq).subspan(static_cast<size_t>(t), 1), alone.data(), pool);
-      ASSERT_EQ(0, std::memcmp(alone.data(), tiled.data() + t * row, alone.size() * sizeof(float))) << "token " << t;
+      std::vector<int32_t> positions, token_seq;
+      for (int s = 0; s < n_seqs; ++s) {
+        for (int64_t p : {std::max<int64_t>(c.min_pos, 0) + (s == 1 ? 0 : 0), int64_t{31}, int64_t{32}, int64_t{33},
+                          int64_t{97}, max_len - 1}) {
+          positions.push_back(static_cast<int32_t>(std::max<int64_t>(p, s == 1 ? c.min_pos : 0)));
+          token_seq.push_back(s);
+        }
+      }
+      const auto n_tokens = static_cast<int64_t>(positions.size());
+      auto q = random_vector(static_cast<size_t>(n_tokens * c.n_head * c.head_dim), 33, 2.0f);
+      std::vector<float> tiled(q.size()), ref(q.size());
+      ThreadPool pool(2);
+      attention(shape, q.data(), n_tokens, positions, seqs, token_seq, tiled.data(), pool);
+      attention_reference(shape, q.data(), n_tokens, positions, seqs, token_seq, ref.data(), pool);
+      for (size_t i = 0; i < ref.size(); ++i) ASSERT_NEAR(tiled[i], ref[i], 2e-5f * (1.0f + std::abs(ref[i]))) << i;
+      const int64_t row = c.n_head * c.head_dim;
+      for (int64_t t = 0; t < n_tokens; ++t) {
+        std::vector<float> alone(static_cast<size_t>(row));
+        attention(shape, q.data() + t * row, 1, std::span(positions).subspan(static_cast<size_t>(t), 1), seqs,
+                  std::span(token_seq).subspan(static_cast<size_t>(t), 1), alone.data(), pool);
+        ASSERT_EQ(0, std::memcmp(alone.data(), tiled.data() + t * row, alone.size() * sizeof(float))) << "token " << t;
+      }
     }
   }
 }

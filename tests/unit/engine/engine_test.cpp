@@ -28,10 +28,14 @@ std::string tiny(const std::string& name) {
   return (fs::path(DEEPINFER_TEST_DATA) / "golden" / "tiny" / name).string();
 }
 
+// The element type of the engine's default KV cache (EngineConfig::kv_cache_dtype): references
+// computed through the single-sequence path use the same.
+constexpr DType kEngineKv = DType::kF16;
+
 // Greedy continuation through the single-sequence path, the reference.
 std::vector<int32_t> greedy_alone(const Model& model, const std::vector<int32_t>& prompt, int n) {
   ThreadPool pool(1);
-  auto ctx = std::move(model.new_context(256)).value();
+  auto ctx = std::move(model.new_context(256, kEngineKv)).value();
   EXPECT_TRUE(ctx->eval(prompt, LogitsMode::kLast, pool).ok());
   std::vector<int32_t> out;
   for (int i = 0; i < n; ++i) {
@@ -326,7 +330,7 @@ TEST(Engine, LogprobsOfSampledAndPromptTokens) {
   const Outputs o = collect_n(*std::move(engine->submit(r)).value(), 2);
 
   ThreadPool pool(1);
-  auto ctx = std::move(model->new_context(64)).value();
+  auto ctx = std::move(model->new_context(64, kEngineKv)).value();
   ASSERT_TRUE(ctx->eval(prompt, LogitsMode::kAll, pool).ok());
   std::vector<std::pair<float, int32_t>> scratch;
   for (size_t i = 0; i < 2; ++i) {

@@ -297,7 +297,8 @@ TEST(SwaReplay, Gemma270mHitGivesTheColdRunsTokensWithBoundedKv) {
   // block) per sequence plus the chunks of the step in flight and the one planned ahead
   // (asynchronous scheduling), instead of 32K each.
   const EngineStats s = engine->stats();
-  const int64_t row_bytes = 2 * 1 * 256 * static_cast<int64_t>(sizeof(float));  // K and V, 1 head of 256
+  ASSERT_EQ(cfg.kv_cache_dtype, KvCacheDtype::kF16);
+  const int64_t row_bytes = 2 * 1 * 256 * 2;  // K and V, 1 head of 256, float16
   const int64_t window_blocks = (window - 1 + block - 1) / block + 1;             // 33
   EXPECT_EQ(s.kv_full_blocks_total, 32768 / block);
   ASSERT_TRUE(cfg.async_scheduling);
@@ -306,7 +307,7 @@ TEST(SwaReplay, Gemma270mHitGivesTheColdRunsTokensWithBoundedKv) {
             3 * 32768 * row_bytes + 15 * s.kv_sliding_blocks_total * block * row_bytes);
   EXPECT_LE(s.kv_sliding_blocks_peak, window_blocks);
   EXPECT_GE(s.kv_sliding_blocks_peak, window_blocks - 1);
-  // Against every layer holding the whole context: 4.8x smaller (238 MiB against 1152 MiB).
+  // Against every layer holding the whole context: 4.8x smaller (119 MiB against 576 MiB).
   EXPECT_LT(s.kv_cache_bytes * 4, 18 * 32768 * row_bytes);
   std::printf("gemma3-270m KV at 32K: %.1f MiB (all layers full: %.1f MiB); sliding peak %lld blocks of %lld\n",
               static_cast<double>(s.kv_cache_bytes) / (1 << 20),

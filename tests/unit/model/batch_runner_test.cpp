@@ -172,17 +172,19 @@ TEST_F(SlidingPoolTest, ReplayKeepsSharedFullRowsAndIsExactWithEnoughLookback) {
   // The only full layer is 2; remember its shared rows, then replay from 4 with
   // 36 tokens shared: 3 sliding layers x 7 + 8 <= 32 replayed tokens rebuild exact windows.
   const size_t n_rows = 36 * static_cast<size_t>(kv.kv_dim());
-  const std::vector<float> k_before(kv.k(2), kv.k(2) + n_rows), v_before(kv.v(2), kv.v(2) + n_rows);
+  auto rows = [&](void* p) { return std::span(static_cast<const float*>(p), n_rows); };  // f32 cache
+  const std::vector<float> k_before(rows(kv.k_data(2)).begin(), rows(kv.k_data(2)).end());
+  const std::vector<float> v_before(rows(kv.v_data(2)).begin(), rows(kv.v_data(2)).end());
   EXPECT_TRUE(bitwise_equal(run_chunks(kv, /*from=*/4, /*n_shared=*/36, /*ring=*/4), reference_));
-  EXPECT_TRUE(bitwise_equal(std::span(kv.k(2), n_rows), k_before));
-  EXPECT_TRUE(bitwise_equal(std::span(kv.v(2), n_rows), v_before));
+  EXPECT_TRUE(bitwise_equal(rows(kv.k_data(2)), k_before));
+  EXPECT_TRUE(bitwise_equal(rows(kv.v_data(2)), v_before));
   // One window (from 28): the rebuilt rows come from cut windows, so the logits differ and
   // layer 2's recomputed rows 28..35 would too: the shared ones must still be the cold run's.
   const std::vector<float> approx = run_chunks(kv, /*from=*/28, /*n_shared=*/36, /*ring=*/0);
   EXPECT_FALSE(bitwise_equal(approx, reference_));
   for (size_t i = 0; i < approx.size(); ++i) ASSERT_NEAR(approx[i], reference_[i], 1.0f) << i;
-  EXPECT_TRUE(bitwise_equal(std::span(kv.k(2), n_rows), k_before));
-  EXPECT_TRUE(bitwise_equal(std::span(kv.v(2), n_rows), v_before));
+  EXPECT_TRUE(bitwise_equal(rows(kv.k_data(2)), k_before));
+  EXPECT_TRUE(bitwise_equal(rows(kv.v_data(2)), v_before));
 }
 
 TEST_F(SlidingPoolTest, SlidingTableMustCoverTheWindowOnly) {
