@@ -71,8 +71,25 @@ inline __m512 load16(const uint16_t* p) {
 
 // s[j] = q . k(rows[j]) for j < n <= 16, head_dim d a multiple of 16: one FMA chain per key,
 // then one transposing reduction for all of them.
+// The same for head_dim 16 * kChunks with the query in registers: each key row is read at once
+// (its cache lines together). Each key's chain adds its chunks in the same order as the
+// general loop below, so both give the same bits.
+template <int kChunks, typename T>
+inline void scores16_fixed(const float* q, const T* k, const int64_t* rows, int64_t n, float* s) {
+  __m512 qc[kChunks];
+  for (int c = 0; c < kChunks; ++c) qc[c] = _mm512_loadu_ps(q + 16 * c);
+  __m512 acc[16];
+  for (int64_t j = 0; j < 16; ++j) acc[j] = _mm512_setzero_ps();
+  for (int64_t j = 0; j < n; ++j) {
+    for (int c = 0; c < kChunks; ++c) acc[j] = _mm512_fmadd_ps(qc[c], load16(k + rows[j] + 16 * c), acc[j]);
+  }
+  _mm512_mask_storeu_ps(s, static_cast<__mmask16>((1u << n) - 1), transpose_sum16(acc));
+}
+
 template <typename T>
 inline void scores16(const float* q, const T* k, const int64_t* rows, int64_t n, int64_t d, float* s) {
+  if (d == 64) return scores16_fixed<4>(q, k, rows, n, s);
+  if (d == 128) return scores16_fixed<8>(q, k, rows, n, s);
   __m512 acc[16];
   for (int64_t j = 0; j < 16; ++j) acc[j] = _mm512_setzero_ps();
   for (int64_t c = 0; c < d; c += 16) {
@@ -84,8 +101,24 @@ inline void scores16(const float* q, const T* k, const int64_t* rows, int64_t n,
 
 // acc[0..d) += sum over j < n of p[j] * v(rows[j]), in j order per element, the accumulator in
 // a register through the keys.
+// The same for head_dim 16 * kChunks, the whole accumulator in registers: each value row is
+// consumed at once (its cache lines together), and the chunks' FMA chains interleave. Each
+// element sums in the same j order as the general loop below, so both give the same bits.
+template <int kChunks, typename T>
+inline void accumulate_values_fixed(float* acc, const float* p, const T* v, const int64_t* rows, int64_t n) {
+  __m512 a[kChunks];
+  for (int c = 0; c < kChunks; ++c) a[c] = _mm512_loadu_ps(acc + 16 * c);
+  for (int64_t j = 0; j < n; ++j) {
+    const __m512 pj = _mm512_set1_ps(p[j]);
+    for (int c = 0; c < kChunks; ++c) a[c] = _mm512_fmadd_ps(pj, load16(v + rows[j] + 16 * c), a[c]);
+  }
+  for (int c = 0; c < kChunks; ++c) _mm512_storeu_ps(acc + 16 * c, a[c]);
+}
+
 template <typename T>
 inline void accumulate_values(float* acc, const float* p, const T* v, const int64_t* rows, int64_t n, int64_t d) {
+  if (d == 64) return accumulate_values_fixed<4>(acc, p, v, rows, n);
+  if (d == 128) return accumulate_values_fixed<8>(acc, p, v, rows, n);
   for (int64_t c = 0; c < d; c += 16) {
     __m512 a = _mm512_loadu_ps(acc + c);
     for (int64_t j = 0; j < n; ++j) a = _mm512_fmadd_ps(_mm512_set1_ps(p[j]), load16(v + rows[j] + c), a);
