@@ -24,7 +24,10 @@ using testing::dot_double;
 using testing::random_floats;
 using testing::random_row;
 
-constexpr DType kPackedTypes[] = {DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ8_0};
+constexpr DType kPackedTypes[] = {DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ8_0, DType::kQ4_K};
+
+int64_t block_elements(DType type) { return dtype_traits(type)->block_size; }
+bool is_k_quant(DType type) { return type == DType::kQ4_K; }
 
 std::vector<uint8_t> random_matrix(DType type, int64_t n_out, int64_t n_in, std::mt19937& rng) {
   std::vector<uint8_t> w;
@@ -36,7 +39,7 @@ std::vector<uint8_t> random_matrix(DType type, int64_t n_out, int64_t n_in, std:
 }
 
 std::vector<uint8_t> packed_copy(DType type, const std::vector<uint8_t>& w, int64_t n_out, int64_t n_in) {
-  std::vector<uint8_t> p(w.size(), 0xEE);
+  std::vector<uint8_t> p(packed_group_bytes(type, n_in) * static_cast<size_t>(n_out / kPackRows), 0xEE);
   pack_matrix(type, w.data(), n_out, n_in, p.data());
   return p;
 }
@@ -45,10 +48,11 @@ TEST(PackedKernels, PackingIsLossless) {
   std::mt19937 rng(3);
   for (DType type : kPackedTypes) {
     ASSERT_TRUE(has_packed_layout(type));
-    const int64_t n_out = 48, n_in = 96;
+    const int64_t n_out = 48, n_in = 3 * block_elements(type);
     const std::vector<uint8_t> w = random_matrix(type, n_out, n_in, rng);
     const std::vector<uint8_t> p = packed_copy(type, w, n_out, n_in);
-    EXPECT_EQ(packed_group_bytes(type, n_in) * (n_out / kPackRows), w.size()) << dtype_name(type);
+    // As large as the original, except Q4_K, whose 6-bit scales are unpacked to bytes.
+    if (!is_k_quant(type)) EXPECT_EQ(p.size(), w.size()) << dtype_name(type);
     const size_t row_bytes = dtype_row_bytes(type, n_in);
     std::vector<uint8_t> row(row_bytes);
     std::vector<float> want(n_in), got(n_in);
@@ -60,7 +64,7 @@ TEST(PackedKernels, PackingIsLossless) {
       for (int64_t i = 0; i < n_in; ++i) ASSERT_EQ(fp32_to_bits(got[i]), fp32_to_bits(want[i])) << dtype_name(type);
     }
   }
-  EXPECT_FALSE(has_packed_layout(DType::kQ4_K));
+  EXPECT_FALSE(has_packed_layout(DType::kQ6_K));
 }
 
 // The packed product against the reference dot of the original rows, and each element equal to
@@ -77,7 +81,9 @@ TEST(PackedKernels, ProductMatchesTheReferenceAndIsTileInvariant) {
     // {groups, tokens, blocks}: tile remainders in both directions, one block, odd counts.
     const int64_t shapes[][3] = {{1, 1, 1}, {1, 5, 3}, {3, 1, 2}, {2, 4, 18}, {5, 7, 1}, {4, 9, 19}, {3, 13, 5}};
     for (const auto& s : shapes) {
-      const int64_t groups = s[0], toks = s[1], n = kQK * s[2], rows = groups * kPackRows;
+      // Q4_K blocks are 8 times longer: fewer of them.
+      const int64_t blocks = is_k_quant(type) ? (s[2] + 3) / 4 : s[2];
+      const int64_t groups = s[0], toks = s[1], n = block_elements(type) * blocks, rows = groups * kPackRows;
       const std::vector<uint8_t> w = random_matrix(type, rows, n, rng);
       const std::vector<uint8_t> p = packed_copy(type, w, rows, n);
       const size_t w_row = dtype_row_bytes(type, n), a_row = dtype_row_bytes(act_type, n);
@@ -110,9 +116,14 @@ TEST(PackedKernels, ProductMatchesTheReferenceAndIsTileInvariant) {
             const float got = y[t * ldy + r];
             ASSERT_EQ(fp32_to_bits(got), fp32_to_bits(alone[j])) << where;
             const float want = ref::vec_dot(type, w.data() + r * w_row, a.data() + t * a_stride, n);
-            // One rounding per block scaling (and min term) plus the reference's own.
-            const double bound = (2.0 * s[2] + 16) * 0x1p-24 * dot_double(w_f[r], a_f[t]).magnitude + 1e-30;
-            ASSERT_NEAR(got, want, bound) << where;
+            if (is_k_quant(type)) {
+              // Exact integer sums scaled with the reference's float operations: the same bits.
+              ASSERT_EQ(fp32_to_bits(got), fp32_to_bits(want)) << where;
+            } else {
+              // One rounding per block scaling (and min term) plus the reference's own.
+              const double bound = (2.0 * blocks + 16) * 0x1p-24 * dot_double(w_f[r], a_f[t]).magnitude + 1e-30;
+              ASSERT_NEAR(got, want, bound) << where;
+            }
           }
         }
         for (int64_t r = rows; r < ldy; ++r) EXPECT_EQ(y[t * ldy + r], -1.0f) << "padding written";
@@ -130,7 +141,7 @@ TEST(PackedKernels, MatmulAndGatherThroughAPackedMatrix) {
   QuantScratch scratch;
   int packed = 0;
   for (DType type : kPackedTypes) {
-    const int64_t n_in = 6 * kQK, n_out = 5 * kPackRows, n_tok = 70;
+    const int64_t n_in = 2 * 256, n_out = 5 * kPackRows, n_tok = 70;
     const std::vector<uint8_t> w = random_matrix(type, n_out, n_in, rng);
     const WeightMatrix plain{type, w.data(), n_out, n_in};
     WeightMatrix m = plain;
@@ -141,7 +152,7 @@ TEST(PackedKernels, MatmulAndGatherThroughAPackedMatrix) {
       continue;
     }
     ASSERT_NE(m.packed, nullptr);
-    EXPECT_EQ(packs.bytes(), w.size());
+    EXPECT_EQ(packs.bytes(), packed_group_bytes(type, n_in) * (n_out / kPackRows));
     ++packed;
     const std::vector<float> x = random_floats(n_tok * n_in, rng);
     const std::vector<float> bias = random_floats(n_out, rng);

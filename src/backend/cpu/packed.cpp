@@ -7,6 +7,7 @@
 
 #include "backend/cpu/quant.h"
 #include "backend/cpu/quant_blocks.h"
+#include "backend/cpu/quant_kernels.h"
 #include "core/check.h"
 
 namespace deepinfer::cpu {
@@ -16,6 +17,17 @@ namespace {
 constexpr int kGroups4 = 4;   // 64-byte code vectors of a 4-bit packed block
 constexpr int kGroups8 = 8;   // of a Q8_0 packed block
 constexpr size_t kHalves = 2 * kPackRows;  // bytes of d[16] (or m[16])
+constexpr size_t kQ4KCodes = 2 * kHalves + 16 * kPackRows;  // after d, dmin, sc, mn
+constexpr size_t kPackedQ4KBytes = kQ4KCodes + kPackRows * kQKK / 2;
+
+// Inverse of unpack_q4_k_scales (quant_kernels.h): 8 + 8 six-bit values -> 12 bytes.
+void pack_q4_k_scales(const uint8_t* sc, const uint8_t* mn, uint8_t* packed) {
+  for (int k = 0; k < 4; ++k) {
+    packed[k] = static_cast<uint8_t>(sc[k] | ((sc[k + 4] >> 4) << 6));
+    packed[k + 4] = static_cast<uint8_t>(mn[k] | ((mn[k + 4] >> 4) << 6));
+    packed[k + 8] = static_cast<uint8_t>((sc[k + 4] & 15) | ((mn[k + 4] & 15) << 4));
+  }
+}
 
 // Bytes of one packed block (16 rows' block i); 0 for a type without a packed layout.
 size_t packed_block_bytes(DType type) {
@@ -24,7 +36,35 @@ size_t packed_block_bytes(DType type) {
     case DType::kQ4_1: return kPackRows * sizeof(BlockQ4_1);
     case DType::kQ5_0: return kPackRows * sizeof(BlockQ5_0);
     case DType::kQ8_0: return kPackRows * sizeof(BlockQ8_0);
+    case DType::kQ4_K: return kPackedQ4KBytes;
     default: return 0;
+  }
+}
+
+// Elements per block of a type with a packed layout.
+int64_t block_elements(DType type) { return type == DType::kQ4_K ? kQKK : kQK; }
+
+// The stored block's bytes (a packed Q4_K block is larger than 16 stored ones: its 6-bit scales
+// are unpacked to bytes).
+size_t stored_block_bytes(DType type) { return type == DType::kQ4_K ? sizeof(BlockQ4_K) : packed_block_bytes(type) / kPackRows; }
+
+// Q4_K (layout in packed.h): d, dmin, sc[8][16], mn[8][16], codes[4][8][64].
+void move_q4_k(BlockQ4_K& b, uint8_t* pb, int j, bool to_packed) {
+  auto move = [&](void* stored, uint8_t* packed, size_t n) {
+    to_packed ? std::memcpy(packed, stored, n) : std::memcpy(stored, packed, n);
+  };
+  move(&b.d, pb + 2 * j, 2);
+  move(&b.dmin, pb + kHalves + 2 * j, 2);
+  uint8_t sc[8], mn[8];
+  if (to_packed) unpack_q4_k_scales(b.scales, sc, mn);
+  for (int s = 0; s < 8; ++s) {
+    move(&sc[s], pb + 2 * kHalves + kPackRows * s + j, 1);
+    move(&mn[s], pb + 2 * kHalves + 8 * kPackRows + kPackRows * s + j, 1);
+  }
+  if (!to_packed) pack_q4_k_scales(sc, mn, b.scales);
+  uint8_t* codes = pb + kQ4KCodes;
+  for (int chunk = 0; chunk < 4; ++chunk) {
+    for (int l = 0; l < 8; ++l) move(b.qs + 32 * chunk + 4 * l, codes + 512 * chunk + 64 * l + 4 * j, 4);
   }
 }
 
@@ -67,6 +107,7 @@ void move_nibbles(uint8_t* qs, uint8_t* codes, int j, bool to_packed) {
 void move_block(DType type, uint8_t* block, uint8_t* pb, int j, bool to_packed) {
   uint8_t* codes = pb + codes_offset(type);
   switch (type) {
+    case DType::kQ4_K: return move_q4_k(*reinterpret_cast<BlockQ4_K*>(block), pb, j, to_packed);
     case DType::kQ4_0: {
       auto& b = *reinterpret_cast<BlockQ4_0*>(block);
       move_halves(b, pb, j, to_packed);
@@ -133,19 +174,21 @@ PackedGemmFn packed_gemm_fn(DType weight_type) {
 bool has_packed_layout(DType type) { return packed_block_bytes(type) != 0; }
 
 bool packable(DType type, int64_t n_out, int64_t n_in) {
-  return packed_gemm_fn(type) != nullptr && n_out > 0 && n_out % kPackRows == 0 && n_in % kQK == 0;
+  return packed_gemm_fn(type) != nullptr && n_out > 0 && n_out % kPackRows == 0 && n_in % block_elements(type) == 0;
 }
 
-size_t packed_group_bytes(DType type, int64_t n_in) { return packed_block_bytes(type) * static_cast<size_t>(n_in / kQK); }
+size_t packed_group_bytes(DType type, int64_t n_in) {
+  return packed_block_bytes(type) * static_cast<size_t>(n_in / block_elements(type));
+}
 
 void pack_matrix(DType type, const uint8_t* src, int64_t n_out, int64_t n_in, uint8_t* dst) {
-  DI_ICHECK(has_packed_layout(type) && n_out % kPackRows == 0 && n_in % kQK == 0);
+  DI_ICHECK(has_packed_layout(type) && n_out % kPackRows == 0 && n_in % block_elements(type) == 0);
   const size_t pbytes = packed_block_bytes(type);
-  const size_t bbytes = pbytes / kPackRows;
+  const size_t bbytes = stored_block_bytes(type);
   const size_t row_bytes = dtype_row_bytes(type, n_in);
-  const int64_t nb = n_in / kQK;
-  std::memset(dst, 0, static_cast<size_t>(n_out) * row_bytes);  // Q5_0's masks are OR-ed in
-  uint8_t block[sizeof(BlockQ8_0)];
+  const int64_t nb = n_in / block_elements(type);
+  std::memset(dst, 0, packed_group_bytes(type, n_in) * static_cast<size_t>(n_out / kPackRows));  // Q5_0 ORs bits in
+  alignas(8) uint8_t block[sizeof(BlockQ4_K)];
   for (int64_t g = 0; g < n_out / kPackRows; ++g) {
     for (int64_t i = 0; i < nb; ++i) {
       uint8_t* pb = dst + (g * nb + i) * pbytes;
@@ -159,37 +202,39 @@ void pack_matrix(DType type, const uint8_t* src, int64_t n_out, int64_t n_in, ui
 
 void unpack_row(DType type, const uint8_t* packed, int64_t n_in, int64_t row, uint8_t* dst) {
   const size_t pbytes = packed_block_bytes(type);
-  const size_t bbytes = pbytes / kPackRows;
-  const int64_t nb = n_in / kQK;
+  const size_t bbytes = stored_block_bytes(type);
+  const int64_t nb = n_in / block_elements(type);
   const int64_t g = row / kPackRows;
   const int j = static_cast<int>(row % kPackRows);
   for (int64_t i = 0; i < nb; ++i) {
     // move_block only reads the packed block when unpacking.
     auto* pb = const_cast<uint8_t*>(packed + (g * nb + i) * pbytes);
-    uint8_t* block = dst + i * bbytes;
+    alignas(8) uint8_t block[sizeof(BlockQ4_K)];
     std::memset(block, 0, bbytes);
     move_block(type, block, pb, j, false);
+    std::memcpy(dst + i * bbytes, block, bbytes);
   }
 }
 
 void dequantize_packed_row(DType type, const uint8_t* packed, int64_t n_in, int64_t row, float* dst) {
   const size_t pbytes = packed_block_bytes(type);
-  const size_t bbytes = pbytes / kPackRows;
-  const int64_t nb = n_in / kQK;
+  const size_t bbytes = stored_block_bytes(type);
+  const int64_t elems = block_elements(type);
+  const int64_t nb = n_in / elems;
   const int64_t g = row / kPackRows;
   const int j = static_cast<int>(row % kPackRows);
-  uint8_t block[sizeof(BlockQ8_0)];
+  alignas(8) uint8_t block[sizeof(BlockQ4_K)];
   for (int64_t i = 0; i < nb; ++i) {
     auto* pb = const_cast<uint8_t*>(packed + (g * nb + i) * pbytes);
     std::memset(block, 0, bbytes);
     move_block(type, block, pb, j, false);
-    dequantize_row(type, block, dst + i * kQK, kQK);
+    dequantize_row(type, block, dst + i * elems, elems);
   }
 }
 
 void PackedWeights::pack(WeightMatrix& m) {
   if (m.packed != nullptr || !packable(m.dtype, m.n_out, m.n_in)) return;
-  const size_t bytes = static_cast<size_t>(m.n_out) * m.row_bytes();
+  const size_t bytes = packed_group_bytes(m.dtype, m.n_in) * static_cast<size_t>(m.n_out / kPackRows);
   uint8_t* dst = allocate(bytes);
   pack_matrix(m.dtype, m.data, m.n_out, m.n_in, dst);
   bytes_ += bytes;

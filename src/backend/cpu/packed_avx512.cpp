@@ -168,41 +168,113 @@ void tile(const uint8_t* w, size_t group_stride, const uint8_t* a, size_t a_stri
   }
 }
 
+// ---- Q4_K ----------------------------------------------------------------------------------------
+// Per super-block: each sub-block's exact integer sum (8 vpdpbusd) times its 6-bit scale, summed
+// over the 8 sub-blocks; the mins against the activation's sub-block sums (bsums); then the
+// reference's float operations on those two integers, so results equal ref::vec_dot bit for bit.
+// Layout (packed.h): d[16], dmin[16] (half), sc[8][16], mn[8][16] (bytes), codes[4][8][64].
+constexpr size_t kQ4KSc = 64, kQ4KMn = 192, kQ4KCodes = 320, kQ4KBytes = 320 + 2048;
+
+template <int R, int C>
+void tile_q4_k(const uint8_t* w, size_t group_stride, const uint8_t* a, size_t a_stride, int64_t nb, float* y,
+               int64_t ldy) {
+  __m512 acc[R][C];
+  for (int r = 0; r < R; ++r) {
+    for (int c = 0; c < C; ++c) acc[r][c] = _mm512_setzero_ps();
+  }
+  const __m512i low = _mm512_set1_epi8(0x0F);
+  for (int64_t i = 0; i < nb; ++i) {
+    const BlockQ8_K* ab[C];
+    for (int c = 0; c < C; ++c) ab[c] = reinterpret_cast<const BlockQ8_K*>(a + c * a_stride) + i;
+    const uint8_t* pb[R];
+    for (int r = 0; r < R; ++r) pb[r] = w + r * group_stride + i * kQ4KBytes;
+    __m512i isum[R][C], msum[R][C];
+    for (int r = 0; r < R; ++r) {
+      for (int c = 0; c < C; ++c) isum[r][c] = msum[r][c] = _mm512_setzero_si512();
+    }
+    for (int s = 0; s < 8; ++s) {
+      const int chunk = s / 2, high = s & 1;
+      __m512i sub[R][C];
+      for (int r = 0; r < R; ++r) {
+        for (int c = 0; c < C; ++c) sub[r][c] = _mm512_setzero_si512();
+      }
+      for (int l = 0; l < 8; ++l) {
+        for (int r = 0; r < R; ++r) {
+          const __m512i q = load512(pb[r] + kQ4KCodes + 512 * chunk + 64 * l);
+          const __m512i code = high ? _mm512_and_si512(_mm512_srli_epi16(q, 4), low) : _mm512_and_si512(q, low);
+          for (int c = 0; c < C; ++c) {
+            const __m512i x = _mm512_set1_epi32(load_i32(ab[c]->qs + 64 * chunk + 32 * high + 4 * l));
+            sub[r][c] = _mm512_dpbusd_epi32(sub[r][c], code, x);
+          }
+        }
+      }
+      for (int r = 0; r < R; ++r) {
+        const __m512i sc =
+            _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(pb[r] + kQ4KSc + 16 * s)));
+        const __m512i mn =
+            _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(pb[r] + kQ4KMn + 16 * s)));
+        for (int c = 0; c < C; ++c) {
+          isum[r][c] = _mm512_add_epi32(isum[r][c], _mm512_mullo_epi32(sub[r][c], sc));
+          const int32_t bsum = ab[c]->bsums[2 * s] + ab[c]->bsums[2 * s + 1];
+          msum[r][c] = _mm512_add_epi32(msum[r][c], _mm512_mullo_epi32(mn, _mm512_set1_epi32(bsum)));
+        }
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(pb[r])));
+      const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(pb[r] + 32)));
+      for (int c = 0; c < C; ++c) {
+        const __m512 dy = _mm512_set1_ps(ab[c]->d);
+        // sum = fma(dy * d, isum, sum), then fma(-(dy * dmin), msum, sum): the reference's order.
+        acc[r][c] = _mm512_fmadd_ps(_mm512_mul_ps(dy, d), _mm512_cvtepi32_ps(isum[r][c]), acc[r][c]);
+        acc[r][c] = _mm512_fnmadd_ps(_mm512_mul_ps(dy, dmin), _mm512_cvtepi32_ps(msum[r][c]), acc[r][c]);
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    for (int c = 0; c < C; ++c) _mm512_storeu_ps(y + c * ldy + kPackRows * r, acc[r][c]);
+  }
+}
+
 // Tile shapes (Zen 4): R x C groups by tokens for matrix products. One token takes one group at
 // a time, so a decode step reads the weights as one linear stream, which the hardware
 // prefetchers follow best: several groups at once, or software prefetches, were 8-40% slower
 // on a 170 MB Q8_0 matrix that streams from memory.
-constexpr int kR = 2, kC = 4, kR1 = 1;
+constexpr int kR = 2, kC = 4;
 
-template <typename F>
-void packed_gemm(const uint8_t* w, size_t group_stride, int64_t n_groups, const void* act, size_t a_stride,
-                 int64_t n_tok, int64_t n, float* y, int64_t ldy) {
+using TileFn = void (*)(const uint8_t* w, size_t group_stride, const uint8_t* a, size_t a_stride, int64_t nb, float* y,
+                        int64_t ldy);
+
+// Full R x C tiles, then the remaining groups one at a time, then the remaining tokens (all of a
+// one-token product) one group at a time. Every shape computes an element alike.
+template <TileFn kRC, TileFn k1C, TileFn k11, int R, int C, int64_t kElems>
+void packed_gemm_tiles(const uint8_t* w, size_t group_stride, int64_t n_groups, const void* act, size_t a_stride,
+                       int64_t n_tok, int64_t n, float* y, int64_t ldy) {
   const auto* a = static_cast<const uint8_t*>(act);
-  const int64_t nb = n / kQK;
+  const int64_t nb = n / kElems;
   int64_t t = 0;
-  for (; t + kC <= n_tok; t += kC) {
+  for (; t + C <= n_tok; t += C) {
     int64_t g = 0;
-    for (; g + kR <= n_groups; g += kR) {
-      tile<F, kR, kC>(w + g * group_stride, group_stride, a + t * a_stride, a_stride, nb, y + t * ldy + g * kPackRows,
-                      ldy);
+    for (; g + R <= n_groups; g += R) {
+      kRC(w + g * group_stride, group_stride, a + t * a_stride, a_stride, nb, y + t * ldy + g * kPackRows, ldy);
     }
     for (; g < n_groups; ++g) {
-      tile<F, 1, kC>(w + g * group_stride, group_stride, a + t * a_stride, a_stride, nb, y + t * ldy + g * kPackRows,
-                     ldy);
+      k1C(w + g * group_stride, group_stride, a + t * a_stride, a_stride, nb, y + t * ldy + g * kPackRows, ldy);
     }
   }
   for (; t < n_tok; ++t) {
-    int64_t g = 0;
-    for (; g + kR1 <= n_groups; g += kR1) {
-      tile<F, kR1, 1>(w + g * group_stride, group_stride, a + t * a_stride, a_stride, nb, y + t * ldy + g * kPackRows,
-                      ldy);
-    }
-    for (; g < n_groups; ++g) {
-      tile<F, 1, 1>(w + g * group_stride, group_stride, a + t * a_stride, a_stride, nb, y + t * ldy + g * kPackRows,
-                    ldy);
+    for (int64_t g = 0; g < n_groups; ++g) {
+      k11(w + g * group_stride, group_stride, a + t * a_stride, a_stride, nb, y + t * ldy + g * kPackRows, ldy);
     }
   }
 }
+
+template <typename F>
+constexpr PackedGemmFn packed_gemm = packed_gemm_tiles<tile<F, kR, kC>, tile<F, 1, kC>, tile<F, 1, 1>, kR, kC, kQK>;
+
+// Q4_K: one group by four tokens (its scale and min vectors take the registers a second group
+// would need).
+constexpr PackedGemmFn packed_gemm_q4_k = packed_gemm_tiles<tile_q4_k<1, 4>, tile_q4_k<1, 4>, tile_q4_k<1, 1>, 1, 4, kQKK>;
 
 }  // namespace
 #endif  // DI_PACKED_AVX512
@@ -216,6 +288,7 @@ PackedGemmFn packed_gemm_fn(DType weight_type) {
     case DType::kQ4_1: return packed_gemm<PackQ4_1>;
     case DType::kQ5_0: return packed_gemm<PackQ5_0>;
     case DType::kQ8_0: return packed_gemm<PackQ8_0>;
+    case DType::kQ4_K: return packed_gemm_q4_k;
     default: break;
   }
 #endif
