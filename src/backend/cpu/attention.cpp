@@ -16,6 +16,14 @@ namespace {
 
 constexpr int64_t kTile = 32;  // keys per softmax tile
 
+// Per query head: running max, running sum and the unnormalised output.
+struct HeadState {
+  float m;
+  float l;
+  float* acc;  // [head_dim]
+};
+
+
 void exp_scalar(float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] = std::exp(x[i]);
 }
@@ -115,6 +123,26 @@ inline void accumulate_values_fixed(float* acc, const float* p, const T* v, cons
   for (int c = 0; c < kChunks; ++c) _mm512_storeu_ps(acc + 16 * c, a[c]);
 }
 
+// accumulate_values for the R heads of a run at once, head_dim 64: each value row is loaded
+// (and widened) once for all of them. Per head and element the same j order, the same bits.
+template <int R, typename T>
+inline void accumulate_values_run64(HeadState* heads, const float* scores, const T* v, const int64_t* rows,
+                                    int64_t n) {
+  __m512 a[R][4];
+  for (int r = 0; r < R; ++r) {
+    for (int c = 0; c < 4; ++c) a[r][c] = _mm512_loadu_ps(heads[r].acc + 16 * c);
+  }
+  for (int64_t j = 0; j < n; ++j) {
+    for (int c = 0; c < 4; ++c) {
+      const __m512 vj = load16(v + rows[j] + 16 * c);
+      for (int r = 0; r < R; ++r) a[r][c] = _mm512_fmadd_ps(_mm512_set1_ps(scores[r * kTile + j]), vj, a[r][c]);
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    for (int c = 0; c < 4; ++c) _mm512_storeu_ps(heads[r].acc + 16 * c, a[r][c]);
+  }
+}
+
 template <typename T>
 inline void accumulate_values(float* acc, const float* p, const T* v, const int64_t* rows, int64_t n, int64_t d) {
   if (d == 64) return accumulate_values_fixed<4>(acc, p, v, rows, n);
@@ -138,13 +166,6 @@ inline const float* kv_row_f32(const void* base, DType dtype, int64_t offset, in
   return dtype == DType::kF16 ? row_f32(static_cast<const uint16_t*>(base), offset, d, buf)
                               : row_f32(static_cast<const float*>(base), offset, d, buf);
 }
-
-// Per query head: running max, running sum and the unnormalised output.
-struct HeadState {
-  float m;
-  float l;
-  float* acc;  // [head_dim]
-};
 
 // Items [begin, end) of attention() (see there), over a cache of element type T.
 template <typename T>
@@ -227,7 +248,15 @@ void attend_items(const AttentionShape& shape, const float* q, int64_t n_tokens,
       }
 #if defined(__AVX512F__)
       if (d % 16 == 0) {
-        for (int64_t r = 0; r < run; ++r) accumulate_values(heads[r].acc, scores + r * kTile, vc, rows, n, d);
+        if (d == 64 && run == 2) {
+          accumulate_values_run64<2>(heads, scores, vc, rows, n);
+        } else if (d == 64 && run == 3) {
+          accumulate_values_run64<3>(heads, scores, vc, rows, n);
+        } else if (d == 64 && run == 4) {
+          accumulate_values_run64<4>(heads, scores, vc, rows, n);
+        } else {
+          for (int64_t r = 0; r < run; ++r) accumulate_values(heads[r].acc, scores + r * kTile, vc, rows, n, d);
+        }
       } else  // NOLINT(readability/braces): the generic loop below is the else branch
 #endif
       {
