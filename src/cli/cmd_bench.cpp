@@ -2,7 +2,8 @@
 // bandwidth (a STREAM-like triad), so a figure can be read against what the hardware allows.
 //
 //   bench ops    per-kernel GB/s (one-token matrix-vector products, bound by memory) and
-//                GFLOP/s (many-token matrix products, bound by arithmetic) of each weight format
+//                GFLOP/s (many-token matrix products, bound by arithmetic) of each weight format,
+//                and batched decode attention over a paged float16 KV cache
 //   bench model  prefill and decode tokens per second of one model, and decode against the
 //                bandwidth bound (weight bytes read per token / measured bandwidth)
 #include <algorithm>
@@ -14,12 +15,14 @@
 #include <string>
 #include <vector>
 
+#include "backend/cpu/attention.h"
 #include "backend/cpu/ops.h"
 #include "backend/cpu/packed.h"
 #include "backend/cpu/quant.h"
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/loading.h"
+#include "core/page_buffer.h"
 #include "core/thread_pool.h"
 
 namespace deepinfer::cli {
@@ -29,7 +32,8 @@ namespace {
 const char* kBenchUsage = R"(usage: deepinfer bench ops [--threads N] [--reps R]
        deepinfer bench model [-m MODEL] [--threads N] [--reps R] [--prompt N] [--gen N]
   ops      matrix products of every weight format: decode (1 token, GB/s of weights read) and
-           prefill (256 tokens, GFLOP/s), with the memory bandwidth measured by a triad
+           prefill (256 tokens, GFLOP/s), with the memory bandwidth measured by a triad; then
+           attention for a batch of 64 decoding sequences of 320 positions (ms per layer)
   model    prefill (--prompt tokens, default 512) and decode (--gen tokens, default 128) tok/s,
            median of --reps runs (default 3), and decode against the memory-bandwidth bound
   --threads N  CPU threads (default: all cores)
@@ -124,6 +128,43 @@ std::vector<uint8_t> random_weights(DType type, int64_t n_out, int64_t n_in, std
   return w;
 }
 
+// Batched decode attention: 64 sequences of 320 positions each, one query token per sequence,
+// SmolLM2's shape (9 query heads, 3 KV heads of 64), a float16 paged cache whose blocks are
+// shuffled as the engine's allocator leaves them, each call on another of 30 "layers" so the
+// keys come from memory as in a forward pass. Reports ms per layer and the KV bytes read per
+// second; the engine's batch-64 decode spends about 40% of its steps here.
+void bench_decode_attention(ThreadPool& pool, int reps) {
+  constexpr int64_t kSeqs = 64, kPositions = 320, kBlock = 16, kLayers = 30, kHeads = 9, kKvHeads = 3, kDim = 64;
+  constexpr int64_t kBlocksPerSeq = kPositions / kBlock, kRowElems = kKvHeads * kDim;
+  const int64_t n_blocks = kLayers * kSeqs * kBlocksPerSeq;
+  PageBuffer k(static_cast<size_t>(n_blocks * kBlock * kRowElems) * 2), v(k.size());
+  std::mt19937 rng(3);
+  for (size_t i = 0; i < k.size(); ++i) k.data()[i] = v.data()[i] = static_cast<uint8_t>(i % 61);  // finite halves
+  std::vector<int32_t> blocks(static_cast<size_t>(n_blocks));
+  for (size_t i = 0; i < blocks.size(); ++i) blocks[i] = static_cast<int32_t>(i);
+  std::shuffle(blocks.begin(), blocks.end(), rng);
+  std::vector<cpu::SequenceKv> seqs(kSeqs);
+  std::vector<int32_t> positions(kSeqs, kPositions - 1), token_seq(kSeqs);
+  for (int64_t s = 0; s < kSeqs; ++s) token_seq[s] = static_cast<int32_t>(s);
+  std::vector<float> q(kSeqs * kHeads * kDim, 0.05f), out(q.size());
+  const cpu::AttentionShape shape{kHeads, kKvHeads, kDim, 0.125f, 0};
+  std::vector<double> times;
+  for (int r = 0; r < std::max(reps, 1) * kLayers; ++r) {
+    const int64_t layer = r % kLayers;
+    for (int64_t s = 0; s < kSeqs; ++s) {
+      seqs[s] = {k.data(), v.data(), blocks.data() + (layer * kSeqs + s) * kBlocksPerSeq, kBlock, 0, DType::kF16};
+    }
+    const auto t = Clock::now();
+    cpu::attention(shape, q.data(), kSeqs, positions, seqs, token_seq, out.data(), pool);
+    times.push_back(seconds_since(t));
+  }
+  const double s = median(times);
+  const double bytes = 2.0 * kSeqs * kPositions * kRowElems * 2;  // K and V, float16
+  std::printf("attention, decode of %lld sequences x %lld keys (9/3 heads x 64, f16 KV, paged): %.3f ms per layer, "
+              "%.1f GB/s of KV\n",
+              static_cast<long long>(kSeqs), static_cast<long long>(kPositions), s * 1e3, bytes / s / 1e9);
+}
+
 int bench_ops(int threads, int reps) {
   ThreadPool pool(threads);
   print_header(pool, reps);
@@ -168,6 +209,7 @@ int bench_ops(int threads, int reps) {
                 static_cast<double>(wd.size()) / dec_s / 1e9, dec_s * 1e3,
                 2.0 * pre_out * pre_in * pre_tok / pre_s / 1e9, pre_s * 1e3);
   }
+  bench_decode_attention(pool, reps);
   return 0;
 }
 

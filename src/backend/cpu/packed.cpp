@@ -1,7 +1,6 @@
 #include "backend/cpu/packed.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
 #include <string_view>
 
@@ -46,7 +45,9 @@ int64_t block_elements(DType type) { return type == DType::kQ4_K ? kQKK : kQK; }
 
 // The stored block's bytes (a packed Q4_K block is larger than 16 stored ones: its 6-bit scales
 // are unpacked to bytes).
-size_t stored_block_bytes(DType type) { return type == DType::kQ4_K ? sizeof(BlockQ4_K) : packed_block_bytes(type) / kPackRows; }
+size_t stored_block_bytes(DType type) {
+  return type == DType::kQ4_K ? sizeof(BlockQ4_K) : packed_block_bytes(type) / kPackRows;
+}
 
 // Q4_K (layout in packed.h): d, dmin, sc[8][16], mn[8][16], codes[4][8][64].
 void move_q4_k(BlockQ4_K& b, uint8_t* pb, int j, bool to_packed) {

@@ -274,7 +274,8 @@ constexpr PackedGemmFn packed_gemm = packed_gemm_tiles<tile<F, kR, kC>, tile<F, 
 
 // Q4_K: one group by four tokens (its scale and min vectors take the registers a second group
 // would need).
-constexpr PackedGemmFn packed_gemm_q4_k = packed_gemm_tiles<tile_q4_k<1, 4>, tile_q4_k<1, 4>, tile_q4_k<1, 1>, 1, 4, kQKK>;
+constexpr PackedGemmFn packed_gemm_q4_k =
+    packed_gemm_tiles<tile_q4_k<1, 4>, tile_q4_k<1, 4>, tile_q4_k<1, 1>, 1, 4, kQKK>;
 
 }  // namespace
 #endif  // DI_PACKED_AVX512
