@@ -7,6 +7,7 @@
 
 #include "deepinfer/engine.h"
 #include "deepinfer/status.h"
+#include "engine/kv_cache_dtype.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
 
@@ -24,6 +25,5 @@ Result<LoadedModel> load_model(const std::optional<std::string>& model_arg);
 
 // The value of --kv-cache-dtype ("f16" or "f32"; none: f16).
 Result<KvCacheDtype> parse_kv_cache_dtype(const std::optional<std::string>& value);
-inline DType kv_element_type(KvCacheDtype t) { return t == KvCacheDtype::kF16 ? DType::kF16 : DType::kF32; }
 
 }  // namespace deepinfer::cli

@@ -38,6 +38,7 @@
 
 #include "core/check.h"
 #include "engine/forward_worker.h"
+#include "engine/kv_cache_dtype.h"
 #include "engine/sampler.h"
 #include "engine/scheduler.h"
 #include "engine/stream_handle.h"
@@ -48,8 +49,6 @@
 namespace deepinfer {
 
 namespace {
-
-DType kv_element_type(KvCacheDtype t) { return t == KvCacheDtype::kF16 ? DType::kF16 : DType::kF32; }
 
 using Clock = std::chrono::steady_clock;
 
@@ -671,7 +670,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
   if (tokens <= 0) {
     // Default: 16 full-length sequences or 1 GiB of KV, whichever is smaller.
     const ModelConfig& c = model->config();
-    const int64_t element_bytes = config.kv_cache_dtype == KvCacheDtype::kF16 ? 2 : 4;
+    const auto element_bytes = static_cast<int64_t>(dtype_row_bytes(kv_element_type(config.kv_cache_dtype), 1));
     const int64_t bytes_per_token = c.n_layer * c.n_head_kv * c.head_dim * element_bytes * 2;
     tokens = std::min<int64_t>(16 * c.n_ctx_train, (int64_t{1} << 30) / bytes_per_token);
   }

@@ -141,6 +141,9 @@ TEST(Cli, UsageErrorsExitTwoWithAMessage) {
   o = run("run -p hi --temp -1");
   EXPECT_EQ(o.exit_code, 2);
   EXPECT_NE(o.err.find("temperature"), std::string::npos) << o.err;
+  o = run("run -p hi --kv-cache-dtype q8");
+  EXPECT_EQ(o.exit_code, 2);
+  EXPECT_NE(o.err.find("--kv-cache-dtype must be f16 or f32"), std::string::npos) << o.err;
 }
 
 TEST(Cli, BadModelFilesGiveOneClearError) {

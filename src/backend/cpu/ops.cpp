@@ -62,10 +62,7 @@ const uint8_t* quantize_activations(DType act_type, const float* x, int64_t n_to
   return scratch.bytes.data();
 }
 
-// Output rows [begin, end) of y = w x for every token, from activations `act`. Each output is
-// computed by the same instructions whatever range it falls in, so neither the split between
-// threads nor the batch size changes a token's result.
-// The same for a packed matrix; begin and end are multiples of kPackRows (or end is n_out).
+// matmul_rows (below) for a packed matrix; begin and end are multiples of kPackRows.
 void packed_rows(const MatmulOutput& m, const uint8_t* act, size_t act_row_bytes, int64_t n_tokens, int64_t begin,
                  int64_t end) {
   const WeightMatrix& w = *m.w;
@@ -88,6 +85,9 @@ void packed_rows(const MatmulOutput& m, const uint8_t* act, size_t act_row_bytes
   }
 }
 
+// Output rows [begin, end) of y = w x for every token, from activations `act`. Each output is
+// computed by the same instructions whatever range it falls in, so neither the split between
+// threads nor the batch size changes a token's result.
 void matmul_rows(const MatmulOutput& m, const uint8_t* act, size_t act_row_bytes, int64_t n_tokens, int64_t begin,
                  int64_t end) {
   const WeightMatrix& w = *m.w;

@@ -49,23 +49,28 @@ size_t stored_block_bytes(DType type) {
   return type == DType::kQ4_K ? sizeof(BlockQ4_K) : packed_block_bytes(type) / kPackRows;
 }
 
+// n bytes between a stored block's field and its place in a packed block, in the direction
+// to_packed picks, so packing and unpacking cannot disagree about the layout.
+void move_bytes(void* stored, uint8_t* packed, size_t n, bool to_packed) {
+  to_packed ? std::memcpy(packed, stored, n) : std::memcpy(stored, packed, n);
+}
+
 // Q4_K (layout in packed.h): d, dmin, sc[8][16], mn[8][16], codes[4][8][64].
 void move_q4_k(BlockQ4_K& b, uint8_t* pb, int j, bool to_packed) {
-  auto move = [&](void* stored, uint8_t* packed, size_t n) {
-    to_packed ? std::memcpy(packed, stored, n) : std::memcpy(stored, packed, n);
-  };
-  move(&b.d, pb + 2 * j, 2);
-  move(&b.dmin, pb + kHalves + 2 * j, 2);
+  move_bytes(&b.d, pb + 2 * j, 2, to_packed);
+  move_bytes(&b.dmin, pb + kHalves + 2 * j, 2, to_packed);
   uint8_t sc[8], mn[8];
   if (to_packed) unpack_q4_k_scales(b.scales, sc, mn);
   for (int s = 0; s < 8; ++s) {
-    move(&sc[s], pb + 2 * kHalves + kPackRows * s + j, 1);
-    move(&mn[s], pb + 2 * kHalves + 8 * kPackRows + kPackRows * s + j, 1);
+    move_bytes(&sc[s], pb + 2 * kHalves + kPackRows * s + j, 1, to_packed);
+    move_bytes(&mn[s], pb + 2 * kHalves + 8 * kPackRows + kPackRows * s + j, 1, to_packed);
   }
   if (!to_packed) pack_q4_k_scales(sc, mn, b.scales);
   uint8_t* codes = pb + kQ4KCodes;
   for (int chunk = 0; chunk < 4; ++chunk) {
-    for (int l = 0; l < 8; ++l) move(b.qs + 32 * chunk + 4 * l, codes + 512 * chunk + 64 * l + 4 * j, 4);
+    for (int l = 0; l < 8; ++l) {
+      move_bytes(b.qs + 32 * chunk + 4 * l, codes + 512 * chunk + 64 * l + 4 * j, 4, to_packed);
+    }
   }
 }
 
@@ -83,49 +88,32 @@ size_t codes_offset(DType type) {
 // Element of a 32-element block that position b of k-group G holds (4-bit and 5-bit codes).
 int nibble_element(int group, int b) { return group < kGroups4 ? 4 * group + b : 16 + 4 * (group - kGroups4) + b; }
 
-// Moves block i of row j (src) into / out of packed block pb. to_packed picks the direction, so
-// packing and unpacking cannot disagree about the layout.
-template <typename Block>
-void move_halves(Block& blk, uint8_t* pb, int j, bool to_packed) {
-  if (to_packed) {
-    std::memcpy(pb + 2 * j, &blk.d, 2);
-  } else {
-    std::memcpy(&blk.d, pb + 2 * j, 2);
-  }
-}
-
+// A 4-bit block's nibbles (qs) of row j: 4 bytes into each of the 4 code vectors.
 void move_nibbles(uint8_t* qs, uint8_t* codes, int j, bool to_packed) {
-  for (int l = 0; l < kGroups4; ++l) {
-    uint8_t* p = codes + 64 * l + 4 * j;
-    if (to_packed) {
-      std::memcpy(p, qs + 4 * l, 4);
-    } else {
-      std::memcpy(qs + 4 * l, p, 4);
-    }
-  }
+  for (int l = 0; l < kGroups4; ++l) move_bytes(qs + 4 * l, codes + 64 * l + 4 * j, 4, to_packed);
 }
 
+// Moves row j's block between `block` (stored format) and packed block pb.
 void move_block(DType type, uint8_t* block, uint8_t* pb, int j, bool to_packed) {
   uint8_t* codes = pb + codes_offset(type);
   switch (type) {
     case DType::kQ4_K: return move_q4_k(*reinterpret_cast<BlockQ4_K*>(block), pb, j, to_packed);
     case DType::kQ4_0: {
       auto& b = *reinterpret_cast<BlockQ4_0*>(block);
-      move_halves(b, pb, j, to_packed);
+      move_bytes(&b.d, pb + 2 * j, 2, to_packed);
       move_nibbles(b.qs, codes, j, to_packed);
       return;
     }
     case DType::kQ4_1: {
       auto& b = *reinterpret_cast<BlockQ4_1*>(block);
-      move_halves(b, pb, j, to_packed);
-      uint8_t* m = pb + kMinOffset + 2 * j;
-      to_packed ? std::memcpy(m, &b.m, 2) : std::memcpy(&b.m, m, 2);
+      move_bytes(&b.d, pb + 2 * j, 2, to_packed);
+      move_bytes(&b.m, pb + kMinOffset + 2 * j, 2, to_packed);
       move_nibbles(b.qs, codes, j, to_packed);
       return;
     }
     case DType::kQ5_0: {
       auto& b = *reinterpret_cast<BlockQ5_0*>(block);
-      move_halves(b, pb, j, to_packed);
+      move_bytes(&b.d, pb + 2 * j, 2, to_packed);
       move_nibbles(b.qs, codes, j, to_packed);
       uint8_t* high = pb + kHighOffset;
       uint32_t qh = 0;
@@ -146,7 +134,7 @@ void move_block(DType type, uint8_t* block, uint8_t* pb, int j, bool to_packed) 
     }
     case DType::kQ8_0: {
       auto& b = *reinterpret_cast<BlockQ8_0*>(block);
-      move_halves(b, pb, j, to_packed);
+      move_bytes(&b.d, pb + 2 * j, 2, to_packed);
       for (int g = 0; g < kGroups8; ++g) {
         for (int k = 0; k < 4; ++k) {
           uint8_t& p = codes[64 * g + 4 * j + k];

@@ -64,31 +64,34 @@ inline __m512i nibbles(const uint8_t* codes, int g) {
   return g < 4 ? _mm512_and_si512(q, mask) : _mm512_and_si512(_mm512_srli_epi16(q, 4), mask);
 }
 
-inline int nibble_act_offset(int g) { return g < 4 ? 4 * g : 16 + 4 * (g - 4); }
+// Traits of the 4-bit formats: codes at kCodesAt in the packed block, k-group g's activation
+// bytes at 4g (low nibbles) or 16 + 4(g - 4) (high nibbles).
+template <size_t kCodesAt>
+struct NibbleCodes {
+  static constexpr size_t kCodes = kCodesAt;
+  static __m512i code(const uint8_t* pb, int g) { return nibbles(pb + kCodes, g); }
+  static int act_offset(int g) { return g < 4 ? 4 * g : 16 + 4 * (g - 4); }
+};
 
-struct PackQ4_0 {
+struct PackQ4_0 : NibbleCodes<32> {
   using ActBlock = BlockQ8_0;
   static constexpr int32_t kOffset = 8;
   static constexpr bool kMin = false;
-  static constexpr size_t kBytes = 288, kCodes = 32;
-  static __m512i code(const uint8_t* pb, int g) { return nibbles(pb + kCodes, g); }
-  static int act_offset(int g) { return nibble_act_offset(g); }
+  static constexpr size_t kBytes = 288;
 };
 
-struct PackQ4_1 {
+struct PackQ4_1 : NibbleCodes<64> {
   using ActBlock = BlockQ8_1;
   static constexpr int32_t kOffset = 0;
   static constexpr bool kMin = true;
-  static constexpr size_t kBytes = 320, kCodes = 64;
-  static __m512i code(const uint8_t* pb, int g) { return nibbles(pb + kCodes, g); }
-  static int act_offset(int g) { return nibble_act_offset(g); }
+  static constexpr size_t kBytes = 320;
 };
 
-struct PackQ5_0 {
+struct PackQ5_0 : NibbleCodes<96> {
   using ActBlock = BlockQ8_0;
   static constexpr int32_t kOffset = 16;
   static constexpr bool kMin = false;
-  static constexpr size_t kBytes = 352, kCodes = 96;
+  static constexpr size_t kBytes = 352;
   // Bit g of each high byte moved to bit 4 (16-bit shifts: bit 4 of either byte of a word
   // comes from the same byte, and the mask drops what crossed), then or-ed into the nibbles.
   static __m512i code(const uint8_t* pb, int g) {
@@ -97,7 +100,6 @@ struct PackQ5_0 {
     // 0xF8: a | (b & c).
     return _mm512_ternarylogic_epi32(nibbles(pb + kCodes, g), moved, _mm512_set1_epi8(0x10), 0xF8);
   }
-  static int act_offset(int g) { return nibble_act_offset(g); }
 };
 
 struct PackQ8_0 {
