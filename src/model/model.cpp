@@ -28,6 +28,7 @@ PagedKvCache::PagedKvCache(const ModelConfig& config, int64_t n_full, int64_t n_
       n_sliding_blocks_(n_sliding),
       block_size_(block_size),
       kv_dim_(config.n_head_kv * config.head_dim),
+      head_dim_(config.head_dim),
       dtype_(dtype) {
   DI_ICHECK(dtype == DType::kF32 || dtype == DType::kF16);
   if (config.has_sliding_layers()) layer_sliding_ = config.layer_sliding;
@@ -42,16 +43,7 @@ PagedKvCache::PagedKvCache(const ModelConfig& config, int64_t n_full, int64_t n_
 }
 
 void PagedKvCache::store(int64_t layer, int64_t row, const float* k, const float* v) {
-  const size_t at = static_cast<size_t>(row * kv_dim_) * element_bytes();
-  auto* kd = static_cast<uint8_t*>(k_data(layer)) + at;
-  auto* vd = static_cast<uint8_t*>(v_data(layer)) + at;
-  if (dtype_ == DType::kF32) {
-    std::memcpy(kd, k, static_cast<size_t>(kv_dim_) * sizeof(float));
-    std::memcpy(vd, v, static_cast<size_t>(kv_dim_) * sizeof(float));
-    return;
-  }
-  cpu::quantize_row(DType::kF16, k, kd, kv_dim_);
-  cpu::quantize_row(DType::kF16, v, vd, kv_dim_);
+  cpu::store_kv(layout(), dtype_, row, k, v, k_data(layer), v_data(layer));
 }
 
 namespace {

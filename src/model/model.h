@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/cpu/attention.h"
 #include "core/dtype.h"
 #include "core/page_buffer.h"
 #include "core/thread_pool.h"
@@ -90,11 +91,12 @@ enum class LogitsMode { kNone, kLast, kAll };
 // Paged KV memory of a whole model, in float32 or float16 (dtype()), one pool per KV group:
 // full-attention layers index the full pool (n_blocks), sliding-window layers
 // (ModelConfig::layer_sliding) the sliding pool (n_sliding_blocks). For layer l, k_data(l) and
-// v_data(l) are [pool blocks * block_size, kv_dim] elements of dtype(); position p of a sequence
-// lives in row table[p / block_size] * block_size + p % block_size, with the sequence's table
-// for that layer's group. Which blocks belong to which sequence is the KV cache manager's
-// business (src/kv), not this storage's. float16 halves the memory and the bytes a decode step
-// reads (llama.cpp's default cache type); float32 keeps the model's activations exactly.
+// v_data(l) are pools of n_blocks(l) blocks in cpu::KvLayout (layout()): per block and KV head, a
+// K panel [head_dim][block_size] and a V panel [block_size][head_dim]. Position p of a sequence
+// is slot table[p / block_size] * block_size + p % block_size, with the sequence's table for
+// that layer's group. Which blocks belong to which sequence is the KV cache manager's business
+// (src/kv), not this storage's. float16 halves the memory and the bytes a decode step reads
+// (llama.cpp's default cache type); float32 keeps the model's activations exactly.
 class PagedKvCache {
  public:
   // Both pools n_blocks: sliding layers may then share the full table (BatchSequence without a
@@ -108,9 +110,10 @@ class PagedKvCache {
   size_t element_bytes() const { return dtype_ == DType::kF16 ? 2 : 4; }
   void* k_data(int64_t layer) { return k_.data() + offset(layer) * element_bytes(); }
   void* v_data(int64_t layer) { return v_.data() + offset(layer) * element_bytes(); }
-  // Stores one position's K and V rows (kv_dim floats each) into row `row` of layer `layer`,
-  // converted to dtype().
+  // Stores one position's K and V (kv_dim floats each, head after head) into slot `row` of
+  // layer `layer`, converted to dtype().
   void store(int64_t layer, int64_t row, const float* k, const float* v);
+  cpu::KvLayout layout() const { return {block_size_, kv_dim_ / head_dim_, head_dim_}; }
   bool sliding(int64_t layer) const { return !layer_sliding_.empty() && layer_sliding_[static_cast<size_t>(layer)]; }
   int64_t n_blocks() const { return n_blocks_; }                  // full pool
   int64_t n_sliding_blocks() const { return n_sliding_blocks_; }  // sliding pool
@@ -126,7 +129,7 @@ class PagedKvCache {
  private:
   int64_t offset(int64_t layer) const { return layer_offset_[static_cast<size_t>(layer)]; }
 
-  int64_t n_blocks_, n_sliding_blocks_, block_size_, kv_dim_;
+  int64_t n_blocks_, n_sliding_blocks_, block_size_, kv_dim_, head_dim_;
   DType dtype_;
   std::vector<bool> layer_sliding_;
   std::vector<int64_t> layer_offset_;  // [n_layer] first element of the layer's K (and V)

@@ -1,6 +1,7 @@
-// Attention over paged or contiguous KV caches: a tiled online softmax (a vector exponential
-// per tile of keys, key and value rows shared by the query heads of a KV head), and the
-// per-key online softmax it is tested against (attention_reference; tests/unit/backend/ops_test.cpp).
+// Attention over paged KV caches (KvLayout): a tiled online softmax whose scores come 16 keys at
+// a time from the keys-in-lanes K panels, key and value panels shared by the query heads of a KV
+// head, and the per-key online softmax it is tested against (attention_reference;
+// tests/unit/backend/ops_test.cpp).
 #pragma once
 
 #include <cstdint>
@@ -27,22 +28,53 @@ struct AttentionShape {
                                // p-w+1..p (Mistral's convention: the window counts the query)
 };
 
-// One sequence's KV for one layer. k, v: [n_rows, n_head_kv * head_dim] elements of `dtype`
-// (kF32 or kF16), where a position's row is block_table[pos / block_size] * block_size +
-// pos % block_size (paged), or simply pos when block_table is null (contiguous). Every sequence
-// of one attention call has the same dtype (they share a cache).
+// The paged KV layout of one layer. A pool holds blocks of block_size positions (slots); slot
+// `row` of the pool is position row % block_size of block row / block_size. Within a block each
+// KV head owns a contiguous panel of block_size * head_dim elements:
+//   K panel: [head_dim][block_size], a dimension's keys side by side, so that 16 keys' scores are
+//            one vector FMA chain over the dimensions with no horizontal sums;
+//   V panel: [block_size][head_dim], a position's values side by side, added into the output row.
+// So a block is [n_head_kv][block_size * head_dim] for K and for V, and one head's keys of a
+// block are one contiguous run of memory (what the hardware prefetchers follow).
+struct KvLayout {
+  int64_t block_size = 16;
+  int64_t n_head_kv = 1;
+  int64_t head_dim = 1;
+
+  int64_t block_elems() const { return block_size * n_head_kv * head_dim; }
+  // Element of slot `row`'s K (or V) of KV head h, dimension i.
+  int64_t k_index(int64_t row, int64_t h, int64_t i) const {
+    return panel(row, h) + i * block_size + row % block_size;
+  }
+  int64_t v_index(int64_t row, int64_t h, int64_t i) const {
+    return panel(row, h) + (row % block_size) * head_dim + i;
+  }
+  int64_t panel(int64_t row, int64_t h) const {
+    return (row / block_size) * block_elems() + h * block_size * head_dim;
+  }
+};
+
+// Writes one slot's K and V (n_head_kv * head_dim floats each, head after head) into a pool of
+// KvLayout, as dtype elements (kF32 or kF16).
+void store_kv(const KvLayout& layout, DType dtype, int64_t row, const float* k, const float* v, void* k_pool,
+              void* v_pool);
+
+// One sequence's KV for one layer: pools k and v of KvLayout{block_size, shape.n_head_kv,
+// shape.head_dim} in `dtype` (kF32 or kF16), where position pos is slot
+// block_table[pos / block_size] * block_size + pos % block_size. Every sequence of one attention
+// call has the same dtype (they share a cache).
 struct SequenceKv {
   const void* k = nullptr;
   const void* v = nullptr;
   const int32_t* block_table = nullptr;
-  int64_t block_size = 1;
+  int64_t block_size = 16;
   // No KV exists below this position (SWA bounded replay rebuilt the window from here): queries
   // clamp their first key to it.
   int64_t min_position = 0;
   DType dtype = DType::kF32;
 
   int64_t row(int64_t pos) const {
-    return block_table ? static_cast<int64_t>(block_table[pos / block_size]) * block_size + pos % block_size : pos;
+    return static_cast<int64_t>(block_table[pos / block_size]) * block_size + pos % block_size;
   }
 };
 
@@ -55,7 +87,8 @@ void attention_reference(const AttentionShape& shape, const float* q, int64_t n_
                          std::span<const int32_t> positions, std::span<const SequenceKv> sequences,
                          std::span<const int32_t> token_seq, float* out, ThreadPool& pool);
 
-// Single contiguous sequence (every token belongs to it).
+// Single sequence whose k and v are plain [n_rows, n_head_kv * head_dim] float32 rows, row =
+// position (every token belongs to it): copied into a paged cache first. For tests and tools.
 void attention(const AttentionShape& shape, const float* q, int64_t n_tokens, std::span<const int32_t> positions,
                const float* k, const float* v, float* out, ThreadPool& pool);
 

@@ -290,6 +290,36 @@ TEST(Ops, TiledAttentionMatchesTheReferenceAndIsBatchInvariant) {
   }
 }
 
+// The paged layout written out by hand: blocks of 4 slots, 2 KV heads of 3. Slot 6 is block 1,
+// offset 2; block 1 starts at element 4 * 2 * 3 = 24 and head h's panel 12 elements later;
+// dimension i of the key sits at + 4 i + 2 (keys in lanes), of the value at + 2 * 3 + i.
+TEST(Ops, StoreKvPutsKeysInLanesAndValuesInRows) {
+  const KvLayout layout{4, 2, 3};
+  const std::vector<float> k = {0.5f, 1.5f, 2.5f, 3.5f, 4.5f, 5.5f}, v = {-1, -2, -3, -4, -5, -6};
+  for (DType dtype : {DType::kF32, DType::kF16}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    std::vector<float> k32(2 * layout.block_elems()), v32(k32.size());
+    std::vector<uint16_t> k16(k32.size()), v16(k32.size());
+    const bool half = dtype == DType::kF16;
+    store_kv(layout, dtype, 6, k.data(), v.data(), half ? static_cast<void*>(k16.data()) : k32.data(),
+             half ? static_cast<void*>(v16.data()) : v32.data());
+    auto at = [&](bool key, size_t i) {
+      return half ? fp16_to_fp32((key ? k16 : v16)[i]) : (key ? k32 : v32)[i];
+    };
+    for (int64_t h = 0; h < 2; ++h) {
+      for (int64_t i = 0; i < 3; ++i) {
+        EXPECT_EQ(layout.k_index(6, h, i), 24 + 12 * h + 4 * i + 2);
+        EXPECT_EQ(layout.v_index(6, h, i), 24 + 12 * h + 6 + i);
+        EXPECT_EQ(at(true, static_cast<size_t>(24 + 12 * h + 4 * i + 2)), k[static_cast<size_t>(h * 3 + i)]);
+        EXPECT_EQ(at(false, static_cast<size_t>(24 + 12 * h + 6 + i)), v[static_cast<size_t>(h * 3 + i)]);
+      }
+    }
+    int written = 0;  // nothing else
+    for (size_t i = 0; i < k32.size(); ++i) written += (at(true, i) != 0.0f) + (at(false, i) != 0.0f);
+    EXPECT_EQ(written, 12);
+  }
+}
+
 TEST(Ops, GatherRowsDequantizes) {
   std::vector<float> table = {0, 1, 2, 3, 4, 5, 6, 7};  // 4 rows of 2
   WeightMatrix m{DType::kF32, reinterpret_cast<const uint8_t*>(table.data()), 4, 2};
