@@ -67,8 +67,8 @@ class LinePrefetcher {
   int n_ = 0, cur_ = 0;
 };
 
-inline float widen(float x) { return x; }
-inline float widen(uint16_t h) { return fp16_to_fp32(h); }
+[[maybe_unused]] inline float widen(float x) { return x; }
+[[maybe_unused]] inline float widen(uint16_t h) { return fp16_to_fp32(h); }
 
 // The score q . k of one key (k: its dimension 0 in a K panel): even and odd dimensions in two
 // FMA chains in dimension order, then their sum; score_chunks gives the same bits 16 at a time.
@@ -111,13 +111,14 @@ inline void axpy_f32(float* y, float a, const float* x, int64_t n) {
 
 #if defined(DI_ATTENTION_AVX512)
 // 16 cache elements as floats: float32 as they are, float16 widened (vcvtph2ps); the masked
-// forms read only the lanes of `mask` (the others are zero and never touch memory).
+// forms read only the lanes of `mask` (the others are zero and never touch memory). The
+// widening is the zero-masking form with every lane set (the same instruction): GCC 12's
+// _mm512_cvtph_ps passes an "undefined" vector that -Wmaybe-uninitialized reports.
+inline __m512 widen16(__m256i h) { return _mm512_maskz_cvtph_ps(static_cast<__mmask16>(0xffff), h); }
 inline __m512 load16(const float* p) { return _mm512_loadu_ps(p); }
-inline __m512 load16(const uint16_t* p) {
-  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
-}
+inline __m512 load16(const uint16_t* p) { return widen16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
 inline __m512 load16(const float* p, __mmask16 mask) { return _mm512_maskz_loadu_ps(mask, p); }
-inline __m512 load16(const uint16_t* p, __mmask16 mask) { return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mask, p)); }
+inline __m512 load16(const uint16_t* p, __mmask16 mask) { return widen16(_mm256_maskz_loadu_epi16(mask, p)); }
 
 // Scores of R query heads (q: [R][d]) against one or two chunks of keys, 16 keys per vector
 // (lanes = positions of a K panel, KvLayout). Per key and head the arithmetic of score_scalar:
@@ -426,7 +427,9 @@ void attention_reference(const AttentionShape& shape, const float* q, int64_t n_
           k_buf[i] = seq.dtype == DType::kF16 ? fp16_to_fp32(static_cast<const uint16_t*>(seq.k)[at])
                                               : static_cast<const float*>(seq.k)[at];
         }
-        const float s = dot_f32(qh, k_buf, d) * shape.scale;
+        float dot = 0.0f;  // plain order: the oracle shares no kernel with the tiled path
+        for (int64_t i = 0; i < d; ++i) dot += qh[i] * k_buf[i];
+        const float s = dot * shape.scale;
         float rescale = 1.0f;
         if (s > m) {
           rescale = std::exp(m - s);

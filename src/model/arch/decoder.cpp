@@ -171,7 +171,9 @@ Status DecoderModel::bind_experts(const std::string& blk, LayerWeights& L) {
     return {};
   }
   for (int64_t e = 0; e < n_exp; ++e) {
-    const std::string id = "." + std::to_string(e) + ".weight";
+    std::string id = ".";  // appended, not "." + to_string(e): GCC 12 warns falsely on that (-Wrestrict)
+    id += std::to_string(e);
+    id += ".weight";
     Ffn& f = L.experts[static_cast<size_t>(e)];
     DI_ASSIGN_OR_RETURN(f.gate, bind_matrix(blk + "ffn_gate_exps" + id, n_ff, c.n_embd));
     DI_ASSIGN_OR_RETURN(f.up, bind_matrix(blk + "ffn_up_exps" + id, n_ff, c.n_embd));

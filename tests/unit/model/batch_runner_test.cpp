@@ -66,7 +66,11 @@ TEST_P(BatchRunnerTest, MixedBatchEqualsEachSequenceAlone) {
       if (step[s] == 0) continue;
       tokens.insert(tokens.end(), seqs[s].begin() + done[s], seqs[s].begin() + done[s] + step[s]);
       const bool complete = done[s] + step[s] >= n_prompt[s];
-      batch.push_back({step[s], done[s], tables[s], complete ? LogitsMode::kLast : LogitsMode::kNone});
+      BatchSequence& member = batch.emplace_back();
+      member.n_tokens = step[s];
+      member.first_position = done[s];
+      member.block_table = tables[s];
+      member.logits = complete ? LogitsMode::kLast : LogitsMode::kNone;
       members.push_back(s);
     }
     ASSERT_TRUE(runner->run(tokens, batch, kv, pool).ok());
@@ -96,7 +100,9 @@ TEST_P(BatchRunnerTest, RejectsBadBatches) {
   const std::vector<int32_t> short_table = {0};
   const std::vector<int32_t> bad_table = {0, 9};
   const std::vector<int32_t> good_table = {0, 1};
-  BatchSequence seq{5, 0, short_table, LogitsMode::kLast};
+  BatchSequence seq;
+  seq.n_tokens = 5;
+  seq.block_table = short_table;
   EXPECT_EQ(runner->run(tokens, std::span(&seq, 1), kv, pool).code(), StatusCode::kInvalidArgument);
   seq.block_table = bad_table;
   EXPECT_EQ(runner->run(tokens, std::span(&seq, 1), kv, pool).code(), StatusCode::kInvalidArgument);
