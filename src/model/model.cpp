@@ -1,10 +1,8 @@
 #include "model/model.h"
 
 #include <algorithm>
-#include <cstring>
 #include <numeric>
 
-#include "backend/cpu/quant.h"
 #include "core/check.h"
 #include "model/arch/registry.h"
 
@@ -26,9 +24,7 @@ PagedKvCache::PagedKvCache(const ModelConfig& config, int64_t n_full, int64_t n_
                            DType dtype)
     : n_blocks_(n_full),
       n_sliding_blocks_(n_sliding),
-      block_size_(block_size),
-      kv_dim_(config.n_head_kv * config.head_dim),
-      head_dim_(config.head_dim),
+      layout_{block_size, config.n_head_kv, config.head_dim},
       dtype_(dtype) {
   DI_ICHECK(dtype == DType::kF32 || dtype == DType::kF16);
   if (config.has_sliding_layers()) layer_sliding_ = config.layer_sliding;
@@ -36,14 +32,14 @@ PagedKvCache::PagedKvCache(const ModelConfig& config, int64_t n_full, int64_t n_
   int64_t total = 0;
   for (int64_t l = 0; l < config.n_layer; ++l) {
     layer_offset_[static_cast<size_t>(l)] = total;
-    total += n_blocks(l) * block_size_ * kv_dim_;
+    total += n_blocks(l) * layout_.block_elems();
   }
   k_ = PageBuffer(static_cast<size_t>(total) * element_bytes());
   v_ = PageBuffer(static_cast<size_t>(total) * element_bytes());
 }
 
 void PagedKvCache::store(int64_t layer, int64_t row, const float* k, const float* v) {
-  cpu::store_kv(layout(), dtype_, row, k, v, k_data(layer), v_data(layer));
+  cpu::store_kv(layout_, dtype_, row, k, v, k_data(layer), v_data(layer));
 }
 
 namespace {

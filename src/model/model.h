@@ -113,23 +113,24 @@ class PagedKvCache {
   // Stores one position's K and V (kv_dim floats each, head after head) into slot `row` of
   // layer `layer`, converted to dtype().
   void store(int64_t layer, int64_t row, const float* k, const float* v);
-  cpu::KvLayout layout() const { return {block_size_, kv_dim_ / head_dim_, head_dim_}; }
+  const cpu::KvLayout& layout() const { return layout_; }
   bool sliding(int64_t layer) const { return !layer_sliding_.empty() && layer_sliding_[static_cast<size_t>(layer)]; }
   int64_t n_blocks() const { return n_blocks_; }                  // full pool
   int64_t n_sliding_blocks() const { return n_sliding_blocks_; }  // sliding pool
   int64_t n_blocks(int64_t layer) const { return sliding(layer) ? n_sliding_blocks_ : n_blocks_; }
-  int64_t block_size() const { return block_size_; }
-  int64_t kv_dim() const { return kv_dim_; }
+  int64_t block_size() const { return layout_.block_size; }
+  int64_t kv_dim() const { return layout_.n_head_kv * layout_.head_dim; }
   size_t bytes() const { return k_.size() + v_.size(); }
   // Bytes a layer's K (or V) pool takes: the span k_data(layer) points to.
   size_t layer_bytes(int64_t layer) const {
-    return static_cast<size_t>(n_blocks(layer) * block_size_ * kv_dim_) * element_bytes();
+    return static_cast<size_t>(n_blocks(layer) * layout_.block_elems()) * element_bytes();
   }
 
  private:
   int64_t offset(int64_t layer) const { return layer_offset_[static_cast<size_t>(layer)]; }
 
-  int64_t n_blocks_, n_sliding_blocks_, block_size_, kv_dim_, head_dim_;
+  int64_t n_blocks_, n_sliding_blocks_;
+  cpu::KvLayout layout_;
   DType dtype_;
   std::vector<bool> layer_sliding_;
   std::vector<int64_t> layer_offset_;  // [n_layer] first element of the layer's K (and V)

@@ -271,7 +271,7 @@ void attend_items(const AttentionShape& shape, const float* q, int64_t n_tokens,
     const SequenceKv& seq = sequences[static_cast<size_t>(token_seq[t])];
     const T* kc = static_cast<const T*>(seq.k);
     const T* vc = static_cast<const T*>(seq.v);
-    const int64_t block_elems = seq.block_size * shape.n_head_kv * d;
+    const KvLayout layout{seq.block_size, shape.n_head_kv, d};
     const float* q0 = q + (t * shape.n_head + h0) * d;
     float* scores = scratch.data() + run * d;  // [run][kTile]
     for (int64_t r = 0; r < run; ++r) {
@@ -289,7 +289,7 @@ void attend_items(const AttentionShape& shape, const float* q, int64_t n_tokens,
       // The tile's keys in chunks of at most 16 within one block (K panels); V rows one by one.
       int64_t n_chunks = 0;
       for (int64_t j = 0; j < n;) {
-        const int64_t panel = static_cast<int64_t>(seq.block_table[block]) * block_elems + kv_h * seq.block_size * d;
+        const int64_t panel = layout.panel(seq.block_table[block], kv_h);
         const int64_t count = std::min({n - j, seq.block_size - offset, int64_t{16}});
         chunks[n_chunks++] = {panel + offset, j, count};
         for (int64_t c = 0; c < count; ++c) rows[j + c] = panel + (offset + c) * d;
@@ -306,8 +306,8 @@ void attend_items(const AttentionShape& shape, const float* q, int64_t n_tokens,
       const int64_t next_last = std::min(block + (kTile - 1) / seq.block_size, last / seq.block_size);
       for (const T* pool : {kc, vc}) {
         for (int64_t b = block; b <= next_last && b < block + 2; ++b) {
-          const int64_t panel = static_cast<int64_t>(seq.block_table[b]) * block_elems + kv_h * seq.block_size * d;
-          prefetch.add(pool + panel, static_cast<size_t>(seq.block_size * d) * sizeof(T));
+          const size_t bytes = static_cast<size_t>(layout.panel_elems()) * sizeof(T);
+          prefetch.add(pool + layout.panel(seq.block_table[b], kv_h), bytes);
         }
       }
       prefetch.issue(4);
@@ -351,7 +351,9 @@ void attend_items(const AttentionShape& shape, const float* q, int64_t n_tokens,
         } else if (d == 64 && run == 4) {
           accumulate_values_run64<4>(heads, scores, vc, rows, n, prefetch);
         } else {
-          for (int64_t r = 0; r < run; ++r) accumulate_values(heads[r].acc, scores + r * kTile, vc, rows, n, d, prefetch);
+          for (int64_t r = 0; r < run; ++r) {
+            accumulate_values(heads[r].acc, scores + r * kTile, vc, rows, n, d, prefetch);
+          }
         }
       } else  // NOLINT(readability/braces): the generic loop below is the else branch
 #endif

@@ -41,16 +41,16 @@ struct KvLayout {
   int64_t n_head_kv = 1;
   int64_t head_dim = 1;
 
-  int64_t block_elems() const { return block_size * n_head_kv * head_dim; }
+  int64_t panel_elems() const { return block_size * head_dim; }
+  int64_t block_elems() const { return n_head_kv * panel_elems(); }
+  // First element of block `block`'s panel of KV head h (K or V: both pools are laid out alike).
+  int64_t panel(int64_t block, int64_t h) const { return block * block_elems() + h * panel_elems(); }
   // Element of slot `row`'s K (or V) of KV head h, dimension i.
   int64_t k_index(int64_t row, int64_t h, int64_t i) const {
-    return panel(row, h) + i * block_size + row % block_size;
+    return panel(row / block_size, h) + i * block_size + row % block_size;
   }
   int64_t v_index(int64_t row, int64_t h, int64_t i) const {
-    return panel(row, h) + (row % block_size) * head_dim + i;
-  }
-  int64_t panel(int64_t row, int64_t h) const {
-    return (row / block_size) * block_elems() + h * block_size * head_dim;
+    return panel(row / block_size, h) + (row % block_size) * head_dim + i;
   }
 };
 
