@@ -36,6 +36,7 @@ enum class KvCacheDtype { kF16, kF32 };
 
 struct EngineConfig {
   std::string model_path;               // GGUF file or Hugging Face directory
+  std::string backend = "cpu";          // "cpu", or "cpu-reference" (the scalar reference kernels)
   int32_t threads = 0;                  // 0 = all cores
   int32_t block_size = 16;              // tokens per KV block
   int64_t kv_cache_tokens = 0;          // KV capacity in tokens; 0 = 16 full-length sequences or 1 GiB, the smaller
@@ -72,7 +73,9 @@ struct GenerationRequest {
   int32_t priority = 0;                 // smaller first, with priority_scheduling
 };
 
-enum class FinishReason { kNone, kStop, kLength, kCancelled };
+// kError: the backend failed the step that computed the sequence (out of memory, a kernel
+// failure); TokenEvent::error says why. The engine keeps serving the other requests.
+enum class FinishReason { kNone, kStop, kLength, kCancelled, kError };
 
 struct TopLogprob {
   int32_t token = 0;
@@ -94,6 +97,7 @@ struct TokenEvent {
   FinishReason finish = FinishReason::kNone;  // set on the last event of this index
   std::string stop_string;               // the stop string that ended it (kStop)
   int32_t stop_token = -1;               // the stop token that ended it (kStop), else -1
+  std::string error;                     // what failed (kError)
   // Set on the first event of each index:
   std::vector<std::optional<TokenLogprob>> prompt_logprobs;  // [n_prompt] when asked; [0] is empty
   int64_t n_prompt_tokens = 0;
@@ -116,30 +120,35 @@ class RequestHandle {
   virtual void cancel() = 0;
 };
 
+// One KV group's blocks (the model's layer groups: "full" for global attention, "sliding" for
+// sliding-window layers, ...).
+struct KvGroupUsage {
+  std::string name;
+  int64_t blocks_used = 0;
+  int64_t blocks_total = 0;
+  // Most blocks held for computed positions at the end of any step; blocks already allocated
+  // for the step planned ahead (asynchronous scheduling) are not counted, so the figure is the
+  // same with and without it. A sliding group's peak is bounded by its window.
+  int64_t blocks_peak = 0;
+  int64_t bytes = 0;                    // KV memory of the group's layers
+};
+
 struct EngineStats {
   int64_t n_running = 0;
   int64_t n_waiting = 0;
   double kv_usage = 0.0;           // fraction of KV blocks in use (all groups)
   int64_t kv_blocks_used = 0;      // all groups
   int64_t kv_blocks_total = 0;
-  // Per KV group: full-attention layers' blocks, and sliding-window layers' blocks (0 when the
-  // model has none), which hold only each running sequence's window plus its current chunk.
-  int64_t kv_full_blocks_used = 0;
-  int64_t kv_full_blocks_total = 0;
-  int64_t kv_sliding_blocks_used = 0;
-  int64_t kv_sliding_blocks_total = 0;
-  // Most sliding blocks held for computed positions at the end of any step; blocks already
-  // allocated for the step planned ahead (asynchronous scheduling) are not counted, so the
-  // figure is the same with and without it.
-  int64_t kv_sliding_blocks_peak = 0;
+  std::vector<KvGroupUsage> kv_groups;  // per group, in the model's order
   int64_t kv_block_size = 0;           // tokens per block
-  int64_t kv_cache_bytes = 0;          // KV memory of all layers, both groups
+  int64_t kv_cache_bytes = 0;          // KV memory of all layers, all groups
   int64_t prefix_queries = 0;      // prompt tokens looked up in the prefix cache
   int64_t prefix_hits = 0;         // of those, found
   int64_t prompt_tokens = 0;       // computed prompt tokens (not counting cache hits)
   int64_t generation_tokens = 0;   // sampled tokens
   int64_t n_steps = 0;
   int64_t n_preemptions = 0;
+  int64_t n_failed_steps = 0;      // steps the backend failed (their requests ended with kError)
   double forward_seconds = 0.0;    // time inside forward passes
   // Step time outside them: the time the model stood idle because of the engine (sampling,
   // and with synchronous scheduling also planning and bookkeeping, which asynchronous

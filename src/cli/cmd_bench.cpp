@@ -230,10 +230,10 @@ double bytes_per_token(const Model& model) {
 }
 
 int bench_model(const std::optional<std::string>& model_arg, int threads, int reps, int64_t n_prompt, int64_t n_gen) {
-  auto loaded = load_model(model_arg);
+  auto loaded = load_model(model_arg, threads);
   if (!loaded.ok()) return fail(loaded.status().message());
   const Model& model = *loaded->model;
-  ThreadPool pool(threads);
+  ThreadPool& pool = *loaded->pool;
   const double bw = triad_bandwidth(pool, reps);
   const int64_t n_vocab = model.config().n_vocab;
   // Fixed ids spread over the vocabulary: tokenization is not timed, and every run sees the
@@ -247,14 +247,14 @@ int bench_model(const std::optional<std::string>& model_arg, int threads, int re
     InferenceContext& ctx = **context;
     auto t = Clock::now();
     double cpu = process_cpu_seconds();
-    if (Status st = ctx.eval(prompt, LogitsMode::kLast, pool); !st.ok()) return fail(st.message());
+    if (Status st = ctx.eval(prompt, LogitsMode::kLast); !st.ok()) return fail(st.message());
     pre_tps.push_back(static_cast<double>(n_prompt) / seconds_since(t));
     pre_cpu_tps.push_back(static_cast<double>(n_prompt) / (process_cpu_seconds() - cpu));
     t = Clock::now();
     cpu = process_cpu_seconds();
     for (int64_t i = 0; i < n_gen; ++i) {
       const int32_t token = static_cast<int32_t>((17 + 104729 * i) % n_vocab);
-      if (Status st = ctx.eval(std::span<const int32_t>(&token, 1), LogitsMode::kLast, pool); !st.ok()) {
+      if (Status st = ctx.eval(std::span<const int32_t>(&token, 1), LogitsMode::kLast); !st.ok()) {
         return fail(st.message());
       }
     }

@@ -50,6 +50,7 @@ const char* finish_name(FinishReason r) {
     case FinishReason::kStop: return "stop";
     case FinishReason::kLength: return "length";
     case FinishReason::kCancelled: return "cancelled";
+    case FinishReason::kError: return "error";
     case FinishReason::kNone: break;
   }
   return "none";
@@ -313,6 +314,7 @@ int generate_command(const std::vector<std::string>& argv) {
       o["token_ids"] = s.ids;
       o["finish_reason"] = finish_name(s.last.finish);
       o["stop_reason"] = s.stop_reason();
+      if (s.last.finish == FinishReason::kError) o["error"] = s.last.error;
       if (req.sampling.logprobs >= 0) o["logprobs"] = s.logprobs;
       outputs.push_back(std::move(o));
     }
@@ -330,6 +332,7 @@ int generate_command(const std::vector<std::string>& argv) {
     if (tokenizer) r["text"] = s0.text;
     r["finish_reason"] = outputs[0]["finish_reason"];
     r["stop_reason"] = outputs[0]["stop_reason"];
+    if (outputs[0].contains("error")) r["error"] = outputs[0]["error"];
     if (req.sampling.logprobs >= 0) r["logprobs"] = s0.logprobs;
     if (req.n > 1) r["outputs"] = outputs;
     if (req.sampling.prompt_logprobs >= 0) {

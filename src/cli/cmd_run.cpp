@@ -82,7 +82,7 @@ int run_command(const std::vector<std::string>& argv) {
     return fail(valid.message(), 2);
   }
 
-  auto loaded = load_model(args.get("--model"));
+  auto loaded = load_model(args.get("--model"), static_cast<int>(*threads));
   if (!loaded.ok()) return fail(loaded.status().message());
   const Model& model = *loaded->model;
   auto sampler = Sampler::create(sampling, model.config().n_vocab, {});
@@ -120,7 +120,6 @@ int run_command(const std::vector<std::string>& argv) {
   auto context = model.new_context(n_ctx, kv_element_type(*kv_dtype));
   if (!context.ok()) return fail(context.status().message());
   InferenceContext& ctx = **context;
-  ThreadPool pool(static_cast<int>(*threads));
 
   const bool json = args.has("--json");
   const bool ignore_eos = args.has("--ignore-eos");
@@ -137,7 +136,7 @@ int run_command(const std::vector<std::string>& argv) {
   };
 
   auto t_prompt = Clock::now();
-  Status st = ctx.eval(prompt, LogitsMode::kLast, pool);
+  Status st = ctx.eval(prompt, LogitsMode::kLast);
   if (!st.ok()) return fail(st.message());
   const double prompt_ms = ms_since(t_prompt);
 
@@ -152,7 +151,7 @@ int run_command(const std::vector<std::string>& argv) {
     generated.push_back(token);
     if (decoder) emit(decoder->push(token));
     if (i + 1 == *n_predict) break;  // the last token needs no forward pass
-    st = ctx.eval(std::span<const int32_t>(&token, 1), LogitsMode::kLast, pool);
+    st = ctx.eval(std::span<const int32_t>(&token, 1), LogitsMode::kLast);
     if (!st.ok()) return fail(st.message());
   }
   if (decoder) emit(decoder->finish());

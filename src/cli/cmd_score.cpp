@@ -58,7 +58,7 @@ int score_command(const std::vector<std::string>& argv) {
   if (*top < 0) return fail("--top must be >= 0", 2);
   if (*threads < 1 || *threads > 1024) return fail("--threads must be between 1 and 1024", 2);
 
-  auto loaded = load_model(args.get("--model"));
+  auto loaded = load_model(args.get("--model"), static_cast<int>(*threads));
   if (!loaded.ok()) return fail(loaded.status().message());
   const Model& model = *loaded->model;
   const int64_t n_vocab = model.config().n_vocab;
@@ -66,8 +66,7 @@ int score_command(const std::vector<std::string>& argv) {
   const auto& ids = *tokens;
   auto context = model.new_context(static_cast<int64_t>(ids.size()));
   if (!context.ok()) return fail(context.status().message());
-  ThreadPool pool(static_cast<int>(*threads));
-  Status st = (*context)->eval(ids, LogitsMode::kAll, pool);
+  Status st = (*context)->eval(ids, LogitsMode::kAll);
   if (!st.ok()) return fail(st.message(), st.code() == StatusCode::kInvalidArgument ? 2 : 1);
 
   nlohmann::json positions = nlohmann::json::array();

@@ -6,11 +6,13 @@
 
 namespace deepinfer::cli {
 
-Result<LoadedModel> load_model(const std::optional<std::string>& model_arg) {
+Result<LoadedModel> load_model(const std::optional<std::string>& model_arg, int threads) {
   const auto start = std::chrono::steady_clock::now();
   LoadedModel out;
   DI_ASSIGN_OR_RETURN(out.path, resolve_model_path(model_arg ? *model_arg : std::string(kDefaultModelName)));
-  DI_ASSIGN_OR_RETURN(out.model, Model::load(out.path));
+  out.pool = std::make_unique<ThreadPool>(threads);
+  DI_ASSIGN_OR_RETURN(out.backend, backend::create_backend("cpu", backend::BackendOptions{out.pool.get()}));
+  DI_ASSIGN_OR_RETURN(out.model, Model::load(out.path, *out.backend));
   const Metadata& md = out.model->source().metadata();
   if (md.has("tokenizer.ggml.tokens")) {
     auto tok = Tokenizer::from_metadata(md);

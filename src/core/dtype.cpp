@@ -1,5 +1,9 @@
 #include "core/dtype.h"
 
+#include <cstring>
+
+#include "core/half.h"
+
 #include "core/check.h"
 
 namespace deepinfer {
@@ -51,6 +55,20 @@ size_t dtype_row_bytes(DType type, int64_t n) {
   auto traits = dtype_traits(type);
   DI_ICHECK(traits && n % traits->block_size == 0);
   return static_cast<size_t>(n / traits->block_size) * traits->block_bytes;
+}
+
+bool widen_to_f32(DType type, const void* src, float* dst, int64_t n) {
+  const auto* h = static_cast<const uint16_t*>(src);
+  switch (type) {
+    case DType::kF32: std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float)); return true;
+    case DType::kF16:
+      for (int64_t i = 0; i < n; ++i) dst[i] = fp16_to_fp32(h[i]);
+      return true;
+    case DType::kBF16:
+      for (int64_t i = 0; i < n; ++i) dst[i] = bf16_to_fp32(h[i]);
+      return true;
+    default: return false;
+  }
 }
 
 }  // namespace deepinfer

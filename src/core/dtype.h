@@ -47,4 +47,9 @@ std::string_view dtype_name(DType type);  // "unknown" when not known
 // Bytes taken by a row of n elements; n must be a multiple of the block size.
 size_t dtype_row_bytes(DType type, int64_t n);
 
+// dst[0..n) = src's n elements of a plain float type (F32, F16, BF16) as float32; false for any
+// other type. For the small vectors a loader reads (norm weights, biases); matrices stay in their
+// stored format for the backend.
+bool widen_to_f32(DType type, const void* src, float* dst, int64_t n);
+
 }  // namespace deepinfer

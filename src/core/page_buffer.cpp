@@ -4,22 +4,41 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <utility>
 
 namespace deepinfer {
 
-PageBuffer::PageBuffer(size_t bytes) : size_(bytes) {
-  if (bytes == 0) return;
+namespace {
+void* map_pages(size_t bytes) {
   void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (p == MAP_FAILED) {
-    std::fprintf(stderr, "deepinfer: out of memory: could not map %zu bytes\n", bytes);
-    std::abort();
-  }
+  if (p == MAP_FAILED) return nullptr;
 #if defined(MADV_HUGEPAGE)
   // Advice only: a system without transparent huge pages keeps 4 KiB pages.
   madvise(p, bytes, MADV_HUGEPAGE);
 #endif
+  return p;
+}
+}  // namespace
+
+PageBuffer::PageBuffer(size_t bytes) : size_(bytes) {
+  if (bytes == 0) return;
+  void* p = map_pages(bytes);
+  if (p == nullptr) {
+    std::fprintf(stderr, "deepinfer: out of memory: could not map %zu bytes\n", bytes);
+    std::abort();
+  }
   data_ = static_cast<uint8_t*>(p);
+}
+
+Result<PageBuffer> PageBuffer::allocate(size_t bytes) {
+  PageBuffer b;
+  if (bytes == 0) return b;
+  void* p = map_pages(bytes);
+  if (p == nullptr) return resource_exhausted("out of memory: could not map " + std::to_string(bytes) + " bytes");
+  b.data_ = static_cast<uint8_t*>(p);
+  b.size_ = bytes;
+  return b;
 }
 
 PageBuffer::~PageBuffer() { reset(); }

@@ -8,6 +8,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "deepinfer/status.h"
+
 namespace deepinfer {
 
 class PageBuffer {
@@ -15,6 +17,8 @@ class PageBuffer {
   PageBuffer() = default;
   // Aborts when the kernel refuses the memory (as std::vector's allocation would throw).
   explicit PageBuffer(size_t bytes);
+  // The same, RESOURCE_EXHAUSTED instead of aborting: for sizes a user chose (a KV cache).
+  static Result<PageBuffer> allocate(size_t bytes);
   ~PageBuffer();
   PageBuffer(PageBuffer&& other) noexcept;
   PageBuffer& operator=(PageBuffer&& other) noexcept;

@@ -37,6 +37,7 @@
 #include <unordered_map>
 
 #include "core/check.h"
+#include "engine/engine_internal.h"
 #include "engine/forward_worker.h"
 #include "engine/kv_cache_dtype.h"
 #include "engine/sampler.h"
@@ -81,6 +82,17 @@ struct Sequence {
   double queue_seconds = 0.0;
 };
 
+// Everything the engine runs on, made before its thread starts (Engine::create).
+struct EngineParts {
+  std::unique_ptr<ThreadPool> pool;
+  std::unique_ptr<backend::Backend> backend;
+  std::unique_ptr<Model> model;
+  std::shared_ptr<const Tokenizer> tokenizer;
+  std::unique_ptr<backend::KvCache> kv;
+  kv::KvCacheConfig kv_config;
+  int64_t max_context = 0;
+};
+
 // One sampling row of a step, and what sampling it produced.
 struct SampleJob {
   RequestId id = 0;
@@ -112,7 +124,7 @@ struct Step {
   StepPlan plan;
   std::vector<int32_t> tokens;              // the flattened batch
   std::vector<BatchSequence> batch;         // its block tables point into block_tables
-  std::vector<int32_t> block_tables;        // copied: the KV manager's change while this runs
+  std::vector<int32_t> block_tables;        // copied (every group's): the KV manager's change while this runs
   std::vector<SampleJob> sample_jobs;
   std::vector<PromptJob> prompt_jobs;
   std::vector<Placeholder> placeholders;
@@ -125,22 +137,22 @@ struct Step {
 
 class EngineImpl final : public Engine {
  public:
-  EngineImpl(const EngineConfig& config, std::unique_ptr<Model> model, std::shared_ptr<const Tokenizer> tokenizer,
-             int64_t n_blocks, int64_t n_sliding_blocks)
+  EngineImpl(const EngineConfig& config, EngineParts parts)
       : config_(config),
-        model_(std::move(model)),
-        tokenizer_(std::move(tokenizer)),
-        kv_manager_(kv::KvCacheConfig{config.block_size, static_cast<int32_t>(n_blocks), config.enable_prefix_caching,
-                                      model_->source().path(), model_->config().layer_window,
-                                      static_cast<int32_t>(n_sliding_blocks)}),
-        kv_(model_->config(), n_blocks, n_sliding_blocks, config.block_size, kv_element_type(config.kv_cache_dtype)),
+        pool_(std::move(parts.pool)),
+        backend_(std::move(parts.backend)),
+        model_(std::move(parts.model)),
+        tokenizer_(std::move(parts.tokenizer)),
+        max_context_(parts.max_context),
+        kv_(std::move(parts.kv)),
+        kv_manager_(std::move(parts.kv_config)),
         scheduler_(SchedulerConfig{config.max_num_batched_tokens, config.max_num_seqs,
                                    config.priority_scheduling ? SchedulingPolicy::kPriority : SchedulingPolicy::kFcfs,
                                    config.swa_replay, config.swa_replay_tokens},
                    kv_manager_),
         runner_(model_->new_batch_runner()),
-        pool_(config.threads > 0 ? config.threads : ThreadPool::default_threads()),
-        logprob_scratch_(static_cast<size_t>(pool_.n_threads())) {
+        logprob_scratch_(static_cast<size_t>(pool_->n_threads())),
+        group_peaks_(static_cast<size_t>(kv_manager_.n_groups()), 0) {
     if (tokenizer_) {
       const int64_t n = std::min<int64_t>(tokenizer_->n_vocab(), model_->config().n_vocab);
       for (int32_t id = 0; id < n; ++id) {
@@ -176,10 +188,7 @@ class EngineImpl final : public Engine {
     return stats_;
   }
   int64_t n_vocab() const override { return model_->config().n_vocab; }
-  int64_t max_context() const override {
-    // A request must fit the KV cache on its own, and the model's trained context.
-    return std::min<int64_t>(model_->config().n_ctx_train, kv_.n_blocks() * kv_.block_size());
-  }
+  int64_t max_context() const override { return max_context_; }
 
  private:
   Status validate(const GenerationRequest& r) const {
@@ -342,9 +351,13 @@ class EngineImpl final : public Engine {
     step.plan_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
     if (!step.plan.empty()) {
       const auto tf = Clock::now();
-      DI_ICHECK(runner_->run(step.tokens, step.batch, kv_, pool_).ok());  // the scheduler plans valid batches
+      const Status st = runner_->run(step.tokens, step.batch, *kv_);
       step.forward_end = Clock::now();
       step.forward_seconds = std::chrono::duration<double>(step.forward_end - tf).count();
+      if (!st.ok()) {
+        fail_step(step, st, nullptr);
+        return true;
+      }
       sample(step);
     }
     finish(step, Clock::time_point{});
@@ -358,7 +371,12 @@ class EngineImpl final : public Engine {
     plan(next);
     ended_some_ = !next.plan.finished.empty();
     if (in_flight != nullptr) {
-      DI_ICHECK(worker_->wait().ok());  // the scheduler plans valid batches
+      const Status st = worker_->wait();
+      if (!st.ok()) {
+        // `next` was planned on top of the failed step: its requests start over.
+        fail_step(*in_flight, st, &next);
+        return nullptr;
+      }
       sample(*in_flight);
       fill_placeholders(next, *in_flight);
     }
@@ -366,7 +384,7 @@ class EngineImpl final : public Engine {
     if (!next.plan.empty()) {
       worker_->launch([this, &next] {
         const auto t0 = Clock::now();
-        Status st = runner_->run(next.tokens, next.batch, kv_, pool_);
+        Status st = runner_->run(next.tokens, next.batch, *kv_);
         next.forward_end = Clock::now();
         next.forward_seconds = std::chrono::duration<double>(next.forward_end - t0).count();
         return st;
@@ -399,7 +417,7 @@ class EngineImpl final : public Engine {
     step.prompt_tokens = 0;
     step.plan_seconds = 0.0;
     step.forward_seconds = 0.0;
-    std::vector<std::pair<size_t, size_t>>& table_at = table_offsets_;  // (full, sliding) offsets
+    std::vector<std::pair<size_t, size_t>>& table_at = table_offsets_;  // (offset, size) per sequence and group
     table_at.clear();
     int64_t row = 0;
     const auto now = Clock::now();
@@ -429,13 +447,10 @@ class EngineImpl final : public Engine {
       b.logits = mode;
       b.replay_start = r->replay_start;
       b.n_shared = r->n_shared;
-      const auto full = kv_manager_.block_table(c.id);
-      table_at.emplace_back(step.block_tables.size(), full.size());
-      step.block_tables.insert(step.block_tables.end(), full.begin(), full.end());
-      if (kv_manager_.has_sliding_group()) {
-        const auto sliding = kv_manager_.block_table(c.id, kv::kSlidingGroup);
-        table_at.emplace_back(step.block_tables.size(), sliding.size());
-        step.block_tables.insert(step.block_tables.end(), sliding.begin(), sliding.end());
+      for (int g = 0; g < kv_manager_.n_groups(); ++g) {
+        const auto table = kv_manager_.block_table(c.id, g);
+        table_at.emplace_back(step.block_tables.size(), table.size());
+        step.block_tables.insert(step.block_tables.end(), table.begin(), table.end());
       }
       if (all) {
         for (int64_t i = 0; i < c.n_tokens && c.first_position + i + 1 < r->n_prompt; ++i) {
@@ -449,13 +464,11 @@ class EngineImpl final : public Engine {
     }
     // The copies are complete: the spans cannot move any more.
     const int32_t* tables = step.block_tables.data();
-    const size_t per_seq = kv_manager_.has_sliding_group() ? 2 : 1;
+    const auto per_seq = static_cast<size_t>(kv_manager_.n_groups());
     for (size_t i = 0; i < step.batch.size(); ++i) {
-      const auto [at, n] = table_at[i * per_seq];
-      step.batch[i].block_table = {tables + at, n};
-      if (per_seq == 2) {
-        const auto [s_at, s_n] = table_at[i * per_seq + 1];
-        step.batch[i].sliding_block_table = {tables + s_at, s_n};
+      for (size_t g = 0; g < per_seq; ++g) {
+        const auto [at, n] = table_at[i * per_seq + g];
+        step.batch[i].block_tables[g] = {tables + at, n};
       }
     }
   }
@@ -484,7 +497,7 @@ class EngineImpl final : public Engine {
     for (PromptJob& p : step.prompt_jobs) p.group = seqs_.at(p.id).group.get();
     const auto n_samples = static_cast<int64_t>(step.sample_jobs.size());
     const auto n_jobs = n_samples + static_cast<int64_t>(step.prompt_jobs.size());
-    pool_.parallel_for(n_jobs, [&](int thread, int64_t begin, int64_t end) {
+    pool_->parallel_for(n_jobs, [&](int thread, int64_t begin, int64_t end) {
       auto& scratch = logprob_scratch_[static_cast<size_t>(thread)];
       for (int64_t j = begin; j < end; ++j) {
         if (j < n_samples) {
@@ -552,19 +565,43 @@ class EngineImpl final : public Engine {
     }
   }
 
-  void end_cancelled(RequestId id) {
+  // The backend failed `step`'s pass (out of memory, a kernel failure): its live requests end
+  // with kError and their blocks go back (nothing the pass wrote was published to the prefix
+  // cache). `planned`, the step planned on top of it (asynchronous scheduling), is dropped: its
+  // requests that did not fail start over, from the prefix cache. The engine keeps serving.
+  void fail_step(Step& step, const Status& failure, Step* planned) {
+    const std::string message = "the " + std::string(backend_->name()) + " backend failed a step: " + failure.message();
+    std::fprintf(stderr, "deepinfer: %s (%zu requests ended)\n", message.c_str(), step.plan.chunks.size());
+    const std::vector<RequestId> failed = scheduler_.fail(step.plan);
+    if (planned != nullptr) scheduler_.restart(planned->plan);
+    for (RequestId id : failed) end_with(id, FinishReason::kError, message);
+    std::lock_guard<std::mutex> lock(stats_mutex_);
+    ++stats_.n_failed_steps;
+    stats_.n_running = static_cast<int64_t>(scheduler_.n_running());
+    stats_.n_waiting = static_cast<int64_t>(scheduler_.n_waiting());
+  }
+
+  void end_cancelled(RequestId id) { end_with(id, FinishReason::kCancelled, {}); }
+
+  // Ends a sequence the scheduler has finished without a token, and its siblings that never
+  // started.
+  void end_with(RequestId id, FinishReason reason, const std::string& error) {
     scheduler_.take_finished(id);
     auto it = seqs_.find(id);
     if (it == seqs_.end()) return;
     Sequence& seq = it->second;
-    seq.group->handle->push(final_event(&seq, *seq.group, seq.index, FinishReason::kCancelled));
-    end_unstarted(*seq.group);  // siblings that never started end with it
+    TokenEvent e = final_event(&seq, *seq.group, seq.index, reason);
+    e.error = error;
+    seq.group->handle->push(std::move(e));
+    end_unstarted(*seq.group, reason, error);  // siblings that never started end with it
     seqs_.erase(it);
   }
 
-  void end_unstarted(Group& g) {
+  void end_unstarted(Group& g, FinishReason reason = FinishReason::kCancelled, const std::string& error = {}) {
     for (; g.n_started < g.request.n; ++g.n_started) {
-      g.handle->push(final_event(nullptr, g, g.n_started, FinishReason::kCancelled));
+      TokenEvent e = final_event(nullptr, g, g.n_started, reason);
+      e.error = error;
+      g.handle->push(std::move(e));
     }
   }
 
@@ -577,15 +614,19 @@ class EngineImpl final : public Engine {
     stats_.kv_usage = kvs.usage;
     stats_.kv_blocks_total = kvs.pool.n_blocks;
     stats_.kv_blocks_used = kvs.pool.n_blocks - kvs.pool.n_free;
-    stats_.kv_full_blocks_total = kvs.groups[kv::kFullGroup].n_blocks;
-    stats_.kv_full_blocks_used = kvs.groups[kv::kFullGroup].n_used;
-    if (kv_manager_.has_sliding_group()) {
-      stats_.kv_sliding_blocks_total = kvs.groups[kv::kSlidingGroup].n_blocks;
-      stats_.kv_sliding_blocks_used = kvs.groups[kv::kSlidingGroup].n_used;
-      stats_.kv_sliding_blocks_peak = std::max(stats_.kv_sliding_blocks_peak, scheduler_.sliding_blocks_of_done_positions());
+    stats_.kv_groups.resize(kvs.groups.size());
+    for (size_t g = 0; g < kvs.groups.size(); ++g) {
+      KvGroupUsage& u = stats_.kv_groups[g];
+      const KvGroupSpec& spec = kv_->groups()[g];
+      u.name = kvs.groups[g].name;
+      u.blocks_total = kvs.groups[g].n_blocks;
+      u.blocks_used = kvs.groups[g].n_used;
+      group_peaks_[g] = std::max(group_peaks_[g], scheduler_.blocks_of_done_positions(static_cast<int>(g)));
+      u.blocks_peak = group_peaks_[g];
+      u.bytes = static_cast<int64_t>(spec.block_bytes()) * spec.n_blocks;
     }
-    stats_.kv_block_size = kv_.block_size();
-    stats_.kv_cache_bytes = static_cast<int64_t>(kv_.bytes());
+    stats_.kv_block_size = config_.block_size;
+    stats_.kv_cache_bytes = static_cast<int64_t>(kv_->bytes());
     stats_.prefix_queries = kvs.prefix_queries;
     stats_.prefix_hits = kvs.prefix_hits;
     stats_.n_preemptions += static_cast<int64_t>(plan.preempted.size());
@@ -598,14 +639,18 @@ class EngineImpl final : public Engine {
   }
 
   EngineConfig config_;
+  // Declared in the order they depend on each other: the backend runs on the pool, the model and
+  // the KV memory live on the backend.
+  std::unique_ptr<ThreadPool> pool_;
+  std::unique_ptr<backend::Backend> backend_;
   std::unique_ptr<Model> model_;
   std::shared_ptr<const Tokenizer> tokenizer_;  // null when the model carries none
   std::vector<int32_t> end_of_generation_;
+  int64_t max_context_;
+  std::unique_ptr<backend::KvCache> kv_;
   kv::KvCacheManager kv_manager_;
-  PagedKvCache kv_;
   Scheduler scheduler_;
   std::unique_ptr<BatchRunner> runner_;
-  ThreadPool pool_;
   std::unique_ptr<ForwardWorker> worker_;  // with async_scheduling
   // Engine-thread state.
   std::unordered_map<RequestId, Sequence> seqs_;
@@ -615,6 +660,7 @@ class EngineImpl final : public Engine {
   std::vector<std::pair<size_t, size_t>> table_offsets_;  // build_batch's scratch
   bool ended_some_ = false;  // the last plan ended cancelled requests (work was done)
   std::vector<std::vector<std::pair<float, int32_t>>> logprob_scratch_;  // [pool threads]
+  std::vector<int64_t> group_peaks_;  // [KV groups] most blocks held for computed positions
   // Shared with submitters and handles.
   std::shared_ptr<EngineWakeup> wakeup_ = std::make_shared<EngineWakeup>();
   std::deque<Submission> queue_;  // guarded by wakeup_->mutex
@@ -642,42 +688,66 @@ Result<std::shared_ptr<const Tokenizer>> load_tokenizer(const Model& model) {
   return std::shared_ptr<const Tokenizer>();
 }
 
-// Blocks of the sliding-window group: between steps a running sequence holds at most its
+// Blocks of a sliding-window group: between steps a running sequence holds at most its
 // window rounded out to whole blocks plus the block being filled (ceil((W - 1) / bs) + 1);
 // during a step its chunk adds its own blocks, and all chunks of a step hold at most the token
 // budget (plus one partial block each). With asynchronous scheduling the step planned ahead
 // holds its chunks too, before the step in flight gives back what left the window: two steps'
 // budget. Never more than the full group, which bounds every sequence's length. Falling short
 // would only mean preemption, a normal outcome.
-int64_t sliding_pool_blocks(const EngineConfig& config, const ModelConfig& model, int64_t n_blocks) {
-  if (!model.has_sliding_layers()) return 0;
+int64_t sliding_pool_blocks(const EngineConfig& config, int64_t window, int64_t n_blocks) {
   const int64_t bs = config.block_size;
-  const int64_t per_seq = (model.layer_window - 1 + bs - 1) / bs + 2;
+  const int64_t per_seq = (window - 1 + bs - 1) / bs + 2;
   const int64_t chunks = (config.max_num_batched_tokens + bs - 1) / bs * (config.async_scheduling ? 2 : 1);
   return std::min(n_blocks, config.max_num_seqs * per_seq + chunks);
 }
 
 }  // namespace
 
-Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
+Result<std::unique_ptr<Engine>> create_engine(const EngineConfig& config, const BackendWrapper& wrap) {
   if (config.block_size < 1) return invalid_argument("block_size must be at least 1");
   if (config.max_num_batched_tokens < 1 || config.max_num_seqs < 1) {
     return invalid_argument("max_num_batched_tokens and max_num_seqs must be at least 1");
   }
-  DI_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, Model::load(config.model_path));
-  DI_ASSIGN_OR_RETURN(std::shared_ptr<const Tokenizer> tokenizer, load_tokenizer(*model));
+  EngineParts parts;
+  parts.pool = std::make_unique<ThreadPool>(config.threads > 0 ? config.threads : ThreadPool::default_threads());
+  DI_ASSIGN_OR_RETURN(parts.backend, backend::create_backend(config.backend, backend::BackendOptions{parts.pool.get()}));
+  if (wrap) parts.backend = wrap(std::move(parts.backend));
+  DI_ASSIGN_OR_RETURN(parts.model, Model::load(config.model_path, *parts.backend));
+  DI_ASSIGN_OR_RETURN(parts.tokenizer, load_tokenizer(*parts.model));
+  const ModelConfig& c = parts.model->config();
+  const DType kv_dtype = kv_element_type(config.kv_cache_dtype);
+  std::vector<KvGroupSpec> groups = parts.model->kv_groups();
   int64_t tokens = config.kv_cache_tokens;
   if (tokens <= 0) {
-    // Default: 16 full-length sequences or 1 GiB of KV, whichever is smaller.
-    const ModelConfig& c = model->config();
-    const auto element_bytes = static_cast<int64_t>(dtype_row_bytes(kv_element_type(config.kv_cache_dtype), 1));
-    const int64_t bytes_per_token = c.n_layer * c.n_head_kv * c.head_dim * element_bytes * 2;
-    tokens = std::min<int64_t>(16 * c.n_ctx_train, (int64_t{1} << 30) / bytes_per_token);
+    // Default: 16 full-length sequences or 1 GiB of KV, whichever is smaller, counting every
+    // layer as if it kept every position.
+    int64_t bytes_per_token = 0;
+    for (const KvGroupSpec& g : groups) {
+      bytes_per_token += 2 * static_cast<int64_t>(g.layers.size()) * g.row_elems() *
+                         static_cast<int64_t>(dtype_row_bytes(kv_dtype, 1));
+    }
+    tokens = std::min<int64_t>(16 * c.n_ctx_train, (int64_t{1} << 30) / std::max<int64_t>(1, bytes_per_token));
   }
   const int64_t n_blocks = (tokens + config.block_size - 1) / config.block_size;
-  const int64_t n_sliding_blocks = sliding_pool_blocks(config, model->config(), n_blocks);
-  return std::unique_ptr<Engine>(
-      new EngineImpl(config, std::move(model), std::move(tokenizer), n_blocks, n_sliding_blocks));
+  std::vector<int64_t> pool_blocks;
+  for (const KvGroupSpec& g : groups) {
+    pool_blocks.push_back(g.kind == KvGroupKind::kSlidingWindow ? sliding_pool_blocks(config, g.window, n_blocks)
+                                                                : n_blocks);
+  }
+  DI_ASSIGN_OR_RETURN(parts.kv, parts.model->new_kv_cache(config.block_size, kv_dtype, pool_blocks));
+  // A request must fit the KV cache on its own, and the model's trained context.
+  parts.max_context = std::min<int64_t>(c.n_ctx_train, n_blocks * config.block_size);
+  // Blocks are keyed by what decides their contents: the weights (not the file's path), the
+  // element type and the backend's layout.
+  parts.kv_config.groups = parts.kv->groups();
+  parts.kv_config.enable_prefix_caching = config.enable_prefix_caching;
+  parts.kv_config.model_fingerprint = model_fingerprint(parts.model->source(), *parts.pool) + "/" +
+                                      std::string(dtype_name(kv_dtype)) + "/" + std::string(parts.kv->layout());
+  DI_RETURN_IF_ERROR(kv::KvCacheManager::validate(parts.kv_config));
+  return std::unique_ptr<Engine>(new EngineImpl(config, std::move(parts)));
 }
+
+Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) { return create_engine(config, nullptr); }
 
 }  // namespace deepinfer

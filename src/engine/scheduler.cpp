@@ -57,6 +57,25 @@ void Scheduler::finish(Request* r, FinishReason reason) {
   r->finish = reason;
 }
 
+std::vector<RequestId> Scheduler::fail(const StepPlan& plan) {
+  std::vector<RequestId> failed;
+  for (const ScheduledChunk& c : plan.chunks) {
+    auto it = requests_.find(c.id);
+    if (it == requests_.end() || !it->second->live(c.epoch)) continue;
+    finish(it->second.get(), FinishReason::kError);
+    failed.push_back(c.id);
+  }
+  return failed;
+}
+
+void Scheduler::restart(const StepPlan& plan) {
+  StepPlan unused;
+  for (const ScheduledChunk& c : plan.chunks) {
+    auto it = requests_.find(c.id);
+    if (it != requests_.end() && it->second->live(c.epoch)) preempt(it->second.get(), unused);
+  }
+}
+
 void Scheduler::preempt(Request* r, StepPlan& plan) {
   kv_.free(r->id);
   std::erase(running_, r);
@@ -76,11 +95,12 @@ Request* Scheduler::lowest_ranked_running(const Request* except) const {
   return nullptr;
 }
 
-// The last window before a hit of n_hit tokens, rounded down to a block so the sliding group's
-// table starts on a block boundary (at most block_size - 1 extra tokens replayed).
+// The last window before a hit of n_hit tokens (the widest sliding group's), rounded down to a
+// block so the sliding groups' tables start on a block boundary (at most one block's worth of
+// extra tokens replayed).
 int64_t Scheduler::replay_start_for(int64_t n_hit) const {
-  const int64_t bs = kv_.config().block_size;
-  const int64_t replay = config_.swa_replay_tokens > 0 ? config_.swa_replay_tokens : kv_.config().sliding_window;
+  const int64_t bs = kv_.block_alignment();
+  const int64_t replay = config_.swa_replay_tokens > 0 ? config_.swa_replay_tokens : kv_.max_window();
   const int64_t start = std::max<int64_t>(0, n_hit - replay);
   return start / bs * bs;
 }
@@ -126,7 +146,7 @@ StepPlan Scheduler::schedule() {
   while (!waiting_.empty() && budget > 0 && plan.preempted.empty() &&
          static_cast<int32_t>(running_.size()) < config_.max_num_seqs) {
     Request* r = waiting_.front();
-    const bool sliding = kv_.has_sliding_group();
+    const bool sliding = kv_.has_window_groups();
     const bool lookup = r->use_prefix_cache && (!sliding || config_.swa_replay);
     const kv::PrefixHit hit = lookup ? kv_.find_cached_prefix(r->tokens, r->cache_salt) : kv::PrefixHit{};
     const int64_t start = sliding ? replay_start_for(hit.n_tokens) : hit.n_tokens;
@@ -154,9 +174,9 @@ void Scheduler::plan_chunk(Request* r, int64_t n, StepPlan& plan) {
   if (samples) ++r->n_placeholders;
 }
 
-int64_t Scheduler::sliding_blocks_of_done_positions() const {
+int64_t Scheduler::blocks_of_done_positions(int group) const {
   int64_t n = 0;
-  for (const Request* r : running_) n += kv_.sliding_blocks_below(r->id, r->n_done);
+  for (const Request* r : running_) n += kv_.blocks_below(r->id, group, r->n_done);
   return n;
 }
 

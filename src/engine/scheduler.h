@@ -13,9 +13,10 @@
 // token is still in flight gets its next decode position all the same, with a placeholder the
 // engine fills in before that step runs, unless the token in flight is its last (max_tokens).
 // A stop token in flight costs one discarded position; a chunk whose request was preempted or
-// finished since its planning is ignored by update(). With a sliding-window KV group, admission after a prefix hit starts at the
-// replay start (see Request) and each update drops the blocks that left the window. Features such as speculative decoding or grammar masks attach to the plan
-// and the update, not to branches here. Single-threaded: the engine thread owns it.
+// finished since its planning is ignored by update(). With sliding-window KV groups, admission
+// after a prefix hit starts at the replay start (see Request) and each update drops the blocks
+// that left the window. Features such as speculative decoding or grammar masks attach to the
+// plan and the update, not to branches here. Single-threaded: the engine thread owns it.
 #pragma once
 
 #include <cstdint>
@@ -83,10 +84,17 @@ class Scheduler {
   // are skipped. Returns the ids finished by this update.
   std::vector<RequestId> update(const StepPlan& plan, const std::vector<SampledToken>& sampled);
 
+  // A plan whose forward pass failed: its live requests finish with kError (blocks freed).
+  // Returns their ids.
+  std::vector<RequestId> fail(const StepPlan& plan);
+  // A plan that will not run (planned on top of a failed one): its live requests go back to
+  // the waiting queue's front to be recomputed, as after a preemption.
+  void restart(const StepPlan& plan);
+
   const Request* find(RequestId id) const;
-  // Sliding-window blocks the running requests hold for positions whose passes have finished
-  // (not those allocated for a step planned ahead).
-  int64_t sliding_blocks_of_done_positions() const;
+  // Blocks of KV group `group` the running requests hold for positions whose passes have
+  // finished (not those allocated for a step planned ahead).
+  int64_t blocks_of_done_positions(int group) const;
   // Finished requests are handed back (and forgotten) here.
   std::unique_ptr<Request> take_finished(RequestId id);
 

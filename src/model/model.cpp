@@ -1,14 +1,22 @@
 #include "model/model.h"
 
 #include <algorithm>
+#include <array>
+#include <cstdio>
+#include <cstring>
+#include <functional>
 #include <numeric>
+#include <type_traits>
+#include <variant>
+
+#include <openssl/evp.h>
 
 #include "core/check.h"
 #include "model/arch/registry.h"
 
 namespace deepinfer {
 
-Result<std::unique_ptr<Model>> Model::load(const std::string& path) {
+Result<std::unique_ptr<Model>> Model::load(const std::string& path, backend::Backend& backend) {
   DI_ASSIGN_OR_RETURN(std::unique_ptr<TensorSource> source, open_tensor_source(path));
   DI_ASSIGN_OR_RETURN(std::string arch, source->metadata().get_string("general.architecture"));
   const ArchEntry* entry = find_architecture(arch);
@@ -17,47 +25,44 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& path) {
     for (const ArchEntry& e : registered_architectures()) known += (known.empty() ? "" : ", ") + std::string(e.name);
     return unimplemented(path + ": architecture '" + arch + "' is not supported (supported: " + known + ")");
   }
-  return entry->create(std::move(source));
+  return entry->create(std::move(source), backend);
 }
 
-PagedKvCache::PagedKvCache(const ModelConfig& config, int64_t n_full, int64_t n_sliding, int64_t block_size,
-                           DType dtype)
-    : n_blocks_(n_full),
-      n_sliding_blocks_(n_sliding),
-      layout_{block_size, config.n_head_kv, config.head_dim},
-      dtype_(dtype) {
-  DI_ICHECK(dtype == DType::kF32 || dtype == DType::kF16);
-  if (config.has_sliding_layers()) layer_sliding_ = config.layer_sliding;
-  layer_offset_.resize(static_cast<size_t>(config.n_layer));
-  int64_t total = 0;
-  for (int64_t l = 0; l < config.n_layer; ++l) {
-    layer_offset_[static_cast<size_t>(l)] = total;
-    total += n_blocks(l) * layout_.block_elems();
+Result<std::unique_ptr<backend::KvCache>> Model::new_kv_cache(int64_t block_size, DType dtype,
+                                                              std::span<const int64_t> n_blocks) const {
+  if (dtype != DType::kF32 && dtype != DType::kF16) {
+    return invalid_argument("the KV cache holds f32 or f16, not " + std::string(dtype_name(dtype)));
   }
-  k_ = PageBuffer(static_cast<size_t>(total) * element_bytes());
-  v_ = PageBuffer(static_cast<size_t>(total) * element_bytes());
-}
-
-void PagedKvCache::store(int64_t layer, int64_t row, const float* k, const float* v) {
-  cpu::store_kv(layout_, dtype_, row, k, v, k_data(layer), v_data(layer));
+  if (block_size < 1) return invalid_argument("the KV block size must be at least 1");
+  using backend::Op;
+  const backend::OpUse uses[] = {{Op::kStoreKv, dtype}, {Op::kAttention, dtype}};
+  DI_RETURN_IF_ERROR(backend::require(backend(), uses, source().path()));
+  std::vector<KvGroupSpec> groups = kv_groups();
+  if (n_blocks.size() != 1 && n_blocks.size() != groups.size()) {
+    return invalid_argument(std::to_string(n_blocks.size()) + " pool sizes given for " +
+                            std::to_string(groups.size()) + " KV groups");
+  }
+  for (size_t g = 0; g < groups.size(); ++g) {
+    groups[g].dtype = dtype;
+    groups[g].block_size = block_size;
+    groups[g].n_blocks = n_blocks[n_blocks.size() == 1 ? 0 : g];
+  }
+  return backend().allocate_kv(std::move(groups));
 }
 
 namespace {
 
-// A single sequence over a private cache whose block table is the identity, so positions map
+// A single sequence over a private cache whose block tables are the identity, so positions map
 // to rows directly. Long inputs go through in batches of kMaxBatch tokens to bound scratch.
 class SequenceContext final : public InferenceContext {
  public:
-  SequenceContext(const Model& model, int64_t n_ctx, DType kv_dtype)
-      : n_ctx_(n_ctx),
-        kv_(model.config(), (n_ctx + kBlockSize - 1) / kBlockSize, kBlockSize, kv_dtype),
-        block_table_(static_cast<size_t>(kv_.n_blocks())),
-        runner_(model.new_batch_runner()),
-        n_vocab_(model.config().n_vocab) {
-    std::iota(block_table_.begin(), block_table_.end(), 0);
+  static Result<std::unique_ptr<InferenceContext>> create(const Model& model, int64_t n_ctx, DType kv_dtype) {
+    auto ctx = std::unique_ptr<SequenceContext>(new SequenceContext(model, n_ctx));
+    DI_ASSIGN_OR_RETURN(ctx->kv_, model.new_kv_cache(kBlockSize, kv_dtype, ctx->n_blocks()));
+    return std::unique_ptr<InferenceContext>(std::move(ctx));
   }
 
-  Status eval(std::span<const int32_t> tokens, LogitsMode mode, ThreadPool& pool) override {
+  Status eval(std::span<const int32_t> tokens, LogitsMode mode) override {
     if (tokens.empty()) return invalid_argument("eval needs at least one token");
     if (n_past_ + static_cast<int64_t>(tokens.size()) > n_ctx_) {
       return out_of_range("the sequence needs " + std::to_string(n_past_ + tokens.size()) +
@@ -71,9 +76,9 @@ class SequenceContext final : public InferenceContext {
       BatchSequence seq;
       seq.n_tokens = static_cast<int64_t>(count);
       seq.first_position = n_past_;
-      seq.block_table = block_table_;
+      seq.block_tables.fill(block_table_);
       seq.logits = mode == LogitsMode::kLast && !last ? LogitsMode::kNone : mode;
-      DI_RETURN_IF_ERROR(runner_->run(tokens.subspan(begin, count), std::span<const BatchSequence>(&seq, 1), kv_, pool));
+      DI_RETURN_IF_ERROR(runner_->run(tokens.subspan(begin, count), std::span<const BatchSequence>(&seq, 1), *kv_));
       for (int64_t r = 0; r < runner_->n_logit_rows(); ++r) {
         auto row = runner_->logits(r);
         logits_.insert(logits_.end(), row.begin(), row.end());
@@ -99,9 +104,18 @@ class SequenceContext final : public InferenceContext {
   static constexpr int64_t kBlockSize = 16;
   static constexpr size_t kMaxBatch = 512;
 
+  SequenceContext(const Model& model, int64_t n_ctx)
+      : n_ctx_(n_ctx),
+        block_table_(static_cast<size_t>(n_blocks())),
+        runner_(model.new_batch_runner()),
+        n_vocab_(model.config().n_vocab) {
+    std::iota(block_table_.begin(), block_table_.end(), 0);
+  }
+  int64_t n_blocks() const { return (n_ctx_ + kBlockSize - 1) / kBlockSize; }
+
   int64_t n_ctx_;
-  PagedKvCache kv_;
-  std::vector<int32_t> block_table_;
+  std::unique_ptr<backend::KvCache> kv_;  // every group as large as the context
+  std::vector<int32_t> block_table_;      // the identity, for every group
   std::unique_ptr<BatchRunner> runner_;
   int64_t n_vocab_;
   int64_t n_past_ = 0;
@@ -109,14 +123,106 @@ class SequenceContext final : public InferenceContext {
   int64_t n_rows_ = 0;
 };
 
+using Digest = std::array<uint8_t, 32>;
+
+Digest sha256(const uint8_t* data, size_t n) {
+  Digest d{};
+  unsigned int len = 0;
+  DI_ICHECK(EVP_Digest(data, n, d.data(), &len, EVP_sha256(), nullptr) == 1 && len == d.size());
+  return d;
+}
+
+// The metadata that shapes the computation, as text: every key but the tokenizer's and the
+// general.* descriptions (name, author, URL...) other than the architecture.
+std::string computation_metadata(const Metadata& md) {
+  std::string out;
+  const std::function<void(const MetaValue&)> append = [&](const MetaValue& v) {
+    out += std::to_string(static_cast<int>(v.type));
+    out += ':';
+    std::visit(
+        [&](const auto& x) {
+          using T = std::decay_t<decltype(x)>;
+          if constexpr (std::is_same_v<T, std::string>) {
+            out += std::to_string(x.size());
+            out += ':';
+            out += x;
+          } else if constexpr (std::is_same_v<T, std::shared_ptr<MetaArray>>) {
+            out += '[';
+            out += std::to_string(x->items.size());
+            for (const MetaValue& item : x->items) append(item);
+            out += "]";
+          } else if constexpr (std::is_same_v<T, double>) {
+            char buf[32];
+            std::snprintf(buf, sizeof(buf), "%a", x);  // exact
+            out += buf;
+          } else {
+            out += std::to_string(x);
+          }
+        },
+        v.value);
+    out += ";";
+  };
+  for (const auto& [key, value] : md.all()) {
+    if (key.starts_with("tokenizer.")) continue;
+    if (key.starts_with("general.") && key != "general.architecture") continue;
+    out += key;
+    out += '=';
+    append(value);
+  }
+  return out;
+}
+
 }  // namespace
+
+std::string model_fingerprint(const TensorSource& source, ThreadPool& pool) {
+  // Tensors in chunks of 16 MiB, each hashed on its own so that the pool's threads share the
+  // work; the fingerprint hashes the chunks' digests with each tensor's name, type and shape.
+  constexpr size_t kChunk = size_t{16} << 20;
+  struct Chunk {
+    const uint8_t* data;
+    size_t n;
+  };
+  std::vector<const TensorView*> tensors;
+  for (const TensorView& t : source.tensors()) tensors.push_back(&t);
+  std::sort(tensors.begin(), tensors.end(), [](const TensorView* a, const TensorView* b) { return a->name < b->name; });
+  std::vector<Chunk> chunks;
+  for (const TensorView* t : tensors) {
+    for (size_t at = 0; at < t->n_bytes || at == 0; at += kChunk) {
+      chunks.push_back({t->data + at, std::min(kChunk, t->n_bytes - std::min(at, t->n_bytes))});
+      if (t->n_bytes == 0) break;
+    }
+  }
+  std::vector<Digest> digests(chunks.size());
+  pool.parallel_for(static_cast<int64_t>(chunks.size()), [&](int, int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) digests[i] = sha256(chunks[i].data, chunks[i].n);
+  });
+  std::string record = "deepinfer-model-fingerprint-1\n" + computation_metadata(source.metadata()) + "\n";
+  size_t next = 0;
+  for (const TensorView* t : tensors) {
+    record += t->name + " " + std::string(dtype_name(t->dtype)) + " " + t->shape_string() + " " +
+              std::to_string(t->n_bytes) + "\n";
+    for (size_t at = 0; at < t->n_bytes || at == 0; at += kChunk) {
+      record.append(reinterpret_cast<const char*>(digests[next].data()), digests[next].size());
+      ++next;
+      if (t->n_bytes == 0) break;
+    }
+  }
+  const Digest d = sha256(reinterpret_cast<const uint8_t*>(record.data()), record.size());
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string hex;
+  for (uint8_t b : d) {
+    hex += kHex[b >> 4];
+    hex += kHex[b & 15];
+  }
+  return hex;
+}
 
 Result<std::unique_ptr<InferenceContext>> Model::new_context(int64_t n_ctx, DType kv_dtype) const {
   if (n_ctx <= 0) return invalid_argument("context size must be positive, got " + std::to_string(n_ctx));
   if (kv_dtype != DType::kF32 && kv_dtype != DType::kF16) {
     return invalid_argument("the KV cache holds f32 or f16, not " + std::string(dtype_name(kv_dtype)));
   }
-  return std::unique_ptr<InferenceContext>(new SequenceContext(*this, n_ctx, kv_dtype));
+  return SequenceContext::create(*this, n_ctx, kv_dtype);
 }
 
 }  // namespace deepinfer

@@ -1,19 +1,22 @@
-// A loaded model: hyperparameters, bound weights and the forward pass of its architecture.
+// A loaded model: hyperparameters, weights bound on a backend, its KV groups and the forward
+// pass of its architecture.
 //
-// Model is immutable after load and may be shared by several InferenceContexts. An
-// InferenceContext holds one sequence's KV cache and scratch buffers; it is used by one thread
-// at a time (its forward pass fans out over the ThreadPool it is given).
+// Model is immutable after load and may be shared by several BatchRunners (one per thread that
+// runs passes) and InferenceContexts. It reaches its device only through backend/backend.h: the
+// backend it was loaded on holds its weights and its KV memory, and every op of its forward pass
+// is enqueued on a backend queue. The backend must outlive the model.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <span>
 #include <string>
 #include <vector>
 
-#include "backend/cpu/attention.h"
+#include "backend/backend.h"
 #include "core/dtype.h"
-#include "core/page_buffer.h"
+#include "core/kv_group_spec.h"
 #include "core/thread_pool.h"
 #include "deepinfer/status.h"
 #include "model/loader/tensor_source.h"
@@ -51,15 +54,9 @@ struct ModelConfig {
   RopeScaling rope_scaling;
   bool tied_embeddings = false;
   bool attn_bias = false;    // Q/K/V projections carry a bias (Qwen2)
-  int64_t sliding_window = 0;  // Mistral: every layer attends to the last `sliding_window` positions
-  // Interleaved local layers (Gemma 3): [n_layer], true where a layer attends to the last
-  // `layer_window` positions (its query included); empty when there are none. Their KV lives in
-  // a separate, bounded cache group (PagedKvCache, src/kv). Mistral's all-layer window above
-  // keeps the plain full-cache layout instead.
-  std::vector<bool> layer_sliding;
-  int64_t layer_window = 0;
-
-  bool has_sliding_layers() const { return layer_window > 0 && !layer_sliding.empty(); }
+  // Mistral: every layer attends to the last `sliding_window` positions, its KV in the full group
+  // (interleaved local layers such as Gemma 3's have a group of their own: Model::kv_groups).
+  int64_t sliding_window = 0;
 };
 
 class InferenceContext;
@@ -70,15 +67,31 @@ class Model {
   virtual ~Model() = default;
 
   // Opens `path` (GGUF file or Hugging Face directory), reads the hyperparameters, checks every
-  // tensor's presence, type and shape, and binds the weights in their stored format.
-  static Result<std::unique_ptr<Model>> load(const std::string& path);
+  // tensor's presence, type and shape, checks that `backend` has every op the forward pass
+  // enqueues, and binds the weights on it in their stored format. `backend` must outlive the
+  // model.
+  static Result<std::unique_ptr<Model>> load(const std::string& path, backend::Backend& backend);
 
   virtual const ModelConfig& config() const = 0;
   virtual const TensorSource& source() const = 0;
+  virtual backend::Backend& backend() const = 0;
+
+  // The KV groups the forward pass reads and writes, in the order BatchSequence::block_tables
+  // follows: name, kind, layers, row shape and window. Element type, block size and pool sizes
+  // are left for whoever sizes the cache (new_kv_cache).
+  virtual std::vector<KvGroupSpec> kv_groups() const = 0;
 
   // Scratch and code for forward passes over flattened batches of many sequences. One per
   // thread that runs the model; the model itself stays shared and immutable.
   virtual std::unique_ptr<BatchRunner> new_batch_runner() const = 0;
+
+  // KV memory for this model's groups on its backend, every group with `block_size` tokens per
+  // block in `dtype` (f32 or f16), n_blocks[g] blocks in group g (one value: every group).
+  Result<std::unique_ptr<backend::KvCache>> new_kv_cache(int64_t block_size, DType dtype,
+                                                          std::span<const int64_t> n_blocks) const;
+  Result<std::unique_ptr<backend::KvCache>> new_kv_cache(int64_t block_size, DType dtype, int64_t n_blocks) const {
+    return new_kv_cache(block_size, dtype, std::span<const int64_t>(&n_blocks, 1));
+  }
 
   // A context for one sequence of at most n_ctx tokens (a batch of one over its own cache).
   // kv_dtype: f32 (exact; what the golden tests compare) or f16 (what the CLI and the engine use by
@@ -86,69 +99,25 @@ class Model {
   Result<std::unique_ptr<InferenceContext>> new_context(int64_t n_ctx, DType kv_dtype = DType::kF32) const;
 };
 
+// The model's identity for KV that outlives a process: SHA-256 (hex) over the metadata that
+// shapes the computation (every key but tokenizer.* and the general.* descriptions) and every
+// tensor's name, type, shape and data bytes. Equal fingerprints mean equal weights wherever the
+// file lives; the path plays no part. Reads every tensor once (hashed in parallel on `pool`).
+std::string model_fingerprint(const TensorSource& source, ThreadPool& pool);
+
 enum class LogitsMode { kNone, kLast, kAll };
-
-// Paged KV memory of a whole model, in float32 or float16 (dtype()), one pool per KV group:
-// full-attention layers index the full pool (n_blocks), sliding-window layers
-// (ModelConfig::layer_sliding) the sliding pool (n_sliding_blocks). For layer l, k_data(l) and
-// v_data(l) are pools of n_blocks(l) blocks in cpu::KvLayout (layout()): per block and KV head, a
-// K panel [head_dim][block_size] and a V panel [block_size][head_dim]. Position p of a sequence
-// is slot table[p / block_size] * block_size + p % block_size, with the sequence's table for
-// that layer's group. Which blocks belong to which sequence is the KV cache manager's business
-// (src/kv), not this storage's. float16 halves the memory and the bytes a decode step reads
-// (llama.cpp's default cache type); float32 keeps the model's activations exactly.
-class PagedKvCache {
- public:
-  // Both pools n_blocks: sliding layers may then share the full table (BatchSequence without a
-  // sliding table), as a single sequence with an identity table does.
-  PagedKvCache(const ModelConfig& config, int64_t n_blocks, int64_t block_size, DType dtype = DType::kF32)
-      : PagedKvCache(config, n_blocks, n_blocks, block_size, dtype) {}
-  PagedKvCache(const ModelConfig& config, int64_t n_blocks, int64_t n_sliding_blocks, int64_t block_size,
-               DType dtype = DType::kF32);
-
-  DType dtype() const { return dtype_; }
-  size_t element_bytes() const { return dtype_ == DType::kF16 ? 2 : 4; }
-  void* k_data(int64_t layer) { return k_.data() + offset(layer) * element_bytes(); }
-  void* v_data(int64_t layer) { return v_.data() + offset(layer) * element_bytes(); }
-  // Stores one position's K and V (kv_dim floats each, head after head) into slot `row` of
-  // layer `layer`, converted to dtype().
-  void store(int64_t layer, int64_t row, const float* k, const float* v);
-  const cpu::KvLayout& layout() const { return layout_; }
-  bool sliding(int64_t layer) const { return !layer_sliding_.empty() && layer_sliding_[static_cast<size_t>(layer)]; }
-  int64_t n_blocks() const { return n_blocks_; }                  // full pool
-  int64_t n_sliding_blocks() const { return n_sliding_blocks_; }  // sliding pool
-  int64_t n_blocks(int64_t layer) const { return sliding(layer) ? n_sliding_blocks_ : n_blocks_; }
-  int64_t block_size() const { return layout_.block_size; }
-  int64_t kv_dim() const { return layout_.n_head_kv * layout_.head_dim; }
-  size_t bytes() const { return k_.size() + v_.size(); }
-  // Bytes a layer's K (or V) pool takes: the span k_data(layer) points to.
-  size_t layer_bytes(int64_t layer) const {
-    return static_cast<size_t>(n_blocks(layer) * layout_.block_elems()) * element_bytes();
-  }
-
- private:
-  int64_t offset(int64_t layer) const { return layer_offset_[static_cast<size_t>(layer)]; }
-
-  int64_t n_blocks_, n_sliding_blocks_;
-  cpu::KvLayout layout_;
-  DType dtype_;
-  std::vector<bool> layer_sliding_;
-  std::vector<int64_t> layer_offset_;  // [n_layer] first element of the layer's K (and V)
-  PageBuffer k_, v_;  // zero-filled (huge pages where the system has them)
-};
 
 // One sequence's part of a flattened batch: its next n_tokens tokens (consecutive in the
 // batch's token list) at positions first_position.., with the block tables that cover them.
 struct BatchSequence {
   int64_t n_tokens = 0;
   int64_t first_position = 0;  // == tokens of this sequence already in the cache
-  std::span<const int32_t> block_table;  // full-attention group
   LogitsMode logits = LogitsMode::kLast;
-  // Sliding-window group (models with ModelConfig::layer_sliding): entries below the window are
-  // -1 and never read. Empty: sliding layers use block_table (a cache with equal pools).
-  std::span<const int32_t> sliding_block_table;
-  // SWA bounded replay: sliding layers see no KV below replay_start, and full-attention layers
-  // do not write positions below n_shared (prefix-cached rows other sequences may share).
+  // Per KV group (Model::kv_groups() order): logical block (position / block size) -> pool
+  // block. Sliding-window groups' entries below the window are -1 and never read.
+  std::array<std::span<const int32_t>, backend::kMaxKvGroups> block_tables{};
+  // SWA bounded replay: sliding-window groups see no KV below replay_start, and prefix-cached
+  // groups do not write positions below n_shared (rows other sequences may share).
   int64_t replay_start = 0;
   int64_t n_shared = 0;
 };
@@ -157,15 +126,17 @@ class BatchRunner {
  public:
   virtual ~BatchRunner() = default;
 
-  // One forward pass over all sequences' tokens (mixed prefill chunks and decodes): writes
-  // their K/V into `kv` and keeps logits rows as each sequence's mode asks, in sequence order.
-  // A token's results do not depend on the rest of the batch. INVALID_ARGUMENT for token ids
-  // outside the vocabulary, block tables too short or naming blocks past the cache, and token
-  // counts that do not add up.
-  virtual Status run(std::span<const int32_t> tokens, std::span<const BatchSequence> sequences, PagedKvCache& kv,
-                     ThreadPool& pool) = 0;
+  // One forward pass over all sequences' tokens (mixed prefill chunks and decodes), enqueued on
+  // the runner's backend queue and waited for: writes their K/V into `kv` and keeps logits rows
+  // as each sequence's mode asks, in sequence order. A token's results do not depend on the
+  // rest of the batch. INVALID_ARGUMENT for token ids outside the vocabulary, block tables too
+  // short or naming blocks past the cache, and token counts that do not add up; a backend
+  // failure (out of memory, a failed kernel) comes back as its Status, and the step's KV and
+  // logits are then unspecified.
+  virtual Status run(std::span<const int32_t> tokens, std::span<const BatchSequence> sequences,
+                     backend::KvCache& kv) = 0;
 
-  virtual std::span<const float> logits(int64_t row) const = 0;  // [n_vocab]
+  virtual std::span<const float> logits(int64_t row) const = 0;  // [n_vocab], host memory
   virtual int64_t n_logit_rows() const = 0;
 };
 
@@ -176,7 +147,7 @@ class InferenceContext {
   // Appends `tokens` at position n_past() and runs the forward pass. kLast keeps the logits of
   // the last token only, kAll of every token of this call. OUT_OF_RANGE past the context,
   // INVALID_ARGUMENT for a token id outside the vocabulary.
-  virtual Status eval(std::span<const int32_t> tokens, LogitsMode mode, ThreadPool& pool) = 0;
+  virtual Status eval(std::span<const int32_t> tokens, LogitsMode mode) = 0;
 
   // Logits of row i of the last eval ([n_vocab]); i indexes that call's kept rows.
   virtual std::span<const float> logits(int64_t i) const = 0;

@@ -54,7 +54,12 @@ void ApiServer::messages(const HttpRequest& request, ResponseWriter& out) {
     return true;
   };
   RequestTimer timer(*metrics_, arrival);
-  if (!pump_events(*handle, out, config_.poll_interval, timer, on_event)) return;
+  std::string failure;
+  switch (pump_events(*handle, out, config_.poll_interval, timer, on_event, &failure)) {
+    case PumpOutcome::kClientGone: return;
+    case PumpOutcome::kFailed: return answer_engine_failure(out, ApiFlavor::kAnthropic, started, SseEvents::kNamed, failure);
+    case PumpOutcome::kDone: break;
+  }
   if (stream) {
     out.finish();
     return;

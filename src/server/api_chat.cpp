@@ -128,8 +128,11 @@ void ApiServer::chat_completions(const HttpRequest& request, ResponseWriter& out
     return true;
   };
   RequestTimer timer(*metrics_, arrival);
-  if (!pump_events(*handle, out, config_.poll_interval, timer, on_event)) {
-    return;  // the client is gone and the request cancelled
+  std::string failure;
+  switch (pump_events(*handle, out, config_.poll_interval, timer, on_event, &failure)) {
+    case PumpOutcome::kClientGone: return;  // the request is cancelled
+    case PumpOutcome::kFailed: return answer_engine_failure(out, ApiFlavor::kOpenAi, started, SseEvents::kUnnamed, failure);
+    case PumpOutcome::kDone: break;
   }
 
   if (stream) {

@@ -209,18 +209,24 @@ void send_overloaded(ResponseWriter& out, ApiFlavor flavor) {
              {{"Retry-After", "1"}});
 }
 
-bool pump_events(RequestHandle& handle, ResponseWriter& out, std::chrono::milliseconds poll, RequestTimer& timer,
-                 const std::function<bool(const TokenEvent&)>& on_event) {
+PumpOutcome pump_events(RequestHandle& handle, ResponseWriter& out, std::chrono::milliseconds poll,
+                        RequestTimer& timer, const std::function<bool(const TokenEvent&)>& on_event,
+                        std::string* failure) {
   std::vector<bool> seen;  // per index: its first event arrived
   TokenEvent event;
   for (;;) {
     if (out.client_gone()) {
       handle.cancel();
-      return false;
+      return PumpOutcome::kClientGone;
     }
     const WaitStatus status = handle.next_for(poll, &event);
     if (status == WaitStatus::kEnd) break;
     if (status == WaitStatus::kTimeout) continue;
+    if (event.finish == FinishReason::kError) {
+      handle.cancel();
+      *failure = event.error;
+      return PumpOutcome::kFailed;
+    }
     const size_t index = static_cast<size_t>(event.index);
     if (index >= seen.size()) seen.resize(index + 1, false);
     timer.on_event(event.tokens.size(), !seen[index], event.queue_seconds);
@@ -234,11 +240,23 @@ bool pump_events(RequestHandle& handle, ResponseWriter& out, std::chrono::millis
     }
     if (!written) {
       handle.cancel();
-      return false;
+      return PumpOutcome::kClientGone;
     }
   }
   timer.on_end();
-  return true;
+  return PumpOutcome::kDone;
+}
+
+void answer_engine_failure(ResponseWriter& out, ApiFlavor flavor, bool streaming, SseEvents events,
+                           const std::string& message) {
+  const ApiError error{500, message, "", ""};
+  if (!streaming) return send_error(out, flavor, error);
+  if (events == SseEvents::kNamed) {
+    out.write("event: error\ndata: " + error_json(flavor, error) + "\n\n");
+  } else {
+    out.write(sse_data(error_json(flavor, error)));
+  }
+  out.finish();
 }
 
 namespace {

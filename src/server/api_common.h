@@ -85,11 +85,27 @@ class Admission {
 // Answers 429 in the path's shape with Retry-After.
 void send_overloaded(ResponseWriter& out, ApiFlavor flavor);
 
+enum class PumpOutcome {
+  kDone,        // every event was handed over
+  kClientGone,  // the client vanished (or a write failed): the request was cancelled
+  kFailed,      // the engine failed the request (a backend error): `failure` says why
+};
+
 // Waits on `handle` until its end, handing each event to on_event, checking the client every
-// `poll` meanwhile. on_event returns false when it could not write (client gone). Returns false
-// when the client vanished; the request is then cancelled at once.
-bool pump_events(RequestHandle& handle, ResponseWriter& out, std::chrono::milliseconds poll, RequestTimer& timer,
-                 const std::function<bool(const TokenEvent&)>& on_event);
+// `poll` meanwhile. on_event returns false when it could not write (client gone). An event
+// that ends with FinishReason::kError is not handed over: the request is cancelled (its other
+// sequences included) and kFailed returned with the engine's message in *failure.
+PumpOutcome pump_events(RequestHandle& handle, ResponseWriter& out, std::chrono::milliseconds poll,
+                        RequestTimer& timer, const std::function<bool(const TokenEvent&)>& on_event,
+                        std::string* failure);
+
+// The answer to kFailed: a 500 in the path's shape, or, once a stream has started, the
+// protocol's error event and the end of the stream: a data line holding the error object
+// (Chat Completions, Completions) or, where the stream names its events (Responses,
+// Messages), "event: error" with it.
+enum class SseEvents { kUnnamed, kNamed };
+void answer_engine_failure(ResponseWriter& out, ApiFlavor flavor, bool streaming, SseEvents events,
+                           const std::string& message);
 
 // Chat Completions' logprobs.content entries for one event's tokens.
 void append_chat_logprobs(const Tokenizer& tokenizer, const std::vector<TokenLogprob>& logprobs, Json& content);

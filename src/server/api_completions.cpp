@@ -171,7 +171,13 @@ void ApiServer::completions(const HttpRequest& request, ResponseWriter& out) {
     return out.write(chunk(e.index, e.text, lps, finish));
   };
   RequestTimer timer(*metrics_, arrival);
-  if (!pump_events(*handle, out, config_.poll_interval, timer, on_event)) return;
+  std::string failure;
+  switch (pump_events(*handle, out, config_.poll_interval, timer, on_event, &failure)) {
+    case PumpOutcome::kClientGone: return;
+    case PumpOutcome::kFailed:
+      return answer_engine_failure(out, ApiFlavor::kOpenAi, started, SseEvents::kUnnamed, failure);
+    case PumpOutcome::kDone: break;
+  }
 
   int64_t n_completion = 0;
   for (const Sequence& s : seqs) n_completion += s.n_tokens;

@@ -40,6 +40,7 @@
 #include "model/catalog.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
+#include "test_backend.h"
 
 namespace deepinfer {
 namespace {
@@ -58,7 +59,7 @@ Reference* load_reference(const char* golden_file, const char* model_name) {
   r->golden = nlohmann::json::parse(in);
   const KnownModel* known = find_known_model(model_name);
   if (known == nullptr) return r;
-  auto model = Model::load(cached_model_path(*known));
+  auto model = testing::load_model(cached_model_path(*known));
   if (!model.ok()) return r;
   r->model = std::move(model).value();
   auto tok = Tokenizer::from_metadata(r->model->source().metadata());
@@ -136,7 +137,6 @@ struct Agreement {
 
 // Feeds every case's ids in chunks of `chunk` tokens and scores each position.
 void score_cases(const Reference& ref, size_t chunk, Agreement* a) {
-  ThreadPool pool(2);
   for (const auto& c : ref.golden["cases"]) {
     const Agreement before = *a;
     const auto ids = c["ids"].get<std::vector<int32_t>>();
@@ -145,7 +145,7 @@ void score_cases(const Reference& ref, size_t chunk, Agreement* a) {
     const size_t n_scored = c["positions"].size();
     for (size_t begin = 0; begin < ids.size(); begin += chunk) {
       const size_t count = std::min(chunk, ids.size() - begin);
-      ASSERT_TRUE((*ctx)->eval(std::span<const int32_t>(ids).subspan(begin, count), LogitsMode::kAll, pool).ok());
+      ASSERT_TRUE((*ctx)->eval(std::span<const int32_t>(ids).subspan(begin, count), LogitsMode::kAll).ok());
       for (size_t p = begin; p < begin + count && p < n_scored; ++p) {
         a->add((*ctx)->logits(static_cast<int64_t>(p - begin)), c["positions"][p]);
       }

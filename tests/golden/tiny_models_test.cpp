@@ -22,6 +22,7 @@
 #include "engine/sampler.h"
 #include "model/arch/registry.h"
 #include "model/model.h"
+#include "test_backend.h"
 
 namespace deepinfer {
 namespace {
@@ -66,7 +67,7 @@ class TinyModel : public ::testing::TestWithParam<std::string> {};
 TEST(TinyModels, EveryRegisteredArchitectureHasGoldenData) {
   std::set<std::string> covered;
   for (const std::string& dir : tiny_model_dirs()) {
-    auto model = Model::load(dir);
+    auto model = testing::load_model(dir);
     ASSERT_TRUE(model.ok()) << model.status().to_string();
     covered.insert((*model)->config().architecture);
   }
@@ -84,10 +85,9 @@ TEST(TinyModels, AllPresent) {
 TEST_P(TinyModel, LogitsMatchTransformers) {
   const fs::path dir = GetParam();
   const auto golden = read_json(dir / "golden.json");
-  auto model = Model::load(dir.string());
+  auto model = testing::load_model(dir.string());
   ASSERT_TRUE(model.ok()) << model.status().to_string();
   const auto prompt = golden["prompt_ids"].get<std::vector<int32_t>>();
-  ThreadPool pool(2);
 
   // Whole prompt in one pass, and again in three uneven chunks: the KV cache must make them equal.
   for (const std::vector<size_t>& cuts : {std::vector<size_t>{prompt.size()}, std::vector<size_t>{1, 7, prompt.size()}}) {
@@ -96,7 +96,7 @@ TEST_P(TinyModel, LogitsMatchTransformers) {
     size_t begin = 0;
     for (size_t cut : cuts) {
       std::span<const int32_t> piece(prompt.data() + begin, cut - begin);
-      ASSERT_TRUE((*ctx)->eval(piece, LogitsMode::kAll, pool).ok());
+      ASSERT_TRUE((*ctx)->eval(piece, LogitsMode::kAll).ok());
       for (size_t p = begin; p < cut; ++p) {
         Compare c = compare_logits((*ctx)->logits(static_cast<int64_t>(p - begin)), golden["logits"][p]);
         EXPECT_LE(c.max_err, 2e-5 * (1.0 + c.max_ref)) << dir.filename() << " position " << p;
@@ -109,20 +109,19 @@ TEST_P(TinyModel, LogitsMatchTransformers) {
 TEST_P(TinyModel, GreedyContinuationMatchesTransformers) {
   const fs::path dir = GetParam();
   const auto golden = read_json(dir / "golden.json");
-  auto model = Model::load(dir.string());
+  auto model = testing::load_model(dir.string());
   ASSERT_TRUE(model.ok()) << model.status().to_string();
   const auto prompt = golden["prompt_ids"].get<std::vector<int32_t>>();
   const auto expected = golden["greedy"].get<std::vector<int32_t>>();
   ASSERT_EQ(expected.size(), 16u);
-  ThreadPool pool(2);
   auto ctx = (*model)->new_context(256);
   ASSERT_TRUE(ctx.ok());
-  ASSERT_TRUE((*ctx)->eval(prompt, LogitsMode::kLast, pool).ok());
+  ASSERT_TRUE((*ctx)->eval(prompt, LogitsMode::kLast).ok());
   std::vector<int32_t> got;
   for (size_t i = 0; i < expected.size(); ++i) {
     const int32_t next = Sampler::argmax((*ctx)->logits(0));
     got.push_back(next);
-    ASSERT_TRUE((*ctx)->eval(std::span<const int32_t>(&next, 1), LogitsMode::kLast, pool).ok());
+    ASSERT_TRUE((*ctx)->eval(std::span<const int32_t>(&next, 1), LogitsMode::kLast).ok());
   }
   EXPECT_EQ(got, expected) << dir.filename();
 }
@@ -131,22 +130,22 @@ TEST_P(TinyModel, LongPromptLastLogitsMatch) {
   const fs::path dir = GetParam();
   const auto golden = read_json(dir / "golden.json");
   if (!golden.contains("long_prompt_ids")) GTEST_FAIL() << dir << ": golden.json lacks long_prompt_ids";
-  auto model = Model::load(dir.string());
+  auto model = testing::load_model(dir.string());
   ASSERT_TRUE(model.ok());
   const auto prompt = golden["long_prompt_ids"].get<std::vector<int32_t>>();
-  ThreadPool pool(1);
   auto ctx = (*model)->new_context(static_cast<int64_t>(prompt.size()));
-  ASSERT_TRUE((*ctx)->eval(prompt, LogitsMode::kLast, pool).ok());
+  ASSERT_TRUE((*ctx)->eval(prompt, LogitsMode::kLast).ok());
   Compare c = compare_logits((*ctx)->logits(0), golden["long_last_logits"]);
   EXPECT_LE(c.max_err, 2e-5 * (1.0 + c.max_ref)) << dir.filename();
 }
 
-// Tokens [begin, end) of one sequence as a batch entry (the rest of BatchSequence at its defaults).
+// Tokens [begin, end) of one sequence as a batch entry (the rest of BatchSequence at its
+// defaults), every KV group on the same table (every group's pool has the same size here).
 BatchSequence chunk_of(size_t begin, size_t end, std::span<const int32_t> table, LogitsMode logits) {
   BatchSequence s;
   s.n_tokens = static_cast<int64_t>(end - begin);
   s.first_position = static_cast<int64_t>(begin);
-  s.block_table = table;
+  s.block_tables.fill(table);
   s.logits = logits;
   return s;
 }
@@ -157,13 +156,13 @@ BatchSequence chunk_of(size_t begin, size_t end, std::span<const int32_t> table,
 TEST_P(TinyModel, PagedBatchedChunksMatchTransformers) {
   const fs::path dir = GetParam();
   const auto golden = read_json(dir / "golden.json");
-  auto model = Model::load(dir.string());
+  auto model = testing::load_model(dir.string());
   ASSERT_TRUE(model.ok()) << model.status().to_string();
   const auto a = golden["prompt_ids"].get<std::vector<int32_t>>();
   auto b = golden["long_prompt_ids"].get<std::vector<int32_t>>();
   b.resize(30);
   constexpr int64_t kBlock = 4;
-  PagedKvCache kv((*model)->config(), 40, kBlock);
+  auto kv = std::move((*model)->new_kv_cache(kBlock, DType::kF32, 40)).value();
   // Blocks of the two sequences interleaved and reversed: a uses 39, 37, ..., b 38, 36, ...
   std::vector<int32_t> table_a, table_b;
   for (int32_t i = 0; i < 20; ++i) {
@@ -171,7 +170,6 @@ TEST_P(TinyModel, PagedBatchedChunksMatchTransformers) {
     table_b.push_back(38 - 2 * i);
   }
   auto runner = (*model)->new_batch_runner();
-  ThreadPool pool(2);
   const size_t cuts_a[] = {0, 13, 14, 40};
   const size_t cuts_b[] = {0, 7, 21, 30};
   for (int step = 0; step < 3; ++step) {
@@ -183,7 +181,7 @@ TEST_P(TinyModel, PagedBatchedChunksMatchTransformers) {
         chunk_of(cuts_b[step], cuts_b[step + 1], table_b, LogitsMode::kLast),
         chunk_of(cuts_a[step], cuts_a[step + 1], table_a, LogitsMode::kAll),
     };
-    ASSERT_TRUE(runner->run(tokens, seqs, kv, pool).ok());
+    ASSERT_TRUE(runner->run(tokens, seqs, *kv).ok());
     ASSERT_EQ(runner->n_logit_rows(), static_cast<int64_t>(1 + cuts_a[step + 1] - cuts_a[step]));
     for (size_t p = cuts_a[step]; p < cuts_a[step + 1]; ++p) {
       Compare c = compare_logits(runner->logits(static_cast<int64_t>(1 + p - cuts_a[step])), golden["logits"][p]);
@@ -221,16 +219,15 @@ TEST_P(TinyGguf, LogitsMatchTransformers) {
   const fs::path golden_dir = fs::path(DEEPINFER_TEST_DATA) / "golden" / "tiny" / GetParam();
   const auto golden = read_json(golden_dir / "golden.json");
   const fs::path file = fs::path(DEEPINFER_TEST_DATA) / "golden" / "tiny_gguf" / (GetParam() + ".gguf");
-  auto model = Model::load(file.string());
+  auto model = testing::load_model(file.string());
   ASSERT_TRUE(model.ok()) << model.status().to_string();
-  auto hf = Model::load(golden_dir.string());
+  auto hf = testing::load_model(golden_dir.string());
   ASSERT_TRUE(hf.ok()) << hf.status().to_string();
   EXPECT_EQ((*model)->config().architecture, (*hf)->config().architecture);
-  ThreadPool pool(2);
   const auto prompt = golden["prompt_ids"].get<std::vector<int32_t>>();
   auto ctx = (*model)->new_context(256);
   ASSERT_TRUE(ctx.ok());
-  ASSERT_TRUE((*ctx)->eval(prompt, LogitsMode::kAll, pool).ok());
+  ASSERT_TRUE((*ctx)->eval(prompt, LogitsMode::kAll).ok());
   for (size_t p = 0; p < prompt.size(); ++p) {
     Compare c = compare_logits((*ctx)->logits(static_cast<int64_t>(p)), golden["logits"][p]);
     EXPECT_LE(c.max_err, 2e-5 * (1.0 + c.max_ref)) << file.filename() << " position " << p;
@@ -238,7 +235,7 @@ TEST_P(TinyGguf, LogitsMatchTransformers) {
   const auto long_prompt = golden["long_prompt_ids"].get<std::vector<int32_t>>();
   auto long_ctx = (*model)->new_context(static_cast<int64_t>(long_prompt.size()));
   ASSERT_TRUE(long_ctx.ok());
-  ASSERT_TRUE((*long_ctx)->eval(long_prompt, LogitsMode::kLast, pool).ok());
+  ASSERT_TRUE((*long_ctx)->eval(long_prompt, LogitsMode::kLast).ok());
   Compare c = compare_logits((*long_ctx)->logits(0), golden["long_last_logits"]);
   EXPECT_LE(c.max_err, 2e-5 * (1.0 + c.max_ref)) << file.filename();
 }

@@ -180,6 +180,27 @@ void matmul_group(std::span<const MatmulOutput> outputs, const float* x, int64_t
       kRowGrain);
 }
 
+void matmul_reference(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, const float* bias,
+                      QuantScratch& scratch, ThreadPool& pool) {
+  const DType act_type = vec_dot_type(w.dtype);
+  const size_t act_row_bytes = dtype_row_bytes(act_type, w.n_in);
+  const size_t w_row_bytes = w.row_bytes();
+  if (scratch.bytes.size() < act_row_bytes * static_cast<size_t>(n_tokens)) {
+    scratch.bytes.resize(act_row_bytes * static_cast<size_t>(n_tokens));
+  }
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    ref::quantize_row(act_type, x + t * w.n_in, scratch.bytes.data() + t * act_row_bytes, w.n_in);
+  }
+  pool.parallel_for(n_tokens, [&](int, int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      const uint8_t* a = scratch.bytes.data() + t * act_row_bytes;
+      for (int64_t o = 0; o < w.n_out; ++o) {
+        y[t * w.n_out + o] = ref::vec_dot(w.dtype, w.data + o * w_row_bytes, a, w.n_in) + (bias ? bias[o] : 0.0f);
+      }
+    }
+  });
+}
+
 void gather_rows(const WeightMatrix& w, std::span<const int32_t> ids, float* y) {
   const size_t row_bytes = w.row_bytes();
   for (size_t t = 0; t < ids.size(); ++t) {
@@ -227,16 +248,14 @@ void rope(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, int64_t
   }
 }
 
-void silu_mul(float* gate, const float* up, int64_t n) {
-  if (const GatedFn fast = gated_kernels().silu) return fast(gate, up, n);
+void silu_mul_reference(float* gate, const float* up, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     const float g = gate[i];
     gate[i] = g / (1.0f + std::exp(-g)) * up[i];
   }
 }
 
-void gelu_tanh_mul(float* gate, const float* up, int64_t n) {
-  if (const GatedFn fast = gated_kernels().gelu) return fast(gate, up, n);
+void gelu_tanh_mul_reference(float* gate, const float* up, int64_t n) {
   constexpr float kSqrt2OverPi = 0.7978845608028654f;
   constexpr float kCubic = 0.044715f;
   for (int64_t i = 0; i < n; ++i) {
@@ -246,6 +265,16 @@ void gelu_tanh_mul(float* gate, const float* up, int64_t n) {
     // 1 + tanh for very negative g.
     gate[i] = g / (1.0f + std::exp(-2.0f * inner)) * up[i];
   }
+}
+
+void silu_mul(float* gate, const float* up, int64_t n) {
+  if (const GatedFn fast = gated_kernels().silu) return fast(gate, up, n);
+  silu_mul_reference(gate, up, n);
+}
+
+void gelu_tanh_mul(float* gate, const float* up, int64_t n) {
+  if (const GatedFn fast = gated_kernels().gelu) return fast(gate, up, n);
+  gelu_tanh_mul_reference(gate, up, n);
 }
 
 void soft_cap(float* x, int64_t n, float cap) {

@@ -46,6 +46,11 @@ struct MatmulOutput {
 void matmul_group(std::span<const MatmulOutput> outputs, const float* x, int64_t n_tokens, QuantScratch& scratch,
                   ThreadPool& pool);
 
+// The oracle of matmul: each activation row quantized by the scalar reference quantizer and
+// each output one reference dot product (quant.h's ref:: kernels) of the unpacked weight row.
+void matmul_reference(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, const float* bias,
+                      QuantScratch& scratch, ThreadPool& pool);
+
 // Row t of y = weight row ids[t] dequantized (embedding lookup). y: [n_ids, n_in].
 void gather_rows(const WeightMatrix& w, std::span<const int32_t> ids, float* y);
 
@@ -65,6 +70,10 @@ void silu_mul(float* gate, const float* up, int64_t n);
 // gate[i] = gelu_tanh(gate[i]) * up[i], n elements (GeGLU with the tanh approximation of GELU:
 // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), PyTorch's gelu(approximate="tanh")).
 void gelu_tanh_mul(float* gate, const float* up, int64_t n);
+
+// The scalar loops of silu_mul and gelu_tanh_mul, whatever the kernel tier (the oracle).
+void silu_mul_reference(float* gate, const float* up, int64_t n);
+void gelu_tanh_mul_reference(float* gate, const float* up, int64_t n);
 
 // In-place softmax over n elements.
 void softmax(float* x, int64_t n);

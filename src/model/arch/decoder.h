@@ -1,16 +1,24 @@
-// Private to src/model/arch: the decoder shared by Gemma 3, Qwen3 and Qwen3-MoE.
+// Private to src/model/arch: the decoder shared by Llama 2/3, SmolLM2, Mistral, Qwen2, Qwen3,
+// Qwen3-MoE and Gemma 3. Their differences are fields of ModelConfig and DecoderSpec, read by
+// each architecture's file; the one forward pass below enqueues backend ops (backend/backend.h).
 //
 // Per layer (n = RMSNorm with the layer's weight, [] = only where the spec asks for it):
-//   q, k, v = Wq·n(x), Wk·n(x), Wv·n(x);  [q, k = n_head(q), n_head(k)]   (QK-norm, per head)
-//   x += [n_post](Wo · attn(rope(q), rope(k), v))     rope base and window by layer type
+//   q, k, v = Wq·n(x) [+ bq], Wk·n(x) [+ bk], Wv·n(x) [+ bv]
+//   [q, k = n_head(q), n_head(k)]                        (QK-norm, per head)
+//   x += [n_post](Wo · attn(rope(q), rope(k), v))        rope base, scaling and window by layer type
 //   x += [n_post](ffn(n(x)))   ffn = Wd·(act(Wg·h) * Wu·h), or a top-k mixture of such experts
-// The architecture files read their hyperparameters into ModelConfig + DecoderSpec and hand
-// them to create_decoder_model; the weights are bound and run here, in their stored format.
+// Rope pairs interleaved channels (GGUF "llama" weights, whose Q/K rows are permuted for it) or
+// halves (Hugging Face checkpoints, GGUF qwen2/qwen3/gemma3); the global layers' frequencies
+// carry linear or llama3 scaling and a GGUF rope_freqs.weight divisor where the file has them.
+// Attention windows: Mistral's window on every layer (ModelConfig::sliding_window, KV in the
+// full group), or Gemma 3's interleaved local layers (DecoderSpec::layer_sliding, KV in a
+// sliding-window group of their own).
 #pragma once
 
 #include <memory>
 #include <vector>
 
+#include "backend/backend.h"
 #include "deepinfer/status.h"
 #include "model/loader/tensor_source.h"
 #include "model/model.h"
@@ -44,11 +52,13 @@ struct DecoderSpec {
 };
 
 // Reads what every decoder shares (<arch>.embedding_length, block_count, head counts, key
-// length, rope base and linear scaling, eps, vocabulary from token_embd, tied head) into
-// `config`. Rope style is half-rotation: all these architectures' GGUF and HF weights use it.
-Status read_decoder_config(const TensorSource& source, ModelConfig* config);
+// length, rope base and its linear or llama3 scaling, eps (default_rms_eps when the file names
+// none: llama.cpp's defaults differ by architecture), vocabulary from token_embd, tied head)
+// into `config`, with half-rotation rope; architectures whose weights pair channels otherwise
+// say so afterwards.
+Status read_decoder_config(const TensorSource& source, double default_rms_eps, ModelConfig* config);
 
 Result<std::unique_ptr<Model>> create_decoder_model(std::unique_ptr<TensorSource> source, ModelConfig config,
-                                                    DecoderSpec spec);
+                                                    DecoderSpec spec, backend::Backend& backend);
 
 }  // namespace deepinfer

@@ -45,9 +45,9 @@ Result<std::vector<bool>> read_layer_kinds(const Metadata& md, const std::string
 
 }  // namespace
 
-Result<std::unique_ptr<Model>> create_gemma3_model(std::unique_ptr<TensorSource> source) {
+Result<std::unique_ptr<Model>> create_gemma3_model(std::unique_ptr<TensorSource> source, backend::Backend& backend) {
   ModelConfig c;
-  DI_RETURN_IF_ERROR(read_decoder_config(*source, &c));
+  DI_RETURN_IF_ERROR(read_decoder_config(*source, 1e-6, &c));
   const Metadata& md = source->metadata();
   const std::string p = c.architecture + ".";
   DecoderSpec s;
@@ -76,7 +76,7 @@ Result<std::unique_ptr<Model>> create_gemma3_model(std::unique_ptr<TensorSource>
   DI_ASSIGN_OR_RETURN(s.rope_theta_sliding, md.get_float_or(p + "rope.freq_base_swa", kDefaultLocalRopeBase));
   // The window differs by layer; ModelConfig's single window would claim it for every layer.
   c.sliding_window = 0;
-  return create_decoder_model(std::move(source), std::move(c), std::move(s));
+  return create_decoder_model(std::move(source), std::move(c), std::move(s), backend);
 }
 
 }  // namespace deepinfer

@@ -9,9 +9,9 @@
 
 namespace deepinfer {
 
-Result<std::unique_ptr<Model>> create_qwen3_moe_model(std::unique_ptr<TensorSource> source) {
+Result<std::unique_ptr<Model>> create_qwen3_moe_model(std::unique_ptr<TensorSource> source, backend::Backend& backend) {
   ModelConfig c;
-  DI_RETURN_IF_ERROR(read_decoder_config(*source, &c));
+  DI_RETURN_IF_ERROR(read_decoder_config(*source, 1e-6, &c));
   const Metadata& md = source->metadata();
   const std::string p = c.architecture + ".";
   DecoderSpec s;
@@ -23,7 +23,7 @@ Result<std::unique_ptr<Model>> create_qwen3_moe_model(std::unique_ptr<TensorSour
   s.n_expert = static_cast<int64_t>(n_expert);
   s.n_expert_used = static_cast<int64_t>(n_used);
   s.n_ff_expert = static_cast<int64_t>(n_ff);
-  return create_decoder_model(std::move(source), std::move(c), std::move(s));
+  return create_decoder_model(std::move(source), std::move(c), std::move(s), backend);
 }
 
 }  // namespace deepinfer

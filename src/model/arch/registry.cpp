@@ -5,12 +5,12 @@
 namespace deepinfer {
 
 namespace {
-// Llama 2/3, SmolLM2, Mistral (GGUF and HF both say "llama" after loading) and Qwen2 share
-// one implementation; their differences (biases, rotary pairing, tied head) are hyperparameters.
+// Every architecture here runs the shared decoder (decoder.h); each file fills in its spec.
+// Llama 2/3, SmolLM2, Mistral (GGUF and HF both say "llama" after loading) and Qwen2 differ
+// only in hyperparameters (biases, rotary pairing, scaling, window).
 constexpr std::array kArchitectures = {
-    ArchEntry{"llama", &create_llama_family_model},
-    ArchEntry{"qwen2", &create_llama_family_model},
-    // Gemma 3, Qwen3 and Qwen3-MoE share the decoder of decoder.h; each file sets its features.
+    ArchEntry{"llama", &create_llama_model},
+    ArchEntry{"qwen2", &create_llama_model},
     ArchEntry{"gemma3", &create_gemma3_model},
     ArchEntry{"qwen3", &create_qwen3_model},
     ArchEntry{"qwen3moe", &create_qwen3_moe_model},

@@ -1,7 +1,8 @@
 // Architecture registry: general.architecture -> the code that binds and runs it.
 //
-// Adding an architecture means one file in src/model/arch/ that defines its hyperparameter
-// reading, tensor binding and forward pass, plus one entry in registry.cpp
+// Adding an architecture means one file in src/model/arch/ that reads its hyperparameters,
+// binds its tensors and writes its forward pass against the backend interface (or, for a
+// transformer decoder, fills in decoder.h's spec), plus one entry in registry.cpp
 // (docs/adding-a-model.md).
 #pragma once
 
@@ -15,7 +16,8 @@
 
 namespace deepinfer {
 
-using ModelFactory = Result<std::unique_ptr<Model>> (*)(std::unique_ptr<TensorSource> source);
+using ModelFactory = Result<std::unique_ptr<Model>> (*)(std::unique_ptr<TensorSource> source,
+                                                        backend::Backend& backend);
 
 struct ArchEntry {
   std::string_view name;  // general.architecture
@@ -26,9 +28,9 @@ std::span<const ArchEntry> registered_architectures();
 const ArchEntry* find_architecture(std::string_view name);
 
 // Defined by each architecture file.
-Result<std::unique_ptr<Model>> create_llama_family_model(std::unique_ptr<TensorSource> source);
-Result<std::unique_ptr<Model>> create_gemma3_model(std::unique_ptr<TensorSource> source);
-Result<std::unique_ptr<Model>> create_qwen3_model(std::unique_ptr<TensorSource> source);
-Result<std::unique_ptr<Model>> create_qwen3_moe_model(std::unique_ptr<TensorSource> source);
+Result<std::unique_ptr<Model>> create_llama_model(std::unique_ptr<TensorSource> source, backend::Backend& backend);
+Result<std::unique_ptr<Model>> create_gemma3_model(std::unique_ptr<TensorSource> source, backend::Backend& backend);
+Result<std::unique_ptr<Model>> create_qwen3_model(std::unique_ptr<TensorSource> source, backend::Backend& backend);
+Result<std::unique_ptr<Model>> create_qwen3_moe_model(std::unique_ptr<TensorSource> source, backend::Backend& backend);
 
 }  // namespace deepinfer

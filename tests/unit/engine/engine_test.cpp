@@ -18,6 +18,7 @@
 #include "model/model.h"
 #include "test_models.h"
 #include "tokenizer/tokenizer.h"
+#include "test_backend.h"
 
 namespace deepinfer {
 namespace {
@@ -34,15 +35,14 @@ constexpr DType kEngineKv = DType::kF16;
 
 // Greedy continuation through the single-sequence path, the reference.
 std::vector<int32_t> greedy_alone(const Model& model, const std::vector<int32_t>& prompt, int n) {
-  ThreadPool pool(1);
   auto ctx = std::move(model.new_context(256, kEngineKv)).value();
-  EXPECT_TRUE(ctx->eval(prompt, LogitsMode::kLast, pool).ok());
+  EXPECT_TRUE(ctx->eval(prompt, LogitsMode::kLast).ok());
   std::vector<int32_t> out;
   for (int i = 0; i < n; ++i) {
     const int32_t t = Sampler::argmax(ctx->logits(0));
     out.push_back(t);
     if (i + 1 < n) {
-      EXPECT_TRUE(ctx->eval(std::span<const int32_t>(&t, 1), LogitsMode::kLast, pool).ok());
+      EXPECT_TRUE(ctx->eval(std::span<const int32_t>(&t, 1), LogitsMode::kLast).ok());
     }
   }
   return out;
@@ -77,7 +77,7 @@ GenerationRequest greedy(const std::vector<int32_t>& prompt, int64_t max_tokens)
 }
 
 TEST(Engine, ConcurrentRequestsEqualEachAlone) {
-  auto model = std::move(Model::load(tiny("llama_gqa_tied"))).value();
+  auto model = std::move(testing::load_model(tiny("llama_gqa_tied"))).value();
   EngineConfig cfg;
   cfg.model_path = tiny("llama_gqa_tied");
   cfg.threads = 2;
@@ -101,7 +101,7 @@ TEST(Engine, ConcurrentRequestsEqualEachAlone) {
 // requests, each stopping on one of its own greedy tokens or at max_tokens, stream the same
 // tokens and finish reasons as with synchronous scheduling, and leave no block behind.
 TEST(Engine, AsynchronousSchedulingStreamsWhatSynchronousDoes) {
-  auto model = std::move(Model::load(tiny("llama_gqa_tied"))).value();
+  auto model = std::move(testing::load_model(tiny("llama_gqa_tied"))).value();
   const auto prompts = random_prompts(16, model->config().n_vocab, 3);
   std::vector<GenerationRequest> requests;
   for (size_t i = 0; i < prompts.size(); ++i) {
@@ -142,7 +142,7 @@ TEST(Engine, AsynchronousSchedulingStreamsWhatSynchronousDoes) {
 }
 
 TEST(Engine, PrefixHitAndPreemptionGiveTheColdTokens) {
-  auto model = std::move(Model::load(tiny("qwen2_gqa"))).value();
+  auto model = std::move(testing::load_model(tiny("qwen2_gqa"))).value();
   EngineConfig cfg;
   cfg.model_path = tiny("qwen2_gqa");
   cfg.threads = 1;
@@ -203,7 +203,7 @@ TEST(Engine, BadRequestsAreRejectedBeforeQueueing) {
 }
 
 TEST(Engine, StopTokenEndsGeneration) {
-  auto model = std::move(Model::load(tiny("llama_gqa_tied"))).value();
+  auto model = std::move(testing::load_model(tiny("llama_gqa_tied"))).value();
   EngineConfig cfg;
   cfg.model_path = tiny("llama_gqa_tied");
   auto engine = std::move(Engine::create(cfg)).value();
@@ -266,7 +266,7 @@ void expect_kv_freed(const Engine& engine) {
 }
 
 TEST(Engine, NGreedySequencesEqualOneAndShareThePrompt) {
-  auto model = std::move(Model::load(tiny("llama_gqa_tied"))).value();
+  auto model = std::move(testing::load_model(tiny("llama_gqa_tied"))).value();
   EngineConfig cfg;
   cfg.model_path = tiny("llama_gqa_tied");
   cfg.threads = 2;
@@ -312,7 +312,7 @@ TEST(Engine, SeededSamplingIsReproducibleAcrossRunsAndSequences) {
 }
 
 TEST(Engine, LogprobsOfSampledAndPromptTokens) {
-  auto model = std::move(Model::load(tiny("llama_mha_untied"))).value();
+  auto model = std::move(testing::load_model(tiny("llama_mha_untied"))).value();
   EngineConfig cfg;
   cfg.model_path = tiny("llama_mha_untied");
   cfg.threads = 2;
@@ -329,9 +329,8 @@ TEST(Engine, LogprobsOfSampledAndPromptTokens) {
   r.n = 2;
   const Outputs o = collect_n(*std::move(engine->submit(r)).value(), 2);
 
-  ThreadPool pool(1);
   auto ctx = std::move(model->new_context(64, kEngineKv)).value();
-  ASSERT_TRUE(ctx->eval(prompt, LogitsMode::kAll, pool).ok());
+  ASSERT_TRUE(ctx->eval(prompt, LogitsMode::kAll).ok());
   std::vector<std::pair<float, int32_t>> scratch;
   for (size_t i = 0; i < 2; ++i) {
     const auto& pl = o.first[i].prompt_logprobs;
@@ -363,7 +362,7 @@ TEST(Engine, LogprobsOfSampledAndPromptTokens) {
 }
 
 TEST(Engine, MinTokensHoldsStopTokensBack) {
-  auto model = std::move(Model::load(tiny("llama_gqa_tied"))).value();
+  auto model = std::move(testing::load_model(tiny("llama_gqa_tied"))).value();
   EngineConfig cfg;
   cfg.model_path = tiny("llama_gqa_tied");
   auto engine = std::move(Engine::create(cfg)).value();

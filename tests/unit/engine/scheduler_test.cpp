@@ -20,7 +20,7 @@ struct Step {
 class Harness {
  public:
   Harness(SchedulerConfig cfg, int32_t n_blocks, int32_t block_size = 4)
-      : kv_(kv::KvCacheConfig{block_size, n_blocks, true, "test-model"}), scheduler_(cfg, kv_) {}
+      : kv_(kv::single_group_config(block_size, n_blocks, "test-model")), scheduler_(cfg, kv_) {}
 
   void add(char name, int n_prompt, int max_tokens, int priority = 0, int first_token = 1) {
     auto r = std::make_unique<Request>();

@@ -17,6 +17,8 @@
 #include "model/model.h"
 #include "test_models.h"
 #include "tokenizer/tokenizer.h"
+#include "test_backend.h"
+#include "kv_configs.h"
 
 namespace deepinfer {
 namespace {
@@ -138,11 +140,17 @@ std::vector<int> replay_mismatches(int64_t replay_tokens, float near_tie) {
   }
   const EngineStats s = engine->stats();
   EXPECT_GT(s.prefix_hits, 0);
-  EXPECT_GT(s.kv_sliding_blocks_total, 0);
-  EXPECT_EQ(s.kv_blocks_total, s.kv_full_blocks_total + s.kv_sliding_blocks_total);
+  if (s.kv_groups.size() != 2) {
+    ADD_FAILURE() << "expected the full and sliding KV groups, got " << s.kv_groups.size();
+    return mismatches;
+  }
+  EXPECT_EQ(s.kv_groups[0].name, "full");
+  EXPECT_EQ(s.kv_groups[1].name, "sliding");
+  EXPECT_GT(s.kv_groups[1].blocks_total, 0);
+  EXPECT_EQ(s.kv_blocks_total, s.kv_groups[0].blocks_total + s.kv_groups[1].blocks_total);
   // One request at a time: between steps it holds at most ceil((8 - 1) / 4) + 1 = 3 blocks.
-  EXPECT_LE(s.kv_sliding_blocks_peak, 3);
-  EXPECT_GT(s.kv_sliding_blocks_peak, 0);
+  EXPECT_LE(s.kv_groups[1].blocks_peak, 3);
+  EXPECT_GT(s.kv_groups[1].blocks_peak, 0);
   EXPECT_EQ(cold_engine->stats().prefix_hits, 0);
   return mismatches;
 }
@@ -193,7 +201,7 @@ TEST(SwaReplay, TinyGemma3ConcurrentRequestsWithHitsEqualColdRuns) {
     EXPECT_EQ(got, ask(*cold_engine, prompts[i], 12).tokens) << "prompt " << i;
   }
   // Four sequences at once: each holds at most 3 sliding blocks between steps.
-  EXPECT_LE(engine->stats().kv_sliding_blocks_peak, 4 * 3);
+  EXPECT_LE(engine->stats().kv_groups[1].blocks_peak, 4 * 3);
 }
 
 // The scheduler alone: a hit starts computing at the replay start, records what is shared,
@@ -201,7 +209,7 @@ TEST(SwaReplay, TinyGemma3ConcurrentRequestsWithHitsEqualColdRuns) {
 TEST(SwaReplay, SchedulerAdmitsAHitAtTheReplayStart) {
   for (const bool replay : {true, false}) {
     SCOPED_TRACE(replay ? "replay" : "no replay");
-    kv::KvCacheManager kv(kv::KvCacheConfig{4, 64, true, "m", /*sliding_window=*/8, /*n_sliding_blocks=*/16});
+    kv::KvCacheManager kv(kv::two_group_config(4, 64, /*window=*/8, /*n_sliding=*/16, "m"));
     Scheduler scheduler(SchedulerConfig{16, 4, SchedulingPolicy::kFcfs, replay}, kv);
     auto run_to_end = [&](RequestId id, int n_prompt) {
       auto r = std::make_unique<Request>();
@@ -248,7 +256,7 @@ std::string gemma_270m_path() {
 
 // Varied English-like text of about n_tokens tokens.
 std::vector<int32_t> text_prompt(const std::string& model_path, int64_t n_tokens) {
-  auto model = std::move(Model::load(model_path)).value();
+  auto model = std::move(testing::load_model(model_path)).value();
   auto tok = std::move(Tokenizer::from_metadata(model->source().metadata())).value();
   const char* subjects[] = {"The river", "A small town", "The old library", "Our neighbour", "The committee",
                             "A tired traveller", "The museum", "My grandmother"};
@@ -300,27 +308,30 @@ TEST(SwaReplay, Gemma270mHitGivesTheColdRunsTokensWithBoundedKv) {
   ASSERT_EQ(cfg.kv_cache_dtype, KvCacheDtype::kF16);
   const int64_t row_bytes = 2 * 1 * 256 * 2;  // K and V, 1 head of 256, float16
   const int64_t window_blocks = (window - 1 + block - 1) / block + 1;             // 33
-  EXPECT_EQ(s.kv_full_blocks_total, 32768 / block);
+  ASSERT_EQ(s.kv_groups.size(), 2u);
+  const KvGroupUsage& full = s.kv_groups[0];
+  const KvGroupUsage& sliding = s.kv_groups[1];
+  EXPECT_EQ(full.blocks_total, 32768 / block);
   ASSERT_TRUE(cfg.async_scheduling);
-  EXPECT_EQ(s.kv_sliding_blocks_total, cfg.max_num_seqs * (window_blocks + 1) + 2 * cfg.max_num_batched_tokens / block);
-  EXPECT_EQ(s.kv_cache_bytes,
-            3 * 32768 * row_bytes + 15 * s.kv_sliding_blocks_total * block * row_bytes);
-  EXPECT_LE(s.kv_sliding_blocks_peak, window_blocks);
-  EXPECT_GE(s.kv_sliding_blocks_peak, window_blocks - 1);
+  EXPECT_EQ(sliding.blocks_total, cfg.max_num_seqs * (window_blocks + 1) + 2 * cfg.max_num_batched_tokens / block);
+  EXPECT_EQ(s.kv_cache_bytes, 3 * 32768 * row_bytes + 15 * sliding.blocks_total * block * row_bytes);
+  EXPECT_EQ(full.bytes, 3 * 32768 * row_bytes);
+  EXPECT_EQ(sliding.bytes, 15 * sliding.blocks_total * block * row_bytes);
+  EXPECT_LE(sliding.blocks_peak, window_blocks);
+  EXPECT_GE(sliding.blocks_peak, window_blocks - 1);
   // Against every layer holding the whole context: 4.8x smaller (119 MiB against 576 MiB).
   EXPECT_LT(s.kv_cache_bytes * 4, 18 * 32768 * row_bytes);
   std::printf("gemma3-270m KV at 32K: %.1f MiB (all layers full: %.1f MiB); sliding peak %lld blocks of %lld\n",
               static_cast<double>(s.kv_cache_bytes) / (1 << 20),
               static_cast<double>(18 * 32768 * row_bytes) / (1 << 20),
-              static_cast<long long>(s.kv_sliding_blocks_peak), static_cast<long long>(block));
+              static_cast<long long>(sliding.blocks_peak), static_cast<long long>(block));
 }
 
 // The bound over a whole 32K context, stepped through the KV manager with Gemma 3 270M's
 // layout (a 32K prefill is minutes of CPU; the accounting is what the engine runs).
 TEST(SwaReplay, Gemma270mLayoutHoldsOneWindowThroughA32kContext) {
   const int64_t window = 512, block = 16, n_ctx = 32768, chunk = 512;
-  kv::KvCacheManager m(kv::KvCacheConfig{static_cast<int32_t>(block), static_cast<int32_t>(n_ctx / block), true,
-                                         "gemma3-270m", window, 33 + 1 + static_cast<int32_t>(chunk / block)});
+  kv::KvCacheManager m(kv::two_group_config(block, n_ctx / block, window, 33 + 1 + chunk / block, "gemma3-270m"));
   int64_t n = 0, peak_between = 0, peak_during = 0;
   while (n < n_ctx) {
     const int64_t step = n < n_ctx - 64 ? std::min(chunk, n_ctx - 64 - n) : 1;  // prefill in chunks, then decode

@@ -1,5 +1,7 @@
 #include "kv/kv_cache_manager.h"
 
+#include "kv_configs.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -16,7 +18,7 @@ std::vector<int32_t> iota_tokens(int n, int start = 0) {
 }
 
 KvCacheManager make(int32_t n_blocks, int32_t block_size = 4) {
-  return KvCacheManager(KvCacheConfig{block_size, n_blocks, true, "model-a"});
+  return KvCacheManager(single_group_config(block_size, n_blocks, "model-a"));
 }
 
 // Runs a request through its whole life: lookup, allocate, compute everything, cache, free.
@@ -44,17 +46,17 @@ TEST(KvCacheManager, HitAcrossRequestsReusesTheSameBlocks) {
   PrefixHit cold = m.find_cached_prefix(prompt, "");
   EXPECT_EQ(cold.n_tokens, 0);
   ASSERT_TRUE(m.allocate_slots(1, 10, &cold));
-  const std::vector<BlockId> first(m.block_table(1).begin(), m.block_table(1).end());
+  const std::vector<BlockId> first(m.block_table(1, kFullGroup).begin(), m.block_table(1, kFullGroup).end());
   m.cache_full_blocks(1, prompt, 10, "");
   // Request 2 while 1 still runs: shares the two full blocks (reference count 2).
   PrefixHit hot = m.find_cached_prefix(prompt, "");
   EXPECT_EQ(hot.n_tokens, 8);
-  ASSERT_EQ(hot.blocks.size(), 2u);
-  EXPECT_EQ(hot.blocks[0], first[0]);
-  EXPECT_EQ(hot.blocks[1], first[1]);
+  ASSERT_EQ(hot.blocks[kFullGroup].size(), 2u);
+  EXPECT_EQ(hot.blocks[kFullGroup][0], first[0]);
+  EXPECT_EQ(hot.blocks[kFullGroup][1], first[1]);
   ASSERT_TRUE(m.allocate_slots(2, 10, &hot));
-  EXPECT_EQ(m.block_table(2).size(), 3u);
-  EXPECT_NE(m.block_table(2)[2], first[2]);  // the partial block is private
+  EXPECT_EQ(m.block_table(2, kFullGroup).size(), 3u);
+  EXPECT_NE(m.block_table(2, kFullGroup)[2], first[2]);  // the partial block is private
   KvCacheStats s = m.stats();
   EXPECT_EQ(s.prefix_queries, 20);
   EXPECT_EQ(s.prefix_hits, 8);
@@ -76,7 +78,7 @@ TEST(KvCacheManager, SaltsIsolateRequests) {
   EXPECT_EQ(m.find_cached_prefix(prompt, "bob").n_tokens, 0);
   EXPECT_EQ(m.find_cached_prefix(prompt, "").n_tokens, 0);
   EXPECT_EQ(m.find_cached_prefix(prompt, "alice").n_tokens, 8);
-  KvCacheManager other(KvCacheConfig{4, 16, true, "model-b"});
+  KvCacheManager other(single_group_config(4, 16, "model-b"));
   serve(other, 1, prompt, "alice");
   EXPECT_EQ(other.find_cached_prefix(prompt, "alice").n_tokens, 8);
 }
@@ -111,7 +113,7 @@ TEST(KvCacheManager, RunningOutIsANormalFalseThatChangesNothing) {
   auto m = make(3);
   ASSERT_TRUE(m.allocate_slots(1, 8, nullptr));  // 2 blocks
   EXPECT_FALSE(m.allocate_slots(2, 8, nullptr));  // needs 2, 1 free
-  EXPECT_TRUE(m.block_table(2).empty());
+  EXPECT_TRUE(m.block_table(2, kFullGroup).empty());
   EXPECT_EQ(m.stats().pool.n_free, 1);
   EXPECT_TRUE(m.allocate_slots(1, 12, nullptr));  // grows into the last block
   EXPECT_FALSE(m.allocate_slots(1, 13, nullptr));
@@ -127,7 +129,7 @@ TEST(KvCacheManager, ReferenceCountsFollowSharing) {
   PrefixHit none = m.find_cached_prefix(prompt, "");
   ASSERT_TRUE(m.allocate_slots(1, 9, &none));
   m.cache_full_blocks(1, prompt, 9, "");
-  const BlockId shared = m.block_table(1)[0];
+  const BlockId shared = m.block_table(1, kFullGroup)[0];
   PrefixHit hit = m.find_cached_prefix(prompt, "");
   ASSERT_TRUE(m.allocate_slots(2, 9, &hit));
   PrefixHit hit3 = m.find_cached_prefix(prompt, "");
@@ -136,13 +138,13 @@ TEST(KvCacheManager, ReferenceCountsFollowSharing) {
   m.free(1);
   m.free(2);
   EXPECT_EQ(m.stats().pool.n_free, 8 - 3);  // request 3 still holds the two shared blocks
-  EXPECT_EQ(m.block_table(3)[0], shared);
+  EXPECT_EQ(m.block_table(3, kFullGroup)[0], shared);
   m.free(3);
   EXPECT_EQ(m.stats().pool.n_free, 8);
 }
 
 TEST(KvCacheManager, PrefixCachingOffFindsNothing) {
-  KvCacheManager m(KvCacheConfig{4, 8, false, "m"});
+  KvCacheManager m(single_group_config(4, 8, "m", false));
   const auto prompt = iota_tokens(9);
   serve(m, 1, prompt);
   EXPECT_EQ(m.find_cached_prefix(prompt, "").n_tokens, 0);
@@ -153,14 +155,14 @@ TEST(KvCacheManager, PrefixCachingOffFindsNothing) {
 // ---- Sliding-window group ----
 
 KvCacheManager make_sliding(int32_t n_full, int32_t n_sliding, int64_t window, int32_t block_size = 4) {
-  return KvCacheManager(KvCacheConfig{block_size, n_full, true, "model-a", window, n_sliding});
+  return KvCacheManager(two_group_config(block_size, n_full, window, n_sliding, "model-a"));
 }
 
 int64_t used(const KvCacheManager& m, int group) { return m.stats().groups[static_cast<size_t>(group)].n_used; }
 
 TEST(SlidingKvGroup, WithoutAWindowThereIsOneGroup) {
   KvCacheManager m = make(8);
-  EXPECT_FALSE(m.has_sliding_group());
+  EXPECT_FALSE(m.has_window_groups());
   ASSERT_EQ(m.stats().groups.size(), 1u);
   EXPECT_EQ(m.stats().groups[0].kind, KvGroupKind::kFull);
   EXPECT_EQ(m.stats().groups[0].n_blocks, 8);
@@ -169,7 +171,7 @@ TEST(SlidingKvGroup, WithoutAWindowThereIsOneGroup) {
 TEST(SlidingKvGroup, BlocksReturnToThePoolAsTheWindowMoves) {
   // Window 8, blocks of 4: between steps at most ceil(7 / 4) + 1 = 3 blocks stay.
   KvCacheManager m = make_sliding(/*n_full=*/32, /*n_sliding=*/8, /*window=*/8);
-  ASSERT_TRUE(m.has_sliding_group());
+  ASSERT_TRUE(m.has_window_groups());
   ASSERT_TRUE(m.allocate_slots(1, 10, nullptr));  // a 10-token prompt in one chunk
   EXPECT_EQ(used(m, kSlidingGroup), 3);
   m.free_out_of_window(1, 10);  // the next query (10) sees 3..10: block 0 (0..3) still counts
@@ -235,7 +237,7 @@ TEST(SlidingKvGroup, ShortSlidingPoolIsANormalFalseThatChangesNothing) {
   KvCacheManager m = make_sliding(32, 2, 8);
   EXPECT_FALSE(m.allocate_slots(1, 12, nullptr));  // needs 3 sliding blocks, 2 exist
   EXPECT_EQ(used(m, kFullGroup), 0);
-  EXPECT_TRUE(m.block_table(1).empty());
+  EXPECT_TRUE(m.block_table(1, kFullGroup).empty());
   EXPECT_TRUE(m.allocate_slots(1, 8, nullptr));
   EXPECT_EQ(used(m, kFullGroup), 2);
   EXPECT_EQ(used(m, kSlidingGroup), 2);

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "model/model.h"
+#include "test_backend.h"
 
 namespace deepinfer {
 namespace {
@@ -23,12 +24,11 @@ class BatchRunnerTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(BatchRunnerTest, MixedBatchEqualsEachSequenceAlone) {
   const fs::path dir = fs::path(DEEPINFER_TEST_DATA) / "golden" / "tiny" / GetParam();
-  auto model = Model::load(dir.string());
+  auto model = testing::load_model(dir.string());
   ASSERT_TRUE(model.ok()) << model.status().to_string();
   std::ifstream in(dir / "golden.json");
   const auto prompt = nlohmann::json::parse(in)["prompt_ids"].get<std::vector<int32_t>>();
   ASSERT_GE(prompt.size(), 33u);
-  ThreadPool pool(2);
 
   // Three sequences: prompts of 13, 30 and 5 tokens, then two more tokens each.
   const std::vector<std::vector<int32_t>> seqs = {
@@ -40,16 +40,16 @@ TEST_P(BatchRunnerTest, MixedBatchEqualsEachSequenceAlone) {
   for (size_t s = 0; s < seqs.size(); ++s) {
     auto ctx = (*model)->new_context(64);
     ASSERT_TRUE(ctx.ok());
-    ASSERT_TRUE((*ctx)->eval(std::span(seqs[s]).first(n_prompt[s]), LogitsMode::kLast, pool).ok());
+    ASSERT_TRUE((*ctx)->eval(std::span(seqs[s]).first(n_prompt[s]), LogitsMode::kLast).ok());
     alone[s].emplace_back((*ctx)->logits(0).begin(), (*ctx)->logits(0).end());
     for (size_t i = n_prompt[s]; i < seqs[s].size(); ++i) {
-      ASSERT_TRUE((*ctx)->eval(std::span(seqs[s]).subspan(i, 1), LogitsMode::kLast, pool).ok());
+      ASSERT_TRUE((*ctx)->eval(std::span(seqs[s]).subspan(i, 1), LogitsMode::kLast).ok());
       alone[s].emplace_back((*ctx)->logits(0).begin(), (*ctx)->logits(0).end());
     }
   }
 
   // Batched: block size 4, tables interleaved so no sequence owns contiguous memory.
-  PagedKvCache kv((*model)->config(), 40, 4);
+  auto kv = std::move((*model)->new_kv_cache(4, DType::kF32, 40)).value();
   const std::vector<std::vector<int32_t>> tables = {
       {37, 1, 20, 5, 9}, {0, 33, 2, 7, 11, 13, 15, 17, 19, 21}, {39, 3, 30}};
   auto runner = (*model)->new_batch_runner();
@@ -69,11 +69,11 @@ TEST_P(BatchRunnerTest, MixedBatchEqualsEachSequenceAlone) {
       BatchSequence& member = batch.emplace_back();
       member.n_tokens = step[s];
       member.first_position = done[s];
-      member.block_table = tables[s];
+      member.block_tables[0] = tables[s];
       member.logits = complete ? LogitsMode::kLast : LogitsMode::kNone;
       members.push_back(s);
     }
-    ASSERT_TRUE(runner->run(tokens, batch, kv, pool).ok());
+    ASSERT_TRUE(runner->run(tokens, batch, *kv).ok());
     int64_t row = 0;
     for (size_t i = 0; i < members.size(); ++i) {
       const size_t s = members[i];
@@ -91,28 +91,27 @@ TEST_P(BatchRunnerTest, MixedBatchEqualsEachSequenceAlone) {
 
 TEST_P(BatchRunnerTest, RejectsBadBatches) {
   const fs::path dir = fs::path(DEEPINFER_TEST_DATA) / "golden" / "tiny" / GetParam();
-  auto model = Model::load(dir.string());
+  auto model = testing::load_model(dir.string());
   ASSERT_TRUE(model.ok());
-  PagedKvCache kv((*model)->config(), 4, 4);
+  auto kv = std::move((*model)->new_kv_cache(4, DType::kF32, 4)).value();
   auto runner = (*model)->new_batch_runner();
-  ThreadPool pool(1);
   const std::vector<int32_t> tokens = {1, 2, 3, 4, 5};
   const std::vector<int32_t> short_table = {0};
   const std::vector<int32_t> bad_table = {0, 9};
   const std::vector<int32_t> good_table = {0, 1};
   BatchSequence seq;
   seq.n_tokens = 5;
-  seq.block_table = short_table;
-  EXPECT_EQ(runner->run(tokens, std::span(&seq, 1), kv, pool).code(), StatusCode::kInvalidArgument);
-  seq.block_table = bad_table;
-  EXPECT_EQ(runner->run(tokens, std::span(&seq, 1), kv, pool).code(), StatusCode::kInvalidArgument);
-  seq.block_table = good_table;
+  seq.block_tables[0] = short_table;
+  EXPECT_EQ(runner->run(tokens, std::span(&seq, 1), *kv).code(), StatusCode::kInvalidArgument);
+  seq.block_tables[0] = bad_table;
+  EXPECT_EQ(runner->run(tokens, std::span(&seq, 1), *kv).code(), StatusCode::kInvalidArgument);
+  seq.block_tables[0] = good_table;
   seq.n_tokens = 4;  // does not add up to 5 tokens
-  EXPECT_EQ(runner->run(tokens, std::span(&seq, 1), kv, pool).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(runner->run(tokens, std::span(&seq, 1), *kv).code(), StatusCode::kInvalidArgument);
   seq.n_tokens = 5;
   const std::vector<int32_t> out_of_vocab = {1, 2, 3, 4, 1 << 30};
-  EXPECT_EQ(runner->run(out_of_vocab, std::span(&seq, 1), kv, pool).code(), StatusCode::kInvalidArgument);
-  EXPECT_TRUE(runner->run(tokens, std::span(&seq, 1), kv, pool).ok());
+  EXPECT_EQ(runner->run(out_of_vocab, std::span(&seq, 1), *kv).code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(runner->run(tokens, std::span(&seq, 1), *kv).ok());
 }
 
 INSTANTIATE_TEST_SUITE_P(Tiny, BatchRunnerTest, ::testing::Values("llama_gqa_tied", "qwen2_gqa", "llama3_rope_scaling"));
@@ -124,20 +123,25 @@ class SlidingPoolTest : public ::testing::Test {
  protected:
   void SetUp() override {
     const fs::path dir = fs::path(DEEPINFER_TEST_DATA) / "golden" / "tiny" / "gemma3_sliding";
-    auto model = Model::load(dir.string());
+    auto model = testing::load_model(dir.string());
     ASSERT_TRUE(model.ok()) << model.status().to_string();
     model_ = std::move(model).value();
-    ASSERT_TRUE(model_->config().has_sliding_layers());
+    ASSERT_EQ(model_->kv_groups().size(), 2u);  // full and sliding
     std::ifstream in(dir / "golden.json");
     prompt_ = nlohmann::json::parse(in)["prompt_ids"].get<std::vector<int32_t>>();
     ASSERT_EQ(prompt_.size(), 40u);
     auto ctx = std::move(model_->new_context(64)).value();
-    ASSERT_TRUE(ctx->eval(prompt_, LogitsMode::kLast, pool_).ok());
+    ASSERT_TRUE(ctx->eval(prompt_, LogitsMode::kLast).ok());
     reference_.assign(ctx->logits(0).begin(), ctx->logits(0).end());
   }
 
   // Runs prompt[from..40) in chunks of 4 with the sliding ring in physical blocks ring..ring+3.
-  std::vector<float> run_chunks(PagedKvCache& kv, int64_t from, int64_t n_shared, int32_t ring) {
+  std::unique_ptr<backend::KvCache> make_kv(int64_t n_full, int64_t n_sliding) {
+    const int64_t n_blocks[] = {n_full, n_sliding};
+    return std::move(model_->new_kv_cache(4, DType::kF32, n_blocks)).value();
+  }
+
+  std::vector<float> run_chunks(backend::KvCache& kv, int64_t from, int64_t n_shared, int32_t ring) {
     auto runner = model_->new_batch_runner();
     const std::vector<int32_t> full = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9};
     std::vector<int32_t> sliding(10, -1);
@@ -149,70 +153,75 @@ class SlidingPoolTest : public ::testing::Test {
       BatchSequence seq;
       seq.n_tokens = 4;
       seq.first_position = p;
-      seq.block_table = full;
-      seq.sliding_block_table = sliding;
+      seq.block_tables[0] = full;
+      seq.block_tables[1] = sliding;
       seq.logits = p + 4 == 40 ? LogitsMode::kLast : LogitsMode::kNone;
       seq.replay_start = from;
       seq.n_shared = n_shared;
-      EXPECT_TRUE(runner->run(std::span(prompt_).subspan(static_cast<size_t>(p), 4), std::span(&seq, 1), kv, pool_).ok())
+      EXPECT_TRUE(runner->run(std::span(prompt_).subspan(static_cast<size_t>(p), 4), std::span(&seq, 1), kv).ok())
           << p;
     }
     return {runner->logits(0).begin(), runner->logits(0).end()};
   }
 
-  ThreadPool pool_{2};
   std::unique_ptr<Model> model_;
   std::vector<int32_t> prompt_;
   std::vector<float> reference_;
 };
 
 TEST_F(SlidingPoolTest, RingOfWindowBlocksGivesTheLogitsOfAWholeCache) {
-  PagedKvCache kv(model_->config(), /*n_full=*/10, /*n_sliding=*/8, 4);
-  EXPECT_EQ(kv.bytes(), (3 * 8 + 1 * 10) * 4 * kv.kv_dim() * 2 * sizeof(float));  // 3 sliding layers, 1 full
-  EXPECT_TRUE(bitwise_equal(run_chunks(kv, 0, 0, 0), reference_));
+  auto kv = make_kv(/*n_full=*/10, /*n_sliding=*/8);
+  const int64_t kv_dim = model_->config().n_head_kv * model_->config().head_dim;
+  EXPECT_EQ(kv->bytes(), (3 * 8 + 1 * 10) * 4 * kv_dim * 2 * sizeof(float));  // 3 sliding layers, 1 full
+  EXPECT_TRUE(bitwise_equal(run_chunks(*kv, 0, 0, 0), reference_));
 }
 
 TEST_F(SlidingPoolTest, ReplayKeepsSharedFullRowsAndIsExactWithEnoughLookback) {
-  PagedKvCache kv(model_->config(), 10, 8, 4);
-  run_chunks(kv, 0, 0, 0);
-  // The only full layer is 2; remember its shared rows, then replay from 4 with
-  // 36 tokens shared: 3 sliding layers x 7 + 8 <= 32 replayed tokens rebuild exact windows.
-  const size_t n_rows = 36 * static_cast<size_t>(kv.kv_dim());
-  auto rows = [&](void* p) { return std::span(static_cast<const float*>(p), n_rows); };  // f32 cache
-  const std::vector<float> k_before(rows(kv.k_data(2)).begin(), rows(kv.k_data(2)).end());
-  const std::vector<float> v_before(rows(kv.v_data(2)).begin(), rows(kv.v_data(2)).end());
-  EXPECT_TRUE(bitwise_equal(run_chunks(kv, /*from=*/4, /*n_shared=*/36, /*ring=*/4), reference_));
-  EXPECT_TRUE(bitwise_equal(rows(kv.k_data(2)), k_before));
-  EXPECT_TRUE(bitwise_equal(rows(kv.v_data(2)), v_before));
+  auto kv = make_kv(10, 8);
+  run_chunks(*kv, 0, 0, 0);
+  // The only full layer is 2 (group 0); remember its shared rows (blocks 0..8 of the identity
+  // table: positions 0..35), then replay from 4 with 36 tokens shared: 3 sliding layers x 7 + 8
+  // <= 32 replayed tokens rebuild exact windows.
+  ASSERT_EQ(kv->groups()[0].layers, std::vector<int32_t>{2});
+  auto shared_rows = [&] {
+    std::vector<uint8_t> bytes(kv->groups()[0].block_bytes() * 9);
+    for (int32_t b = 0; b < 9; ++b) {
+      const size_t n = kv->groups()[0].block_bytes();
+      EXPECT_TRUE(kv->read_block(0, b, std::span(bytes).subspan(b * n, n)).ok());
+    }
+    return bytes;
+  };
+  const std::vector<uint8_t> before = shared_rows();
+  EXPECT_TRUE(bitwise_equal(run_chunks(*kv, /*from=*/4, /*n_shared=*/36, /*ring=*/4), reference_));
+  EXPECT_EQ(shared_rows(), before);
   // One window (from 28): the rebuilt rows come from cut windows, so the logits differ and
   // layer 2's recomputed rows 28..35 would too: the shared ones must still be the cold run's.
-  const std::vector<float> approx = run_chunks(kv, /*from=*/28, /*n_shared=*/36, /*ring=*/0);
+  const std::vector<float> approx = run_chunks(*kv, /*from=*/28, /*n_shared=*/36, /*ring=*/0);
   EXPECT_FALSE(bitwise_equal(approx, reference_));
   for (size_t i = 0; i < approx.size(); ++i) ASSERT_NEAR(approx[i], reference_[i], 1.0f) << i;
-  EXPECT_TRUE(bitwise_equal(rows(kv.k_data(2)), k_before));
-  EXPECT_TRUE(bitwise_equal(rows(kv.v_data(2)), v_before));
+  EXPECT_EQ(shared_rows(), before);
 }
 
 TEST_F(SlidingPoolTest, SlidingTableMustCoverTheWindowOnly) {
-  PagedKvCache kv(model_->config(), 10, 8, 4);
+  auto kv = make_kv(10, 8);
   auto runner = model_->new_batch_runner();
   const std::vector<int32_t> full = {0, 1, 2, 3, 4};
   BatchSequence seq;
   seq.n_tokens = 4;
   seq.first_position = 16;  // reads from position 9 (block 2) on
-  seq.block_table = full;
+  seq.block_tables[0] = full;
   std::vector<int32_t> sliding = {-1, -1, 2, 3, 4};
-  seq.sliding_block_table = sliding;
-  EXPECT_TRUE(runner->run(std::span(prompt_).first(4), std::span(&seq, 1), kv, pool_).ok());
+  seq.block_tables[1] = sliding;
+  EXPECT_TRUE(runner->run(std::span(prompt_).first(4), std::span(&seq, 1), *kv).ok());
   sliding = {-1, -1, -1, 3, 4};  // block 2 still in the window
-  EXPECT_EQ(runner->run(std::span(prompt_).first(4), std::span(&seq, 1), kv, pool_).code(),
+  EXPECT_EQ(runner->run(std::span(prompt_).first(4), std::span(&seq, 1), *kv).code(),
             StatusCode::kInvalidArgument);
   sliding = {-1, -1, 2, 3, 8};  // past the sliding pool
-  EXPECT_EQ(runner->run(std::span(prompt_).first(4), std::span(&seq, 1), kv, pool_).code(),
+  EXPECT_EQ(runner->run(std::span(prompt_).first(4), std::span(&seq, 1), *kv).code(),
             StatusCode::kInvalidArgument);
   seq.replay_start = 17;  // past the first position
   sliding = {-1, -1, 2, 3, 4};
-  EXPECT_EQ(runner->run(std::span(prompt_).first(4), std::span(&seq, 1), kv, pool_).code(),
+  EXPECT_EQ(runner->run(std::span(prompt_).first(4), std::span(&seq, 1), *kv).code(),
             StatusCode::kInvalidArgument);
 }
 

@@ -1,6 +1,7 @@
 // Model::load on damaged Hugging Face directories: each problem gives one clear error naming
 // the file, never a crash. Built from a copy of a golden tiny model.
 #include "model/model.h"
+#include "test_backend.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -42,7 +43,7 @@ class DamagedModel : public ::testing::Test {
   }
 
   std::string load_error() {
-    auto m = Model::load(dir_.string());
+    auto m = testing::load_model(dir_.string());
     EXPECT_FALSE(m.ok());
     return m.ok() ? "" : m.status().message();
   }
@@ -51,7 +52,7 @@ class DamagedModel : public ::testing::Test {
 };
 
 TEST_F(DamagedModel, IntactCopyLoads) {
-  auto m = Model::load(dir_.string());
+  auto m = testing::load_model(dir_.string());
   ASSERT_TRUE(m.ok()) << m.status().to_string();
   EXPECT_EQ((*m)->config().architecture, "llama");
 }
@@ -84,7 +85,7 @@ TEST_F(DamagedModel, UnknownArchitecture) {
 }
 
 TEST(ModelLoad, MissingPathIsNotFound) {
-  auto m = Model::load("/nonexistent/deepinfer/model.gguf");
+  auto m = testing::load_model("/nonexistent/deepinfer/model.gguf");
   ASSERT_FALSE(m.ok());
   EXPECT_EQ(m.status().code(), StatusCode::kNotFound);
   EXPECT_NE(m.status().message().find("/nonexistent/deepinfer/model.gguf"), std::string::npos);

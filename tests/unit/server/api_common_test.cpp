@@ -110,7 +110,9 @@ TEST(ApiSampling, RejectsOutOfRangeValuesWithAMessage) {
                            R"({"presence_penalty": 3})", R"({"logit_bias": {"x": 1}})", R"({"min_tokens": -2})"}) {
     auto x = read_sampling_extras(Json::parse(body), /*chat_logprobs=*/true);
     EXPECT_FALSE(x.ok()) << body;
-    if (!x.ok()) EXPECT_FALSE(x.status().message().empty());
+    if (!x.ok()) {
+      EXPECT_FALSE(x.status().message().empty());
+    }
   }
 }
 

@@ -1,0 +1,298 @@
+// The backend seam: what a forward pass needs from a device, and nothing about which device.
+//
+// An architecture file (src/model/arch) declares hyperparameters, binds its tensors through a
+// WeightStore and writes the order of its ops against a Queue; it never names a CPU or CUDA
+// kernel. Each backend implements this one table: the CPU backend (backend/cpu) with its SIMD
+// kernels, and its "cpu-reference" variant with the scalar reference kernels that every backend
+// is tested against (tests/ops, the op harness in backend/op_harness.h). A CUDA backend is a
+// third implementation of the same classes.
+//
+// Ownership and threads. A Backend is created once per engine (create_backend) and outlives
+// everything it made. It hands out device memory (DeviceBuffer), weight stores (one per loaded
+// model), KV caches (one per engine or context) and queues (one per thread that runs passes). A
+// Queue is used by one thread at a time: ops are enqueued in order and may run later (on a GPU
+// stream) or at once (the CPU backend runs each on its thread pool before returning); sync()
+// waits for them all and reports the first failure. Tensors are views into device memory; host
+// data crosses only through Queue::upload / download and the step description (set_batch).
+//
+// Missing kernels are load-time errors: a model asks supports() (through require()) for every
+// op it will enqueue, and WeightStore::add_matrix refuses a weight format it cannot multiply, so
+// an unsupported model fails to load with a message naming the op, never crashes in a step.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/kv_group_spec.h"
+#include "core/thread_pool.h"
+#include "deepinfer/status.h"
+
+namespace deepinfer::backend {
+
+// ---- Memory ----
+
+// A view of a contiguous row-major matrix in device memory: rows x cols elements of dtype, row r
+// at element r * cols. Vectors are one row. Does not own its memory.
+struct Tensor {
+  void* data = nullptr;
+  DType dtype = DType::kF32;
+  int64_t rows = 0;
+  int64_t cols = 0;
+
+  int64_t n_elements() const { return rows * cols; }
+  size_t bytes() const { return static_cast<size_t>(rows) * dtype_row_bytes(dtype, cols); }
+  bool empty() const { return data == nullptr; }
+  // Rows [first, first + n).
+  Tensor view_rows(int64_t first, int64_t n) const;
+  // The same elements as rows x cols (rows * cols must equal n_elements()).
+  Tensor reshaped(int64_t new_rows, int64_t new_cols) const;
+  // Host address of the data: only meaningful on a backend whose memory is host memory.
+  float* f32() const { return static_cast<float*>(data); }
+  int32_t* i32() const { return static_cast<int32_t*>(data); }
+};
+
+// Device memory, released through the backend that allocated it. Move-only.
+class DeviceBuffer {
+ public:
+  using Release = void (*)(void* data, size_t bytes);
+  DeviceBuffer() = default;
+  DeviceBuffer(void* data, size_t bytes, Release release) : data_(data), bytes_(bytes), release_(release) {}
+  ~DeviceBuffer() { reset(); }
+  DeviceBuffer(DeviceBuffer&& other) noexcept { *this = std::move(other); }
+  DeviceBuffer& operator=(DeviceBuffer&& other) noexcept;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+
+  void* data() const { return data_; }
+  size_t bytes() const { return bytes_; }
+  // The buffer's first rows * cols elements as a tensor (which must fit).
+  Tensor tensor(DType dtype, int64_t rows, int64_t cols) const;
+
+ private:
+  void reset();
+
+  void* data_ = nullptr;
+  size_t bytes_ = 0;
+  Release release_ = nullptr;
+};
+
+// ---- Weights ----
+
+// A weight matrix prepared for one backend's products: n_out rows of n_in elements in its stored
+// format (GGUF block formats or F32/F16/BF16). `handle` is the backend's own record (the CPU's
+// packed copy, a GPU's device copy); valid while the WeightStore that made it lives.
+struct Matrix {
+  DType dtype = DType::kF32;
+  int64_t n_out = 0;
+  int64_t n_in = 0;
+  const void* handle = nullptr;
+};
+
+class WeightStore {
+ public:
+  virtual ~WeightStore() = default;
+  // A matrix stored row-major at `data` (a mapped file, which must outlive the store: a
+  // backend may read it in place). UNIMPLEMENTED, naming `name`, for a format the backend
+  // cannot multiply.
+  virtual Result<Matrix> add_matrix(std::string_view name, DType dtype, const uint8_t* data, int64_t n_out,
+                                    int64_t n_in) = 0;
+  // A float32 vector (norm weights, biases, rope frequencies) copied into the store: [1, n].
+  virtual Result<Tensor> add_vector(std::span<const float> values) = 0;
+  // Memory the store holds beyond the mapped files (packed or device copies).
+  virtual size_t bytes() const = 0;
+};
+
+// ---- KV memory ----
+
+// The KV memory of every group of a model (KvGroupSpec, filled in: dtype, block size and pool
+// sizes), laid out as the backend's attention reads it.
+class KvCache {
+ public:
+  virtual ~KvCache() = default;
+  virtual const std::vector<KvGroupSpec>& groups() const = 0;
+  virtual size_t bytes() const = 0;
+  // Names the physical layout of a block ("cpu-panels-1"). With the element type it decides
+  // whether blocks written by one process can be read by another (the prefix-cache key).
+  virtual std::string_view layout() const = 0;
+  // Block `block` of group `group`, every layer of the group, as bytes in the layout above:
+  // for each of the group's layers in order, its K block then its V block
+  // (KvGroupSpec::block_bytes() in all). For moving blocks between caches (a KV store) and for
+  // tests; out of range is INVALID_ARGUMENT.
+  virtual Status read_block(int group, int32_t block, std::span<uint8_t> out) const = 0;
+  virtual Status write_block(int group, int32_t block, std::span<const uint8_t> in) = 0;
+};
+
+// ---- One forward pass's inputs ----
+
+inline constexpr int kMaxKvGroups = 8;
+
+// One sequence's part of a flattened batch: its next n_tokens tokens (consecutive in the
+// batch) at positions first_position.., with, per KV group (KvCache::groups() order), the
+// table that maps logical block (position / block size) to pool block. Entries no query of the
+// step can see may be -1.
+struct StepSequence {
+  int64_t n_tokens = 0;
+  int64_t first_position = 0;
+  std::array<std::span<const int32_t>, kMaxKvGroups> block_tables{};
+  // Per group: no KV exists below this position (SWA bounded replay rebuilt the window from
+  // here), so attention reads start at it.
+  std::array<int64_t, kMaxKvGroups> min_position{};
+  // Per group: rows below this position are left as they are (prefix-cached rows that other
+  // sequences share); store_kv skips them.
+  std::array<int64_t, kMaxKvGroups> first_write{};
+};
+
+// A step as host plain data. The spans must stay valid until the queue's next sync().
+struct StepBatch {
+  std::span<const int32_t> tokens;             // [n_tokens], sequence after sequence
+  std::span<const StepSequence> sequences;
+  std::span<const int32_t> output_rows;        // batch rows whose hidden state becomes logits
+};
+
+// ---- The op table ----
+
+enum class RopePairing { kInterleaved, kHalf };  // (x[2i], x[2i+1]) or (x[i], x[i + n_rot/2])
+enum class Activation { kSilu, kGeluTanh };
+
+struct RopeParams {
+  int64_t n_heads = 0;
+  int64_t head_dim = 0;
+  int64_t n_rot = 0;  // rotated channels at the start of each head (== head_dim unless partial)
+  RopePairing pairing = RopePairing::kHalf;
+};
+
+struct AttentionParams {
+  int64_t n_head = 0;
+  int64_t n_head_kv = 0;  // heads share KV in groups of n_head / n_head_kv (GQA)
+  int64_t head_dim = 0;
+  float scale = 1.0f;     // multiplies q·k
+  int64_t window = 0;     // 0: full causal attention; else a query at p sees p - window + 1 .. p
+};
+
+// One output of matmul_group: y = x Wᵀ (+ bias).
+struct MatmulTarget {
+  const Matrix* w = nullptr;
+  Tensor y;             // [n_tokens, w->n_out]
+  Tensor bias;          // [1, w->n_out], or empty
+};
+
+// One output of grouped_matmul: rows [offsets[e], offsets[e + 1]) of x times experts[e].
+struct GroupedTarget {
+  std::span<const Matrix> experts;
+  Tensor y;             // [x.rows, experts[e].n_out]
+};
+
+enum class Op {
+  kUpload, kDownload, kEmbed, kMatmul, kRmsNorm, kRope, kGatedActivation, kAdd, kScale, kSoftCap,
+  kStoreKv, kAttention, kGatherOutputRows, kRouteTopK, kMoeDispatch, kMoeGather, kGroupedMatmul,
+  kMoeCombine,
+};
+std::string_view op_name(Op op);
+
+// What a model will enqueue: an op, the element type it reads (weights of kMatmul, KV of
+// kAttention and kStoreKv, else f32) and a variant (RopePairing or Activation as an int).
+struct OpUse {
+  Op op;
+  DType dtype = DType::kF32;
+  int variant = 0;
+};
+std::string describe(const OpUse& use);  // "rope (interleaved pairs)", "matmul of q4_K weights"
+
+class Queue {
+ public:
+  virtual ~Queue() = default;
+
+  // Host -> device (dst.bytes() bytes) and device -> host; a download's bytes are in `host`
+  // after sync().
+  virtual void upload(const void* host, const Tensor& dst) = 0;
+  virtual void download(const Tensor& src, void* host) = 0;
+
+  // The step the following ops belong to (tokens, positions, block tables, output rows).
+  virtual Status set_batch(const StepBatch& batch) = 0;
+
+  // out[t] = row tokens[t] of `table`, widened to f32. out: [n_tokens, table.n_in].
+  virtual void embed(const Matrix& table, const Tensor& out) = 0;
+  // y = x Wᵀ (+ bias): x [n, w.n_in], y [n, w.n_out]. A row's result never depends on the
+  // other rows (batch invariance).
+  virtual void matmul(const Matrix& w, const Tensor& x, const Tensor& y, const Tensor& bias) = 0;
+  // Several products of one x (q/k/v, gate/up); each output equals matmul's bit for bit.
+  virtual void matmul_group(std::span<const MatmulTarget> targets, const Tensor& x) = 0;
+  // out = x / rms(x) * w, row by row: x, out [rows, n] (in place allowed), w [1, n].
+  virtual void rms_norm(const Tensor& x, const Tensor& w, float eps, const Tensor& out) = 0;
+  // Rotary embedding in place at the batch's positions: x [n_tokens, n_heads * head_dim],
+  // inv_freq [1, n_rot / 2]; channel pairs of each head rotate by position * inv_freq[i].
+  virtual void rope(const Tensor& x, const RopeParams& params, const Tensor& inv_freq) = 0;
+  // gate = act(gate) * up, elementwise (same shapes).
+  virtual void gated_activation(Activation act, const Tensor& gate, const Tensor& up) = 0;
+  virtual void add(const Tensor& x, const Tensor& y) = 0;        // x += y
+  virtual void scale(const Tensor& x, float factor) = 0;         // x *= factor
+  virtual void soft_cap(const Tensor& x, float cap) = 0;         // x = cap tanh(x / cap), cap > 0
+  // Each batch token's K and V rows ([n_tokens, n_head_kv * head_dim] each) into its slot of
+  // layer `layer` of KV group `group`, converted to the group's element type.
+  virtual void store_kv(KvCache& kv, int group, int32_t layer, const Tensor& k, const Tensor& v) = 0;
+  // Causal attention of the batch's queries q [n_tokens, n_head * head_dim] (rotated, not
+  // scaled) against their sequences' KV of (group, layer): out [n_tokens, n_head * head_dim].
+  virtual void attention(const AttentionParams& params, const Tensor& q, const KvCache& kv, int group,
+                         int32_t layer, const Tensor& out) = 0;
+  // out[r] = x[output_rows[r]]: x [n_tokens, n], out [n_output_rows, n].
+  virtual void gather_output_rows(const Tensor& x, const Tensor& out) = 0;
+
+  // Mixture of experts, in four steps:
+  //   route_top_k   softmax over each row of logits [n, n_expert], the k best experts (ties:
+  //                 lower index) into ids [n, k] (i32) with their probabilities in weights
+  //                 [n, k], renormalised to sum 1 with `renormalize`;
+  //   moe_dispatch  the n * k (token, slot) pairs sorted by expert, stable: order [1, n * k]
+  //                 (i32, token * k + slot), offsets [1, n_expert + 1] (i32, each expert's
+  //                 first entry);
+  //   moe_gather    xs[i] = x[order[i] / k]: x [n, d], xs [n * k, d];
+  //   grouped_matmul, gated_activation, grouped_matmul over xs;
+  //   moe_combine   out[t] = sum of weights[slot] * ys[i] over token t's entries i, in
+  //                 expert order: ys [n * k, d], out [n, d].
+  virtual void route_top_k(const Tensor& logits, int64_t k, bool renormalize, const Tensor& ids,
+                           const Tensor& weights) = 0;
+  virtual void moe_dispatch(const Tensor& ids, int64_t n_expert, const Tensor& order, const Tensor& offsets) = 0;
+  virtual void moe_gather(const Tensor& x, const Tensor& order, int64_t k, const Tensor& xs) = 0;
+  virtual void grouped_matmul(std::span<const GroupedTarget> targets, const Tensor& offsets, const Tensor& x) = 0;
+  virtual void moe_combine(const Tensor& ys, const Tensor& order, const Tensor& weights, const Tensor& out) = 0;
+
+  // Waits for every op enqueued since the last sync and returns the first failure among them
+  // (out of memory, a failed launch); after a failure the queue is usable again.
+  virtual Status sync() = 0;
+};
+
+struct BackendOptions {
+  ThreadPool* pool = nullptr;  // CPU: the threads the kernels fan out over (required); borrowed
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string_view name() const = 0;   // "cpu", "cpu-reference", "cuda"
+  virtual std::string describe() const = 0;    // "cpu (avx512 kernels, 2 threads)"
+  virtual bool supports(const OpUse& use) const = 0;
+
+  // Device memory of `bytes` bytes (RESOURCE_EXHAUSTED when there is none left).
+  virtual Result<DeviceBuffer> allocate(size_t bytes) = 0;
+  virtual std::unique_ptr<WeightStore> new_weight_store() = 0;
+  // KV memory for groups with dtype, block size and n_blocks set; zero-filled.
+  virtual Result<std::unique_ptr<KvCache>> allocate_kv(std::vector<KvGroupSpec> groups) = 0;
+  virtual std::unique_ptr<Queue> new_queue() = 0;
+};
+
+// "cpu" (the default), "cpu-reference"; NOT_FOUND naming the backends this build has otherwise.
+Result<std::unique_ptr<Backend>> create_backend(std::string_view name, const BackendOptions& options);
+// The backends this build can create on this machine, the default first.
+std::vector<std::string> available_backends();
+
+// OK when `backend` supports every use; else UNIMPLEMENTED: "<what> needs <op>, which the <name>
+// backend does not have".
+Status require(const Backend& backend, std::span<const OpUse> uses, std::string_view what);
+
+}  // namespace deepinfer::backend

@@ -1,0 +1,441 @@
+#include "backend/cpu/cpu_backend.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+
+#include "backend/cpu/attention.h"
+#include "backend/cpu/ops.h"
+#include "backend/cpu/packed.h"
+#include "backend/cpu/quant.h"
+#include "core/check.h"
+#include "core/page_buffer.h"
+
+namespace deepinfer::cpu {
+
+namespace {
+
+using backend::Tensor;
+
+constexpr size_t kAlignment = 64;
+
+const WeightMatrix& matrix_of(const backend::Matrix& m) { return *static_cast<const WeightMatrix*>(m.handle); }
+const float* bias_of(const Tensor& t) { return t.empty() ? nullptr : t.f32(); }
+
+class CpuWeightStore final : public backend::WeightStore {
+ public:
+  explicit CpuWeightStore(KernelChoice choice) : choice_(choice) {}
+
+  Result<backend::Matrix> add_matrix(std::string_view name, DType dtype, const uint8_t* data, int64_t n_out,
+                                     int64_t n_in) override {
+    if (!quant_supported(dtype)) {
+      return unimplemented("tensor '" + std::string(name) + "' has type " + std::string(dtype_name(dtype)) +
+                           ", which the CPU backend does not support");
+    }
+    WeightMatrix m{dtype, data, n_out, n_in};
+    // The reference kernels read the stored rows; the fast ones the packed copy where one exists.
+    if (choice_ == KernelChoice::kFastest) packs_.pack(m);
+    matrices_.push_back(m);
+    return backend::Matrix{dtype, n_out, n_in, &matrices_.back()};
+  }
+
+  Result<Tensor> add_vector(std::span<const float> values) override {
+    std::vector<float>& v = vectors_.emplace_back(values.begin(), values.end());
+    vector_bytes_ += v.size() * sizeof(float);
+    return Tensor{v.data(), DType::kF32, 1, static_cast<int64_t>(v.size())};
+  }
+
+  size_t bytes() const override { return packs_.bytes() + vector_bytes_; }
+
+ private:
+  KernelChoice choice_;
+  PackedWeights packs_;
+  std::deque<WeightMatrix> matrices_;  // deque: Matrix handles point into it
+  std::deque<std::vector<float>> vectors_;
+  size_t vector_bytes_ = 0;
+};
+
+// One pool per group; a layer's K (and V) is n_blocks blocks of KvLayout, layer after layer.
+class CpuKvCache final : public backend::KvCache {
+ public:
+  struct Pool {
+    KvLayout layout;
+    std::vector<int32_t> slot_of_layer;  // model layer -> index in the group's layers, or -1
+    size_t layer_bytes = 0;              // one layer's K (or V)
+    PageBuffer k, v;                     // zero-filled (huge pages where the system has them)
+  };
+
+  static Result<std::unique_ptr<CpuKvCache>> create(std::vector<KvGroupSpec> groups) {
+    if (groups.empty() || groups.size() > static_cast<size_t>(backend::kMaxKvGroups)) {
+      return invalid_argument("a KV cache holds 1 to " + std::to_string(backend::kMaxKvGroups) + " groups, not " +
+                              std::to_string(groups.size()));
+    }
+    auto cache = std::unique_ptr<CpuKvCache>(new CpuKvCache());
+    for (const KvGroupSpec& g : groups) {
+      if (g.dtype != DType::kF32 && g.dtype != DType::kF16) {
+        return invalid_argument("KV group '" + g.name + "': the CPU backend stores f32 or f16, not " +
+                                std::string(dtype_name(g.dtype)));
+      }
+      if (g.tokens_per_row != 1) {
+        return unimplemented("KV group '" + g.name + "': the CPU backend has no compressed rows (" +
+                             std::to_string(g.tokens_per_row) + " tokens per row)");
+      }
+      if (g.block_size < 1 || g.n_blocks < 0 || g.n_head_kv < 1 || g.head_dim < 1) {
+        return invalid_argument("KV group '" + g.name + "' has a non-positive block size, pool or row shape");
+      }
+      Pool pool;
+      pool.layout = {g.rows_per_block(), g.n_head_kv, g.head_dim};
+      for (size_t i = 0; i < g.layers.size(); ++i) {
+        const int32_t layer = g.layers[i];
+        if (layer < 0) return invalid_argument("KV group '" + g.name + "' names a negative layer");
+        if (static_cast<size_t>(layer) >= pool.slot_of_layer.size()) pool.slot_of_layer.resize(layer + 1, -1);
+        if (pool.slot_of_layer[layer] >= 0) return invalid_argument("KV group '" + g.name + "' names a layer twice");
+        pool.slot_of_layer[layer] = static_cast<int32_t>(i);
+      }
+      pool.layer_bytes = static_cast<size_t>(g.n_blocks * pool.layout.block_elems()) * dtype_row_bytes(g.dtype, 1);
+      const size_t total = pool.layer_bytes * g.layers.size();
+      DI_ASSIGN_OR_RETURN(pool.k, PageBuffer::allocate(total));
+      DI_ASSIGN_OR_RETURN(pool.v, PageBuffer::allocate(total));
+      cache->bytes_ += 2 * total;
+      cache->pools_.push_back(std::move(pool));
+    }
+    cache->groups_ = std::move(groups);
+    return cache;
+  }
+
+  const std::vector<KvGroupSpec>& groups() const override { return groups_; }
+  size_t bytes() const override { return bytes_; }
+  std::string_view layout() const override { return "cpu-panels-1"; }
+
+  Status read_block(int group, int32_t block, std::span<uint8_t> out) const override {
+    DI_RETURN_IF_ERROR(check_block(group, block, out.size()));
+    copy_block(group, block, [&](uint8_t* pool_bytes, size_t n, size_t at) { std::memcpy(out.data() + at, pool_bytes, n); });
+    return {};
+  }
+
+  Status write_block(int group, int32_t block, std::span<const uint8_t> in) override {
+    DI_RETURN_IF_ERROR(check_block(group, block, in.size()));
+    copy_block(group, block, [&](uint8_t* pool_bytes, size_t n, size_t at) { std::memcpy(pool_bytes, in.data() + at, n); });
+    return {};
+  }
+
+  const Pool& pool(int group) const { return pools_[static_cast<size_t>(group)]; }
+  // Layer `layer`'s K and V pools in group `group`.
+  std::pair<uint8_t*, uint8_t*> layer_data(int group, int32_t layer) const {
+    const Pool& p = pool(group);
+    DI_ICHECK(layer >= 0 && static_cast<size_t>(layer) < p.slot_of_layer.size() && p.slot_of_layer[layer] >= 0);
+    const size_t at = static_cast<size_t>(p.slot_of_layer[layer]) * p.layer_bytes;
+    return {p.k.data() + at, p.v.data() + at};
+  }
+
+ private:
+  CpuKvCache() = default;
+
+  Status check_block(int group, int32_t block, size_t bytes) const {
+    if (group < 0 || static_cast<size_t>(group) >= groups_.size()) return invalid_argument("no KV group " + std::to_string(group));
+    const KvGroupSpec& g = groups_[static_cast<size_t>(group)];
+    if (block < 0 || block >= g.n_blocks) {
+      return invalid_argument("KV group '" + g.name + "' has no block " + std::to_string(block));
+    }
+    if (bytes != g.block_bytes()) {
+      return invalid_argument("a block of KV group '" + g.name + "' is " + std::to_string(g.block_bytes()) +
+                              " bytes, not " + std::to_string(bytes));
+    }
+    return {};
+  }
+
+  // fn(address in the pool, bytes, offset in the block's bytes) for each layer's K, then V.
+  template <typename Fn>
+  void copy_block(int group, int32_t block, Fn fn) const {
+    const Pool& p = pool(group);
+    const KvGroupSpec& g = groups_[static_cast<size_t>(group)];
+    const size_t n = static_cast<size_t>(p.layout.block_elems()) * dtype_row_bytes(g.dtype, 1);
+    size_t at = 0;
+    for (size_t i = 0; i < g.layers.size(); ++i) {
+      const size_t layer_at = i * p.layer_bytes + static_cast<size_t>(block) * n;
+      fn(p.k.data() + layer_at, n, at);
+      fn(p.v.data() + layer_at, n, at + n);
+      at += 2 * n;
+    }
+  }
+
+  std::vector<KvGroupSpec> groups_;
+  std::vector<Pool> pools_;
+  size_t bytes_ = 0;
+};
+
+const CpuKvCache& cpu_cache(const backend::KvCache& kv) { return static_cast<const CpuKvCache&>(kv); }
+
+class CpuQueue final : public backend::Queue {
+ public:
+  CpuQueue(ThreadPool& pool, KernelChoice choice) : pool_(pool), reference_(choice == KernelChoice::kReference) {}
+
+  void upload(const void* host, const Tensor& dst) override { std::memcpy(dst.data, host, dst.bytes()); }
+  void download(const Tensor& src, void* host) override { std::memcpy(host, src.data, src.bytes()); }
+
+  Status set_batch(const backend::StepBatch& batch) override {
+    const size_t n = batch.tokens.size();
+    positions_.resize(n);
+    token_seq_.resize(n);
+    size_t t = 0;
+    for (size_t s = 0; s < batch.sequences.size(); ++s) {
+      const backend::StepSequence& seq = batch.sequences[s];
+      if (seq.n_tokens < 0 || t + static_cast<size_t>(seq.n_tokens) > n) {
+        return invalid_argument("the batch's sequences hold more tokens than the batch");
+      }
+      for (int64_t i = 0; i < seq.n_tokens; ++i, ++t) {
+        positions_[t] = static_cast<int32_t>(seq.first_position + i);
+        token_seq_[t] = static_cast<int32_t>(s);
+      }
+    }
+    if (t != n) return invalid_argument("the batch's sequences hold fewer tokens than the batch");
+    for (int32_t row : batch.output_rows) {
+      if (row < 0 || static_cast<size_t>(row) >= n) return invalid_argument("an output row is outside the batch");
+    }
+    batch_ = batch;
+    seq_kv_.resize(batch.sequences.size());
+    return {};
+  }
+
+  void embed(const backend::Matrix& table, const Tensor& out) override {
+    DI_ICHECK(out.rows == static_cast<int64_t>(batch_.tokens.size()) && out.cols == table.n_in);
+    gather_rows(matrix_of(table), batch_.tokens, out.f32());
+  }
+
+  void matmul(const backend::Matrix& w, const Tensor& x, const Tensor& y, const Tensor& bias) override {
+    DI_ICHECK(x.cols == w.n_in && y.cols == w.n_out && x.rows == y.rows);
+    if (reference_) {
+      matmul_reference(matrix_of(w), x.f32(), x.rows, y.f32(), bias_of(bias), scratch_, pool_);
+    } else {
+      cpu::matmul(matrix_of(w), x.f32(), x.rows, y.f32(), bias_of(bias), scratch_, pool_);
+    }
+  }
+
+  void matmul_group(std::span<const backend::MatmulTarget> targets, const Tensor& x) override {
+    if (reference_) {
+      for (const backend::MatmulTarget& t : targets) matmul(*t.w, x, t.y, t.bias);
+      return;
+    }
+    outputs_.clear();
+    for (const backend::MatmulTarget& t : targets) {
+      DI_ICHECK(x.cols == t.w->n_in && t.y.cols == t.w->n_out && x.rows == t.y.rows);
+      outputs_.push_back({&matrix_of(*t.w), t.y.f32(), bias_of(t.bias)});
+    }
+    cpu::matmul_group(outputs_, x.f32(), x.rows, scratch_, pool_);
+  }
+
+  void rms_norm(const Tensor& x, const Tensor& w, float eps, const Tensor& out) override {
+    DI_ICHECK(w.n_elements() == x.cols && out.rows == x.rows && out.cols == x.cols);
+    cpu::rms_norm(x.f32(), w.f32(), eps, x.rows, x.cols, out.f32());
+  }
+
+  void rope(const Tensor& x, const backend::RopeParams& p, const Tensor& inv_freq) override {
+    DI_ICHECK(x.rows == static_cast<int64_t>(positions_.size()) && x.cols == p.n_heads * p.head_dim);
+    cpu::rope(x.f32(), x.rows, p.n_heads, p.head_dim, p.n_rot, positions_,
+              std::span<const float>(inv_freq.f32(), static_cast<size_t>(inv_freq.n_elements())),
+              p.pairing == backend::RopePairing::kInterleaved ? RotaryPairing::kInterleaved : RotaryPairing::kHalf);
+  }
+
+  void gated_activation(backend::Activation act, const Tensor& gate, const Tensor& up) override {
+    DI_ICHECK(gate.n_elements() == up.n_elements());
+    const bool silu = act == backend::Activation::kSilu;
+    if (reference_) {
+      (silu ? silu_mul_reference : gelu_tanh_mul_reference)(gate.f32(), up.f32(), gate.n_elements());
+    } else {
+      (silu ? silu_mul : gelu_tanh_mul)(gate.f32(), up.f32(), gate.n_elements());
+    }
+  }
+
+  void add(const Tensor& x, const Tensor& y) override {
+    DI_ICHECK(x.n_elements() == y.n_elements());
+    float* a = x.f32();
+    const float* b = y.f32();
+    for (int64_t i = 0; i < x.n_elements(); ++i) a[i] += b[i];
+  }
+
+  void scale(const Tensor& x, float factor) override {
+    float* a = x.f32();
+    for (int64_t i = 0; i < x.n_elements(); ++i) a[i] *= factor;
+  }
+
+  void soft_cap(const Tensor& x, float cap) override { cpu::soft_cap(x.f32(), x.n_elements(), cap); }
+
+  void store_kv(backend::KvCache& kv, int group, int32_t layer, const Tensor& k, const Tensor& v) override {
+    const CpuKvCache& cache = cpu_cache(kv);
+    const CpuKvCache::Pool& p = cache.pool(group);
+    const DType dtype = cache.groups()[static_cast<size_t>(group)].dtype;
+    const int64_t row_elems = p.layout.n_head_kv * p.layout.head_dim;
+    DI_ICHECK(k.cols == row_elems && v.cols == row_elems && k.rows == static_cast<int64_t>(positions_.size()));
+    const auto [k_pool, v_pool] = cache.layer_data(group, layer);
+    const int64_t bs = p.layout.block_size;
+    for (size_t t = 0; t < positions_.size(); ++t) {
+      const backend::StepSequence& seq = batch_.sequences[static_cast<size_t>(token_seq_[t])];
+      const int64_t pos = positions_[t];
+      if (pos < seq.first_write[static_cast<size_t>(group)]) continue;  // shared prefix rows stay
+      const auto& table = seq.block_tables[static_cast<size_t>(group)];
+      const int64_t row = static_cast<int64_t>(table[static_cast<size_t>(pos / bs)]) * bs + pos % bs;
+      cpu::store_kv(p.layout, dtype, row, k.f32() + static_cast<int64_t>(t) * row_elems,
+                    v.f32() + static_cast<int64_t>(t) * row_elems, k_pool, v_pool);
+    }
+  }
+
+  void attention(const backend::AttentionParams& a, const Tensor& q, const backend::KvCache& kv, int group,
+                 int32_t layer, const Tensor& out) override {
+    const CpuKvCache& cache = cpu_cache(kv);
+    const CpuKvCache::Pool& p = cache.pool(group);
+    const DType dtype = cache.groups()[static_cast<size_t>(group)].dtype;
+    DI_ICHECK(a.n_head_kv == p.layout.n_head_kv && a.head_dim == p.layout.head_dim);
+    DI_ICHECK(q.rows == static_cast<int64_t>(positions_.size()) && q.cols == a.n_head * a.head_dim);
+    const auto [k_pool, v_pool] = cache.layer_data(group, layer);
+    for (size_t s = 0; s < batch_.sequences.size(); ++s) {
+      const backend::StepSequence& seq = batch_.sequences[s];
+      seq_kv_[s] = {k_pool, v_pool, seq.block_tables[static_cast<size_t>(group)].data(), p.layout.block_size,
+                    seq.min_position[static_cast<size_t>(group)], dtype};
+    }
+    const AttentionShape shape{a.n_head, a.n_head_kv, a.head_dim, a.scale, a.window};
+    if (reference_) {
+      attention_reference(shape, q.f32(), q.rows, positions_, seq_kv_, token_seq_, out.f32(), pool_);
+    } else {
+      cpu::attention(shape, q.f32(), q.rows, positions_, seq_kv_, token_seq_, out.f32(), pool_);
+    }
+  }
+
+  void gather_output_rows(const Tensor& x, const Tensor& out) override {
+    DI_ICHECK(out.rows == static_cast<int64_t>(batch_.output_rows.size()) && out.cols == x.cols);
+    for (size_t r = 0; r < batch_.output_rows.size(); ++r) {
+      std::copy_n(x.f32() + static_cast<int64_t>(batch_.output_rows[r]) * x.cols, x.cols,
+                  out.f32() + static_cast<int64_t>(r) * x.cols);
+    }
+  }
+
+  void route_top_k(const Tensor& logits, int64_t k, bool renormalize, const Tensor& ids,
+                   const Tensor& weights) override {
+    DI_ICHECK(ids.rows == logits.rows && ids.cols == k && weights.rows == logits.rows && weights.cols == k);
+    for (int64_t t = 0; t < logits.rows; ++t) {
+      cpu::route_top_k(logits.f32() + t * logits.cols, logits.cols, k, renormalize, ids.i32() + t * k,
+                       weights.f32() + t * k);
+    }
+  }
+
+  void moe_dispatch(const Tensor& ids, int64_t n_expert, const Tensor& order, const Tensor& offsets) override {
+    const int64_t n = ids.n_elements();
+    DI_ICHECK(order.n_elements() == n && offsets.n_elements() == n_expert + 1);
+    int32_t* off = offsets.i32();
+    std::fill_n(off, n_expert + 1, 0);
+    for (int64_t i = 0; i < n; ++i) {
+      const int32_t e = ids.i32()[i];
+      DI_ICHECK(e >= 0 && e < n_expert);
+      ++off[e + 1];
+    }
+    for (int64_t e = 0; e < n_expert; ++e) off[e + 1] += off[e];
+    cursor_.assign(off, off + n_expert);
+    // Ascending (token, slot) within each expert: the order the experts' rows are summed in.
+    for (int64_t i = 0; i < n; ++i) order.i32()[cursor_[static_cast<size_t>(ids.i32()[i])]++] = static_cast<int32_t>(i);
+  }
+
+  void moe_gather(const Tensor& x, const Tensor& order, int64_t k, const Tensor& xs) override {
+    DI_ICHECK(xs.cols == x.cols && xs.rows == order.n_elements());
+    for (int64_t i = 0; i < xs.rows; ++i) {
+      std::copy_n(x.f32() + (order.i32()[i] / k) * x.cols, x.cols, xs.f32() + i * x.cols);
+    }
+  }
+
+  void grouped_matmul(std::span<const backend::GroupedTarget> targets, const Tensor& offsets,
+                      const Tensor& x) override {
+    DI_ICHECK(!targets.empty());
+    const int64_t n_expert = static_cast<int64_t>(targets[0].experts.size());
+    DI_ICHECK(offsets.n_elements() == n_expert + 1);
+    for (int64_t e = 0; e < n_expert; ++e) {
+      const int64_t begin = offsets.i32()[e], m = offsets.i32()[e + 1] - begin;
+      if (m == 0) continue;
+      group_.clear();
+      for (const backend::GroupedTarget& t : targets) {
+        group_.push_back({&t.experts[static_cast<size_t>(e)], t.y.view_rows(begin, m), Tensor{}});
+      }
+      matmul_group(group_, x.view_rows(begin, m));
+    }
+  }
+
+  void moe_combine(const Tensor& ys, const Tensor& order, const Tensor& weights, const Tensor& out) override {
+    DI_ICHECK(ys.cols == out.cols && ys.rows == order.n_elements() && weights.n_elements() == order.n_elements());
+    const int64_t k = weights.cols, d = out.cols;
+    std::fill_n(out.f32(), out.n_elements(), 0.0f);
+    for (int64_t i = 0; i < ys.rows; ++i) {
+      const int32_t slot = order.i32()[i];
+      float* o = out.f32() + (slot / k) * d;
+      const float* y = ys.f32() + i * d;
+      const float w = weights.f32()[slot];
+      for (int64_t j = 0; j < d; ++j) o[j] += w * y[j];
+    }
+  }
+
+  Status sync() override { return {}; }
+
+ private:
+  ThreadPool& pool_;
+  bool reference_;
+  QuantScratch scratch_;
+  backend::StepBatch batch_;
+  std::vector<int32_t> positions_, token_seq_;  // [n_tokens] of the current batch
+  std::vector<SequenceKv> seq_kv_;              // [sequences], rebuilt per attention call
+  std::vector<MatmulOutput> outputs_;
+  std::vector<backend::MatmulTarget> group_;
+  std::vector<int32_t> cursor_;
+};
+
+void release_aligned(void* data, size_t) { std::free(data); }
+
+class CpuBackend final : public backend::Backend {
+ public:
+  CpuBackend(ThreadPool& pool, KernelChoice choice) : pool_(pool), choice_(choice) {}
+
+  std::string_view name() const override { return choice_ == KernelChoice::kFastest ? "cpu" : "cpu-reference"; }
+  std::string describe() const override {
+    return std::string(name()) + " (" + (choice_ == KernelChoice::kFastest ? kernel_isa() : "scalar reference") +
+           " kernels, " + std::to_string(pool_.n_threads()) + " threads)";
+  }
+
+  bool supports(const backend::OpUse& use) const override {
+    switch (use.op) {
+      case backend::Op::kMatmul:
+      case backend::Op::kGroupedMatmul:
+      case backend::Op::kEmbed: return quant_supported(use.dtype);
+      case backend::Op::kAttention:
+      case backend::Op::kStoreKv: return use.dtype == DType::kF32 || use.dtype == DType::kF16;
+      case backend::Op::kRope: return use.variant == 0 || use.variant == 1;
+      case backend::Op::kGatedActivation: return use.variant == 0 || use.variant == 1;
+      default: return true;
+    }
+  }
+
+  Result<backend::DeviceBuffer> allocate(size_t bytes) override {
+    const size_t rounded = (std::max<size_t>(bytes, 1) + kAlignment - 1) / kAlignment * kAlignment;
+    void* p = std::aligned_alloc(kAlignment, rounded);
+    if (p == nullptr) return resource_exhausted("out of memory: could not allocate " + std::to_string(bytes) + " bytes");
+    return backend::DeviceBuffer(p, bytes, release_aligned);
+  }
+
+  std::unique_ptr<backend::WeightStore> new_weight_store() override {
+    return std::make_unique<CpuWeightStore>(choice_);
+  }
+
+  Result<std::unique_ptr<backend::KvCache>> allocate_kv(std::vector<KvGroupSpec> groups) override {
+    DI_ASSIGN_OR_RETURN(std::unique_ptr<CpuKvCache> cache, CpuKvCache::create(std::move(groups)));
+    return std::unique_ptr<backend::KvCache>(std::move(cache));
+  }
+
+  std::unique_ptr<backend::Queue> new_queue() override { return std::make_unique<CpuQueue>(pool_, choice_); }
+
+ private:
+  ThreadPool& pool_;
+  KernelChoice choice_;
+};
+
+}  // namespace
+
+std::unique_ptr<backend::Backend> make_cpu_backend(ThreadPool& pool, KernelChoice choice) {
+  return std::make_unique<CpuBackend>(pool, choice);
+}
+
+}  // namespace deepinfer::cpu

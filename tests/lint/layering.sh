@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# The backend seam holds: model and engine code reach a device only through backend/backend.h
+# (no CPU kernel header, no cpu:: call), and there is one forward pass (one BatchRunner).
+set -uo pipefail
+cd "$(dirname "$(realpath "${BASH_SOURCE[0]}")")/../.."
+status=0
+if grep -rn --include='*.h' --include='*.cpp' '#include "backend/cpu/' src/model src/engine src/kv; then
+  echo "layering: the lines above include a CPU kernel header outside src/backend" >&2
+  status=1
+fi
+if grep -rnE --include='*.h' --include='*.cpp' '\bcpu::' src/model src/engine src/kv; then
+  echo "layering: the lines above call the CPU backend directly instead of through backend.h" >&2
+  status=1
+fi
+# One forward pass per architecture family: the files that implement BatchRunner. A new family
+# (DeepSeek V4) adds its file here; a second copy of an existing pass does not belong.
+forward_passes="src/model/arch/decoder.cpp"
+found=$(grep -rlE --include='*.cpp' 'public BatchRunner\b' src/model | sort | tr '\n' ' ' | sed 's/ $//')
+if [[ $found != "$forward_passes" ]]; then
+  echo "layering: BatchRunner is implemented in '$found', expected '$forward_passes'" >&2
+  status=1
+fi
+((status == 0)) && echo "layering: ok"
+exit $status
