@@ -243,5 +243,72 @@ TEST(SlidingKvGroup, ShortSlidingPoolIsANormalFalseThatChangesNothing) {
   EXPECT_EQ(used(m, kSlidingGroup), 2);
 }
 
+// Groups with different block sizes (DeepSeek V4's compressed rows need larger blocks in
+// tokens): two prefix-cached groups of 4- and 8-token blocks and a sliding group of 4.
+KvCacheConfig mixed_groups(int64_t n_blocks) {
+  KvCacheConfig c = two_group_config(4, n_blocks, /*window=*/6, n_blocks, "model-a");
+  KvGroupSpec wide = c.groups[0];
+  wide.name = "wide";
+  wide.block_size = 8;
+  c.groups.push_back(wide);
+  return c;
+}
+
+TEST(MixedBlockSizes, HitsAreWholeBlocksOfEveryCachedGroup) {
+  KvCacheManager m(mixed_groups(32));
+  EXPECT_EQ(m.block_alignment(), 8);
+  EXPECT_EQ(m.max_window(), 6);
+  const std::vector<int32_t> prompt = iota_tokens(21);  // 5 blocks of 4, 2 of 8 (+ tails)
+  serve(m, 1, prompt);
+  PrefixHit hit = m.find_cached_prefix(prompt, "");
+  // The 4-token group has 16 tokens cached (the last token is never a hit), the 8-token group
+  // 16: both agree on 16, a multiple of 8.
+  EXPECT_EQ(hit.n_tokens, 16);
+  ASSERT_EQ(hit.blocks.size(), 3u);
+  EXPECT_EQ(hit.blocks[0].size(), 4u);
+  EXPECT_TRUE(hit.blocks[1].empty());  // sliding: never cached
+  EXPECT_EQ(hit.blocks[2].size(), 2u);
+  ASSERT_TRUE(m.allocate_slots(2, 21, &hit, /*n_computed=*/16));
+  EXPECT_EQ(m.block_table(2, 0).size(), 6u);
+  EXPECT_EQ(m.block_table(2, 2).size(), 3u);
+  EXPECT_EQ(m.block_table(2, 0)[3], hit.blocks[0][3]);
+  EXPECT_EQ(m.block_table(2, 2)[1], hit.blocks[2][1]);
+  const auto sliding = m.block_table(2, 1);
+  ASSERT_EQ(sliding.size(), 6u);
+  for (size_t b = 0; b < 4; ++b) EXPECT_EQ(sliding[b], kNoBlock) << b;
+  m.free(2);
+}
+
+TEST(MixedBlockSizes, AHitStopsWhereTheShorterGroupLostItsBlock) {
+  KvCacheManager m(mixed_groups(32));
+  const std::vector<int32_t> prompt = iota_tokens(40);
+  PrefixHit cold = m.find_cached_prefix(prompt, "");
+  ASSERT_TRUE(m.allocate_slots(1, 40, &cold));
+  // Only the first 20 tokens computed so far: the 4-token group publishes 5 blocks, the
+  // 8-token group 2 (its third block ends at 24).
+  m.cache_full_blocks(1, prompt, 20, "");
+  EXPECT_EQ(m.find_cached_prefix(prompt, "").n_tokens, 16);
+  m.cache_full_blocks(1, prompt, 40, "");
+  EXPECT_EQ(m.find_cached_prefix(prompt, "").n_tokens, 32);  // 39 tokens searchable: 4 blocks of 8
+  const KvCacheStats s = m.stats();
+  ASSERT_EQ(s.groups.size(), 3u);
+  EXPECT_EQ(s.groups[0].n_cached, 10);
+  EXPECT_EQ(s.groups[1].n_cached, 0);
+  EXPECT_EQ(s.groups[2].n_cached, 5);
+  EXPECT_EQ(s.groups[2].name, "wide");
+  m.free(1);
+}
+
+TEST(MixedBlockSizes, ConfigurationsThatCannotWorkAreRejected) {
+  KvCacheConfig c = mixed_groups(8);
+  c.groups[2].block_size = 6;  // not a multiple of 4
+  EXPECT_EQ(KvCacheManager::validate(c).code(), StatusCode::kInvalidArgument);
+  c = mixed_groups(8);
+  c.groups[1].window = 0;  // a sliding group without a window
+  EXPECT_EQ(KvCacheManager::validate(c).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(KvCacheManager::validate(KvCacheConfig{}).code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(KvCacheManager::validate(mixed_groups(8)).ok());
+}
+
 }  // namespace
 }  // namespace deepinfer::kv
