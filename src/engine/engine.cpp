@@ -159,6 +159,13 @@ class EngineImpl final : public Engine {
         if (tokenizer_->is_end_of_generation(id)) end_of_generation_.push_back(id);
       }
     }
+    // The groups' sizes are known before the first step: statistics show them from the start.
+    for (const KvGroupSpec& g : kv_->groups()) {
+      stats_.kv_groups.push_back({g.name, 0, g.n_blocks, 0, static_cast<int64_t>(g.block_bytes()) * g.n_blocks});
+      stats_.kv_blocks_total += g.n_blocks;
+    }
+    stats_.kv_block_size = config_.block_size;
+    stats_.kv_cache_bytes = static_cast<int64_t>(kv_->bytes());
     if (config_.async_scheduling) worker_ = std::make_unique<ForwardWorker>();
     thread_ = std::thread([this] { loop(); });
   }

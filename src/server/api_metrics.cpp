@@ -39,6 +39,14 @@ ApiMetrics::ApiMetrics(const Engine& engine)
   Gauge& kv_usage = registry_.gauge("deepinfer:kv_cache_usage_perc", "Fraction of KV cache blocks in use (0-1).");
   Gauge& kv_used = registry_.gauge("deepinfer:kv_cache_blocks_used", "KV cache blocks in use.");
   Gauge& kv_total = registry_.gauge("deepinfer:kv_cache_blocks_total", "KV cache blocks in all.");
+  GaugeFamily& group_used = registry_.gauge_family("deepinfer:kv_cache_group_blocks_used",
+                                                   "KV cache blocks in use, per layer group.", "group");
+  GaugeFamily& group_total = registry_.gauge_family("deepinfer:kv_cache_group_blocks_total",
+                                                    "KV cache blocks, per layer group.", "group");
+  GaugeFamily& group_bytes = registry_.gauge_family("deepinfer:kv_cache_group_bytes",
+                                                    "KV cache memory, per layer group.", "group");
+  Counter& failed_steps = registry_.counter("deepinfer:failed_steps_total",
+                                            "Forward passes the backend failed (their requests ended with an error).");
   Counter& queries = registry_.counter("deepinfer:prefix_cache_queries_total",
                                        "Prompt tokens looked up in the prefix cache.");
   Counter& hits = registry_.counter("deepinfer:prefix_cache_hits_total", "Prompt tokens found in the prefix cache.");
@@ -53,6 +61,11 @@ ApiMetrics::ApiMetrics(const Engine& engine)
     kv_usage.set(s.kv_usage);
     kv_used.set(static_cast<double>(s.kv_blocks_used));
     kv_total.set(static_cast<double>(s.kv_blocks_total));
+    for (const KvGroupUsage& g : s.kv_groups) {
+      group_used.with(g.name).set(static_cast<double>(g.blocks_used));
+      group_total.with(g.name).set(static_cast<double>(g.blocks_total));
+      group_bytes.with(g.name).set(static_cast<double>(g.bytes));
+    }
     std::lock_guard lock(mirror->mutex);
     auto add = [](Counter& c, int64_t now, int64_t& seen) {
       if (now > seen) c.inc(static_cast<double>(now - seen));
@@ -63,6 +76,7 @@ ApiMetrics::ApiMetrics(const Engine& engine)
     add(prompt, s.prompt_tokens, mirror->seen.prompt_tokens);
     add(generation, s.generation_tokens, mirror->seen.generation_tokens);
     add(preemptions, s.n_preemptions, mirror->seen.n_preemptions);
+    add(failed_steps, s.n_failed_steps, mirror->seen.n_failed_steps);
   });
 }
 

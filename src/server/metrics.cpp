@@ -10,12 +10,13 @@ namespace deepinfer::server {
 
 namespace {
 
-enum class Kind { kCounter, kGauge, kHistogram };
+enum class Kind { kCounter, kGauge, kHistogram, kGaugeFamily };
 
 const char* kind_name(Kind kind) {
   switch (kind) {
     case Kind::kCounter: return "counter";
-    case Kind::kGauge: return "gauge";
+    case Kind::kGauge:
+    case Kind::kGaugeFamily: return "gauge";
     case Kind::kHistogram: return "histogram";
   }
   return "untyped";
@@ -117,7 +118,24 @@ struct MetricsRegistry::Entry {
   std::unique_ptr<Counter> counter;
   std::unique_ptr<Gauge> gauge;
   std::unique_ptr<Histogram> histogram;
+  std::unique_ptr<GaugeFamily> family;
 };
+
+Gauge& GaugeFamily::with(const std::string& value) {
+  std::lock_guard lock(mutex_);
+  for (auto& [v, g] : children_) {
+    if (v == value) return *g;
+  }
+  children_.emplace_back(value, std::make_unique<Gauge>());
+  return *children_.back().second;
+}
+
+std::vector<std::pair<std::string, double>> GaugeFamily::values() const {
+  std::lock_guard lock(mutex_);
+  std::vector<std::pair<std::string, double>> out;
+  for (const auto& [v, g] : children_) out.emplace_back(v, g->value());
+  return out;
+}
 
 MetricsRegistry::MetricsRegistry() = default;
 MetricsRegistry::~MetricsRegistry() = default;
@@ -168,6 +186,14 @@ Histogram& MetricsRegistry::histogram(const std::string& name, const std::string
           }).histogram;
 }
 
+GaugeFamily& MetricsRegistry::gauge_family(const std::string& name, const std::string& help, const std::string& label) {
+  std::lock_guard lock(mutex_);
+  DI_ICHECK(valid_metric_name(label));
+  return *find_or_add(entries_, name, help, Kind::kGaugeFamily, [&](Entry& e) {
+            e.family = std::make_unique<GaugeFamily>(label);
+          }).family;
+}
+
 void MetricsRegistry::on_render(std::function<void()> refresh) {
   std::lock_guard lock(mutex_);
   refreshers_.push_back(std::move(refresh));
@@ -201,6 +227,25 @@ std::string MetricsRegistry::render() const {
         out += ' ';
         append_number(out, e->kind == Kind::kCounter ? e->counter->value() : e->gauge->value());
         out += '\n';
+        break;
+      case Kind::kGaugeFamily:
+        for (const auto& [value, number] : e->family->values()) {
+          out += e->name;
+          out += '{';
+          out += e->family->label();
+          out += "=\"";
+          for (char c : value) {  // label values escape backslash, quote and newline
+            if (c == '\\' || c == '"') out += '\\';
+            if (c == '\n') {
+              out += "\\n";
+              continue;
+            }
+            out += c;
+          }
+          out += "\"} ";
+          append_number(out, number);
+          out += '\n';
+        }
         break;
       case Kind::kHistogram: {
         const Histogram& h = *e->histogram;

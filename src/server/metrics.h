@@ -43,6 +43,22 @@ class Histogram {
   std::atomic<double> sum_{0.0};
 };
 
+// Gauges of one name told apart by one label (deepinfer:kv_cache_group_blocks_used{group="full"}).
+// Children are made on first use and live as long as the family.
+class GaugeFamily {
+ public:
+  explicit GaugeFamily(std::string label) : label_(std::move(label)) {}
+  Gauge& with(const std::string& value);
+  const std::string& label() const { return label_; }
+  // (label value, current value) in first-use order.
+  std::vector<std::pair<std::string, double>> values() const;
+
+ private:
+  std::string label_;
+  mutable std::mutex mutex_;
+  std::vector<std::pair<std::string, std::unique_ptr<Gauge>>> children_;
+};
+
 class MetricsRegistry {
  public:
   MetricsRegistry();
@@ -52,6 +68,7 @@ class MetricsRegistry {
   Counter& counter(const std::string& name, const std::string& help);
   Gauge& gauge(const std::string& name, const std::string& help);
   Histogram& histogram(const std::string& name, const std::string& help, std::vector<double> upper_bounds);
+  GaugeFamily& gauge_family(const std::string& name, const std::string& help, const std::string& label);
   // Called at the start of every render(), to refresh gauges from their sources.
   void on_render(std::function<void()> refresh);
   std::string render() const;

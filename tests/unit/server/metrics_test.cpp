@@ -123,5 +123,17 @@ TEST(Metrics, ConcurrentUpdatesSumCorrectly) {
   EXPECT_DOUBLE_EQ(h.sum(), kThreads / 2 * kPerThread * 0.25 + kThreads / 2 * kPerThread * 1.0);
 }
 
+TEST(Metrics, GaugeFamiliesRenderOneLabelledSamplePerValue) {
+  MetricsRegistry r;
+  GaugeFamily& f = r.gauge_family("kv_blocks", "Blocks per group.", "group");
+  f.with("full").set(3);
+  f.with("sli\"ding").set(1.5);
+  f.with("full").set(4);
+  EXPECT_EQ(&r.gauge_family("kv_blocks", "again", "group"), &f);
+  EXPECT_EQ(r.render(),
+            "# HELP kv_blocks Blocks per group.\n# TYPE kv_blocks gauge\n"
+            "kv_blocks{group=\"full\"} 4\nkv_blocks{group=\"sli\\\"ding\"} 1.5\n");
+}
+
 }  // namespace
 }  // namespace deepinfer::server
