@@ -147,7 +147,9 @@ TEST(Engine, PrefixHitAndPreemptionGiveTheColdTokens) {
   cfg.model_path = tiny("qwen2_gqa");
   cfg.threads = 1;
   cfg.block_size = 4;
-  cfg.kv_cache_tokens = 96;  // 24 blocks: eight 40-token requests cannot all fit
+  // 15 blocks: one 40-token request fits (10 blocks), no two do, so any overlap of the eight
+  // requests preempts (a larger cache left it to the timing of the submissions under load).
+  cfg.kv_cache_tokens = 60;
   auto engine = std::move(Engine::create(cfg)).value();
   auto prompts = random_prompts(8, model->config().n_vocab, 2);
   for (auto& p : prompts) p.resize(24, 7);
