@@ -143,6 +143,38 @@ TEST_F(DefaultModel, GenerateRunsABatchInInputOrder) {
   EXPECT_NE(o.err.find("line 2"), std::string::npos) << o.err;
 }
 
+// The default model's chat template (with its default system message), several turns, /reset
+// and /exit, lines from a file as from a pipe. --stats reports each prompt's size: the second
+// turn's prompt holds the first turn (longer, and its blocks come from the prefix cache), the
+// one after /reset does not.
+TEST_F(DefaultModel, ChatHoldsAConversationFromStdin) {
+  const std::string in = ::testing::TempDir() + "/deepinfer_chat_in.txt";
+  {
+    std::ofstream f(in);
+    f << "What is the capital of Germany?\n\nAnd what did I just ask you?\n/reset\nWhat is 2 plus 2?\n/exit\n"
+      << "this line is never read\n";
+  }
+  Outcome o = run("chat --temp 0 -n 24 --threads 2 --stats < " + in);
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  EXPECT_NE(o.out.find("Berlin"), std::string::npos) << o.out;
+  EXPECT_EQ(o.out.find("> "), std::string::npos) << "no prompt when stdin is not a terminal: " << o.out;
+  struct Turn {
+    int prompt, cached, reply;
+  };
+  std::vector<Turn> turns;
+  const std::regex stats(R"(prompt: (\d+) tokens \((\d+) cached\) \| reply: (\d+) tokens)");
+  for (std::sregex_iterator it(o.err.begin(), o.err.end(), stats), end; it != end; ++it) {
+    turns.push_back({std::stoi((*it)[1]), std::stoi((*it)[2]), std::stoi((*it)[3])});
+  }
+  ASSERT_EQ(turns.size(), 3u) << o.err;  // the empty line is skipped, nothing after /exit runs
+  for (const Turn& t : turns) EXPECT_GT(t.reply, 0);
+  EXPECT_GT(turns[1].prompt, turns[0].prompt + turns[0].reply / 2) << o.err;
+  EXPECT_GE(turns[1].cached, turns[0].prompt / 16 * 16) << "turn 2 starts with turn 1's prompt: " << o.err;
+  EXPECT_LT(turns[2].prompt, turns[1].prompt) << "/reset forgets: " << o.err;
+  EXPECT_LT(turns[2].cached, turns[0].prompt) << o.err;
+  EXPECT_NE(o.err.find("forgotten"), std::string::npos) << o.err;
+}
+
 TEST_F(DefaultModel, BenchModelGoesThroughTheEngine) {
   Outcome o = run("bench model --prompt 32 --gen 4 --reps 1 --threads 2");
   ASSERT_EQ(o.exit_code, 0) << o.err;
@@ -217,7 +249,7 @@ TEST(Cli, RunTakesTextForAHuggingFaceDirectory) {
 // before loading anything.
 TEST(Cli, EngineFlagsAreTheSameInEveryCommand) {
   for (const std::string command :
-       {"run -p hi", "score --tokens 1,2 --json", "generate --input x.jsonl", "serve", "bench model"}) {
+       {"run -p hi", "chat", "score --tokens 1,2 --json", "generate --input x.jsonl", "serve", "bench model"}) {
     for (const std::string flag : {"--threads -1", "--max-num-seqs 0", "--max-num-batched-tokens 0",
                                    "--kv-cache-tokens -5", "--block-size 0", "--kv-cache-dtype q8"}) {
       Outcome o = run(command + " " + flag);
