@@ -71,6 +71,11 @@ struct GenerationRequest {
   bool detokenize = true;               // events carry text (needed for stop strings)
   std::string cache_salt;               // requests with different salts never share KV
   int32_t priority = 0;                 // smaller first, with priority_scheduling
+  // The first event of each sequence carries the raw logits at the prompt's last position (the
+  // row its first token is drawn from) in TokenEvent::last_prompt_logits: for callers that need
+  // the whole distribution, such as `deepinfer score --logits-last`. Costs one copy of n_vocab
+  // floats per sequence.
+  bool return_last_prompt_logits = false;
 };
 
 // kError: the backend failed the step that computed the sequence (out of memory, a kernel
@@ -104,6 +109,7 @@ struct TokenEvent {
   int64_t n_cached_prompt_tokens = 0;    // prompt tokens served from the prefix cache
   double queue_seconds = 0.0;            // submission to first scheduling
   double first_token_seconds = 0.0;      // submission to this first event (time to first token)
+  std::vector<float> last_prompt_logits;  // [n_vocab] with return_last_prompt_logits, when it has a token
 };
 
 enum class WaitStatus { kEvent, kTimeout, kEnd };

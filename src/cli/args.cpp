@@ -20,7 +20,7 @@ Result<Args> Args::parse(const std::vector<std::string>& argv, const FlagSpec& s
     if (auto it = spec.aliases.find(arg); it != spec.aliases.end()) arg = it->second;
     if (spec.switches.count(arg)) {
       if (inline_value) return invalid_argument("flag " + arg + " takes no value");
-      args.values_[arg] = "1";
+      args.values_[arg] = std::string(1, '1');  // not = "1": GCC 12 warns (-Wrestrict, a false positive)
     } else if (spec.with_value.count(arg)) {
       if (inline_value) {
         args.values_[arg] = *inline_value;

@@ -12,11 +12,12 @@
 #include "cli/args.h"
 #include "cli/chat_prompt.h"
 #include "cli/commands.h"
+#include "cli/engine_flags.h"
 #include "cli/loading.h"
 #include "deepinfer/engine.h"
-#include "model/catalog.h"
-#include "model/loader/tensor_source.h"
+#include "engine/create_engine.h"
 #include "tokenizer/tokenizer.h"
+#include "tokenizer/tokenizer_loading.h"
 
 namespace deepinfer::cli {
 
@@ -26,24 +27,18 @@ using Clock = std::chrono::steady_clock;
 
 const char* kGenerateUsage = R"(usage: deepinfer generate [-m MODEL] --input FILE [--output FILE] [options]
   Each input line is a JSON object with "prompt" (text), "prompt_token_ids" ([ids]) or "messages"
-  ([{"role": "system"|"user", "content": "..."}], one user turn, the model's chat format), and
-  optional parameters: "max_tokens" (16), "n" (1), "temperature" (1.0), "top_p", "top_k",
-  "min_p", "presence_penalty", "frequency_penalty", "repetition_penalty", "logit_bias"
-  ({"id": bias}), "seed", "stop" (string or list), "stop_token_ids", "include_stop_str_in_output",
-  "min_tokens", "ignore_eos", "logprobs" (true or a count of top tokens), "top_logprobs",
-  "prompt_logprobs" (a count), "cache_salt", "priority". All requests run concurrently through
-  the engine; results are written one JSON object per line, in input order.
+  ([{"role": "system"|"user"|"assistant", "content": "..."}], ending with a user turn, rendered
+  in the model's chat format), and optional parameters: "max_tokens" (16), "n" (1),
+  "temperature" (1.0), "top_p", "top_k", "min_p", "presence_penalty", "frequency_penalty",
+  "repetition_penalty", "logit_bias" ({"id": bias}), "seed", "stop" (string or list),
+  "stop_token_ids", "include_stop_str_in_output", "min_tokens", "ignore_eos", "logprobs" (true or
+  a count of top tokens), "top_logprobs", "prompt_logprobs" (a count), "cache_salt", "priority".
+  All requests run concurrently through the engine; results are written one JSON object per
+  line, in input order.
   --output FILE              results (default: stdout)
-  --threads N                CPU threads (default: all cores)
-  --max-num-seqs N           requests decoded together (default 64)
-  --max-num-batched-tokens N tokens per engine step (default 2048)
-  --kv-cache-tokens N        KV capacity in tokens (default: 16 contexts or 1 GiB)
-  --no-prefix-caching        turn the prefix cache off
-  --batch-invariant          outputs do not depend on the batch (with "seed": reproducible)
-  --no-async-scheduling      do the engine's bookkeeping between steps, not during them
-  --no-swa-replay            sliding-window models (Gemma 3) take no prefix hit: cold recompute
-  --kv-cache-dtype T         KV cache elements: f16 (default, half the memory) or f32
 )";
+
+std::string usage() { return kGenerateUsage + engine_flags_usage(); }
 
 const char* finish_name(FinishReason r) {
   switch (r) {
@@ -56,26 +51,27 @@ const char* finish_name(FinishReason r) {
   return "none";
 }
 
-Result<std::vector<int32_t>> render_messages(const nlohmann::json& messages, const Tokenizer& tokenizer,
+Result<std::vector<int32_t>> render_messages(const nlohmann::json& messages, const ChatRenderer& renderer,
                                              const std::string& where) {
   if (!messages.is_array() || messages.empty()) return invalid_argument(where + "\"messages\" must be a non-empty array");
-  std::string system, user;
-  bool has_user = false;
+  std::vector<recipe::Message> turns;
   for (const nlohmann::json& m : messages) {
     const std::string role = m.at("role").get<std::string>();
-    const std::string content = m.at("content").get<std::string>();
-    if (role == "system" && !has_user && system.empty()) {
-      system = content;
-    } else if (role == "user" && !has_user) {
-      user = content;
-      has_user = true;
+    std::string content = m.at("content").get<std::string>();
+    if (role == "system") {
+      turns.push_back(recipe::Message::system(std::move(content)));
+    } else if (role == "user") {
+      turns.push_back(recipe::Message::user(std::move(content)));
+    } else if (role == "assistant") {
+      turns.push_back(recipe::Message::assistant(std::move(content)));
     } else {
-      return invalid_argument(where + "generate renders one optional system message and one user message; got a '" +
-                              role + "' message in another place (use the server for conversations)");
+      return invalid_argument(where + "generate renders system, user and assistant messages; got a '" + role +
+                              "' message (use the server for tools)");
     }
   }
-  if (!has_user) return invalid_argument(where + "\"messages\" holds no user message");
-  return render_chat_prompt(tokenizer, system, user);
+  auto ids = renderer.render(turns);
+  if (!ids.ok()) return invalid_argument(where + ids.status().message());
+  return ids;
 }
 
 Status parse_sampling(const nlohmann::json& j, GenerationRequest* r) {
@@ -120,7 +116,9 @@ Status parse_sampling(const nlohmann::json& j, GenerationRequest* r) {
   return {};
 }
 
-Result<GenerationRequest> parse_request(const nlohmann::json& j, const Tokenizer* tokenizer, size_t line) {
+// `renderer` null: the model has no tokenizer, so no chat rendering either.
+Result<GenerationRequest> parse_request(const nlohmann::json& j, const Tokenizer* tokenizer,
+                                        const ChatRenderer* renderer, size_t line) {
   const std::string where = "input line " + std::to_string(line) + ": ";
   if (!j.is_object()) return invalid_argument(where + "expected a JSON object");
   GenerationRequest r;
@@ -130,7 +128,7 @@ Result<GenerationRequest> parse_request(const nlohmann::json& j, const Tokenizer
     } else if (j.contains("prompt") || j.contains("messages")) {
       if (!tokenizer) return invalid_argument(where + "the model has no tokenizer; give prompt_token_ids");
       if (j.contains("messages")) {
-        DI_ASSIGN_OR_RETURN(r.prompt, render_messages(j.at("messages"), *tokenizer, where));
+        DI_ASSIGN_OR_RETURN(r.prompt, render_messages(j.at("messages"), *renderer, where));
       } else {
         EncodeOptions options;
         options.add_bos = tokenizer->add_bos_by_default();
@@ -210,74 +208,52 @@ class Progress {
 
 int generate_command(const std::vector<std::string>& argv) {
   FlagSpec spec;
-  spec.with_value = {"--model", "--input", "--output", "--threads", "--max-num-seqs", "--max-num-batched-tokens",
-                     "--kv-cache-tokens", "--kv-cache-dtype"};
-  spec.switches = {"--no-prefix-caching", "--batch-invariant", "--no-async-scheduling", "--no-swa-replay", "--help"};
-  spec.aliases = {{"-m", "--model"}, {"-i", "--input"}, {"-o", "--output"}, {"-t", "--threads"}, {"-h", "--help"}};
+  spec.with_value = {"--input", "--output"};
+  spec.switches = {"--help"};
+  spec.aliases = {{"-i", "--input"}, {"-o", "--output"}, {"-h", "--help"}};
+  add_engine_flags(spec);
   auto parsed = Args::parse(argv, spec);
-  if (!parsed.ok()) return fail(parsed.status().message() + "\n" + kGenerateUsage, 2);
+  if (!parsed.ok()) return fail(parsed.status().message() + "\n" + usage(), 2);
   const Args& args = *parsed;
   if (args.has("--help")) {
-    std::fputs(kGenerateUsage, stdout);
+    std::fputs(usage().c_str(), stdout);
     return 0;
   }
-  if (!args.has("--input")) return fail(std::string("--input is required\n") + kGenerateUsage, 2);
-  auto threads = args.get_int("--threads", 0);
-  auto seqs = args.get_int("--max-num-seqs", 64);
-  auto batched = args.get_int("--max-num-batched-tokens", 2048);
-  auto kv_tokens = args.get_int("--kv-cache-tokens", 0);
-  auto kv_dtype = parse_kv_cache_dtype(args.get("--kv-cache-dtype"));
-  for (const Status& s : {threads.status(), seqs.status(), batched.status(), kv_tokens.status(), kv_dtype.status()}) {
-    if (!s.ok()) return fail(s.message(), 2);
-  }
-
-  auto path = resolve_model_path(args.get("--model").value_or(std::string(kDefaultModelName)));
+  if (!args.has("--input")) return fail("--input is required\n" + usage(), 2);
+  auto config = parse_engine_flags(args);
+  if (!config.ok()) return fail(config.status().message(), 2);
+  auto path = resolve_model_flag(args);
   if (!path.ok()) return fail(path.status().message());
-  // The prompt side of the tokenizer (the engine has its own for the text of the outputs).
-  std::unique_ptr<Tokenizer> tokenizer;
-  {
-    auto source = open_tensor_source(*path);
-    if (!source.ok()) return fail(source.status().message());
-    if ((*source)->metadata().has("tokenizer.ggml.tokens")) {
-      auto tok = Tokenizer::from_metadata((*source)->metadata());
-      if (!tok.ok()) return fail(*path + ": " + tok.status().message());
-      tokenizer = std::move(tok).value();
-    }
-  }
+  config->model_path = *path;
 
   std::ifstream in(*args.get("--input"));
   if (!in) return fail("cannot read input file '" + *args.get("--input") + "'");
+  // The tokenizer (for the prompts, and the engine's text) before the requests are read; the
+  // weights load once they all parsed.
+  auto tokenizer = load_tokenizer(*path, TokenizerPresence::kOptional);
+  if (!tokenizer.ok()) return fail(tokenizer.status().message());
+  std::optional<ChatRenderer> renderer;
+  if (*tokenizer) renderer.emplace(*tokenizer);
   std::vector<GenerationRequest> requests;
   std::string line;
   for (size_t n = 1; std::getline(in, line); ++n) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
     if (j.is_discarded()) return fail("input line " + std::to_string(n) + " is not valid JSON", 2);
-    auto r = parse_request(j, tokenizer.get(), n);
+    auto r = parse_request(j, tokenizer->get(), renderer ? &*renderer : nullptr, n);
     if (!r.ok()) return fail(r.status().message(), 2);
     requests.push_back(std::move(r).value());
   }
   if (requests.empty()) return fail("the input file holds no requests", 2);
 
-  EngineConfig config;
-  config.model_path = *path;
-  config.threads = static_cast<int32_t>(*threads);
-  config.max_num_seqs = static_cast<int32_t>(*seqs);
-  config.max_num_batched_tokens = *batched;
-  config.kv_cache_tokens = *kv_tokens;
-  config.kv_cache_dtype = *kv_dtype;
-  config.enable_prefix_caching = !args.has("--no-prefix-caching");
-  config.batch_invariant = args.has("--batch-invariant");
-  config.async_scheduling = !args.has("--no-async-scheduling");
-  config.swa_replay = !args.has("--no-swa-replay");
-  auto engine = Engine::create(config);
+  auto engine = create_engine(*config, *tokenizer);
   if (!engine.ok()) return fail(engine.status().message());
 
   const auto start = Clock::now();
   std::vector<std::shared_ptr<RequestHandle>> handles;
   for (size_t i = 0; i < requests.size(); ++i) {
     auto h = (*engine)->submit(requests[i]);
-    if (!h.ok()) return fail("request " + std::to_string(i + 1) + ": " + h.status().message(), 2);
+    if (!h.ok()) return fail("request " + std::to_string(i + 1) + ": " + h.status().message(), submit_exit_code(h.status()));
     handles.push_back(std::move(h).value());
   }
   std::ofstream out_file;
@@ -329,7 +305,7 @@ int generate_command(const std::vector<std::string>& argv) {
     r["cached_prompt_tokens"] = cached;
     // The first output's fields at the top level; every output (n > 1) under "outputs".
     r["generated_token_ids"] = s0.ids;
-    if (tokenizer) r["text"] = s0.text;
+    if (*tokenizer) r["text"] = s0.text;
     r["finish_reason"] = outputs[0]["finish_reason"];
     r["stop_reason"] = outputs[0]["stop_reason"];
     if (outputs[0].contains("error")) r["error"] = outputs[0]["error"];

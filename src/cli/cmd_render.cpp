@@ -14,11 +14,11 @@
 #include "cli/commands.h"
 #include "core/thread_pool.h"
 #include "model/catalog.h"
-#include "model/loader/gguf.h"
 #include "recipe/chat_template.h"
 #include "recipe/dsv4_encoding.h"
 #include "recipe/respond.h"
 #include "tokenizer/tokenizer.h"
+#include "tokenizer/tokenizer_loading.h"
 
 namespace deepinfer::cli {
 namespace {
@@ -44,23 +44,12 @@ const char* kUsage =
                       "total_ms"} (best of --repeat R runs, loading excluded) instead
 )";
 
-// A tokenizer from a tokenizer.json, a directory with one, or a GGUF file's metadata.
-Result<std::unique_ptr<Tokenizer>> open_tokenizer(const std::string& path) {
-  namespace fs = std::filesystem;
-  if (fs::is_directory(path)) return Tokenizer::from_hf_dir(path);
-  if (path.ends_with(".json")) return Tokenizer::from_tokenizer_json(path);
-  DI_ASSIGN_OR_RETURN(auto source, open_gguf(path));
-  auto tok = Tokenizer::from_metadata(source->metadata());
-  if (!tok.ok()) return Status(tok.status().code(), path + ": " + tok.status().message());
-  return tok;
-}
-
-Result<std::unique_ptr<Tokenizer>> deepseek_tokenizer() {
+Result<std::shared_ptr<const Tokenizer>> deepseek_tokenizer() {
   const std::string dir = model_cache_dir() + "/deepseek-v4-tokenizer";
   if (!std::filesystem::exists(dir + "/tokenizer.json")) {
     return not_found(dir + "/tokenizer.json is missing: run scripts/fetch-deepseek-tokenizer");
   }
-  return Tokenizer::from_hf_dir(dir);
+  return load_tokenizer(dir, TokenizerPresence::kRequired);
 }
 
 struct Rendered {
@@ -239,11 +228,11 @@ int render_command(const std::vector<std::string>& argv) {
   if (*repeat < 1) return fail("--repeat must be >= 1", 2);
   const bool with_ids = args.has("--tokens") || args.has("--stats") || args.has("--jsonl");
 
-  std::unique_ptr<Tokenizer> tok;
+  std::shared_ptr<const Tokenizer> tok;
   if (auto model = args.get("--model")) {
     auto path = resolve_model_path(*model);
     if (!path.ok()) return fail(path.status().message());
-    auto opened = open_tokenizer(*path);
+    auto opened = load_tokenizer(*path, TokenizerPresence::kRequired);
     if (!opened.ok()) return fail(opened.status().message());
     tok = std::move(opened).value();
   } else if (with_ids) {

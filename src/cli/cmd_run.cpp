@@ -1,186 +1,162 @@
-// deepinfer run: one prompt, tokens streamed to stdout, speeds to stderr (or one JSON object).
+// deepinfer run: one prompt through the engine, tokens streamed to stdout, speeds to stderr (or
+// one JSON object).
 #include <chrono>
 #include <cstdio>
 #include <iostream>
-#include <limits>
 
 #include <nlohmann/json.hpp>
 
 #include "cli/args.h"
 #include "cli/chat_prompt.h"
 #include "cli/commands.h"
+#include "cli/engine_flags.h"
 #include "cli/loading.h"
-#include "engine/sampler.h"
+#include "cli/sampling_flags.h"
 
 namespace deepinfer::cli {
 
 namespace {
 
 const char* kRunUsage = R"(usage: deepinfer run [-m MODEL] (-p TEXT | --prompt-tokens 1,2,3) [options]
-  -m, --model MODEL      GGUF file, Hugging Face directory or known name (default: smollm2-135m-instruct)
   -p, --prompt TEXT      prompt text
   --prompt-tokens IDS    prompt as comma-separated token ids instead of text
-  --chat                 wrap the prompt in the model's chat turns
+  --chat                 wrap the prompt in the model's chat turns (its chat template)
   --system TEXT          system message for --chat
-  -n, --max-tokens N     tokens to generate (default 256)
-  --temp T               temperature, 0 = greedy (default 0.8)
-  --top-k K              (default 40)    --top-p P (default 0.95)    --min-p P (default 0.05)
-  --seed S               random seed
-  --threads N            CPU threads (default: all cores)
-  --ctx N                context size (default: min(model's, 4096))
-  --ignore-eos           keep generating past end-of-generation tokens
   --json                 print one JSON object instead of streaming text
-  --kv-cache-dtype T     KV cache elements: f16 (default, half the memory) or f32
 )";
 
+std::string usage() { return std::string(kRunUsage) + kSamplingFlagsUsage + engine_flags_usage(); }
+
 using Clock = std::chrono::steady_clock;
-double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
+
+double ms_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+const char* finish_name(FinishReason r) {
+  switch (r) {
+    case FinishReason::kStop: return "stop";
+    case FinishReason::kLength: return "length";
+    case FinishReason::kCancelled: return "cancelled";
+    case FinishReason::kNone: break;
+  }
+  return "none";
+}
+
+// The prompt's ids: given, or the text encoded (in chat turns with --chat). Exit code 2 on error.
+Result<std::vector<int32_t>> prompt_ids(const Args& args, const LoadedEngine& loaded, const std::string& path) {
+  if (auto ids = args.get("--prompt-tokens")) return parse_token_list(*ids, "--prompt-tokens");
+  if (!loaded.tokenizer) return invalid_argument(path + " carries no tokenizer; pass --prompt-tokens");
+  const std::string text = *args.get("--prompt");
+  if (!args.has("--chat")) {
+    return loaded.tokenizer->encode(text, {.add_bos = loaded.tokenizer->add_bos_by_default()});
+  }
+  const ChatRenderer renderer(loaded.tokenizer);
+  std::vector<recipe::Message> messages;
+  if (auto system = args.get("--system"); system && !system->empty()) messages.push_back(recipe::Message::system(*system));
+  messages.push_back(recipe::Message::user(text));
+  auto ids = renderer.render(messages);
+  if (!ids.ok()) return invalid_argument(path + ": --chat: " + ids.status().message());
+  return ids;
+}
 
 }  // namespace
 
 int run_command(const std::vector<std::string>& argv) {
   FlagSpec spec;
-  spec.with_value = {"--model", "--prompt", "--prompt-tokens", "--system", "--max-tokens", "--temp", "--top-k",
-                     "--top-p", "--min-p", "--seed", "--threads", "--ctx", "--kv-cache-dtype"};
-  spec.switches = {"--chat", "--json", "--ignore-eos", "--help"};
-  spec.aliases = {{"-m", "--model"}, {"-p", "--prompt"}, {"-n", "--max-tokens"}, {"-t", "--threads"},
-                  {"-h", "--help"}, {"--temperature", "--temp"}};
+  spec.with_value = {"--prompt", "--prompt-tokens", "--system"};
+  spec.switches = {"--chat", "--json", "--help"};
+  spec.aliases = {{"-p", "--prompt"}, {"-h", "--help"}};
+  add_sampling_flags(spec);
+  add_engine_flags(spec);
   auto parsed = Args::parse(argv, spec);
-  if (!parsed.ok()) return fail(parsed.status().message() + "\n" + kRunUsage, 2);
+  if (!parsed.ok()) return fail(parsed.status().message() + "\n" + usage(), 2);
   const Args& args = *parsed;
   if (args.has("--help")) {
-    std::fputs(kRunUsage, stdout);
+    std::fputs(usage().c_str(), stdout);
     return 0;
   }
   if (args.has("--prompt") == args.has("--prompt-tokens")) {
-    return fail(std::string("give exactly one of -p TEXT or --prompt-tokens IDS\n") + kRunUsage, 2);
+    return fail("give exactly one of -p TEXT or --prompt-tokens IDS\n" + usage(), 2);
   }
-  auto n_predict = args.get_int("--max-tokens", 256);
-  auto threads = args.get_int("--threads", ThreadPool::default_threads());
-  auto ctx_arg = args.get_int("--ctx", 0);
-  auto temp = args.get_float("--temp", 0.8);
-  auto top_k = args.get_int("--top-k", 40);
-  auto top_p = args.get_float("--top-p", 0.95);
-  auto min_p = args.get_float("--min-p", 0.05);
-  auto seed = args.get_int("--seed", -1);
-  for (const Status& s : {n_predict.status(), threads.status(), ctx_arg.status(), temp.status(), top_k.status(),
-                          top_p.status(), min_p.status(), seed.status()}) {
-    if (!s.ok()) return fail(s.message(), 2);
-  }
-  if (*n_predict < 0) return fail("-n must be >= 0", 2);
-  if (*threads < 1 || *threads > 1024) return fail("--threads must be between 1 and 1024", 2);
+  auto sampling = parse_sampling_flags(args);
+  if (!sampling.ok()) return fail(sampling.status().message(), 2);
+  auto config = parse_engine_flags(args);
+  if (!config.ok()) return fail(config.status().message(), 2);
+  auto path = resolve_model_flag(args);
+  if (!path.ok()) return fail(path.status().message());
+  config->model_path = *path;
 
-  SamplingParams sampling;
-  sampling.temperature = static_cast<float>(*temp);
-  sampling.top_k = static_cast<int32_t>(*top_k);
-  sampling.top_p = static_cast<float>(*top_p);
-  sampling.min_p = static_cast<float>(*min_p);
-  if (*seed >= 0) sampling.seed = static_cast<uint64_t>(*seed);
-  // Checked before the model loads so a bad flag fails fast; no logit_bias here, so the
-  // vocabulary size does not matter yet.
-  if (Status valid = Sampler::validate(sampling, std::numeric_limits<int32_t>::max()); !valid.ok()) {
-    return fail(valid.message(), 2);
-  }
-
-  auto loaded = load_model(args.get("--model"), static_cast<int>(*threads));
+  auto loaded = load_engine(*config);
   if (!loaded.ok()) return fail(loaded.status().message());
-  const Model& model = *loaded->model;
-  auto sampler = Sampler::create(sampling, model.config().n_vocab, {});
-  if (!sampler.ok()) return fail(sampler.status().message(), 2);
-  const Tokenizer* tokenizer = loaded->tokenizer.get();
+  auto prompt = prompt_ids(args, *loaded, *path);
+  if (!prompt.ok()) return fail(prompt.status().message(), 2);
 
-  std::vector<int32_t> prompt;
-  if (auto ids = args.get("--prompt-tokens")) {
-    auto parsed_ids = parse_token_list(*ids, "--prompt-tokens");
-    if (!parsed_ids.ok()) return fail(parsed_ids.status().message(), 2);
-    prompt = std::move(parsed_ids).value();
-  } else {
-    if (tokenizer == nullptr) return fail(loaded->path + " carries no tokenizer; pass --prompt-tokens", 2);
-    const std::string text = *args.get("--prompt");
-    if (args.has("--chat")) {
-      auto ids = render_chat_prompt(*tokenizer, args.get("--system").value_or(""), text);
-      if (!ids.ok()) return fail(loaded->path + ": --chat: " + ids.status().message());
-      prompt = std::move(ids).value();
-    } else {
-      EncodeOptions options;
-      options.add_bos = tokenizer->add_bos_by_default();
-      prompt = tokenizer->encode(text, options);
-    }
+  GenerationRequest request;
+  request.prompt = *prompt;
+  request.sampling = sampling->params;
+  request.max_tokens = sampling->max_tokens;
+  request.detokenize = loaded->tokenizer != nullptr;
+  auto handle = loaded->engine->submit(std::move(request));
+  if (!handle.ok()) {
+    std::string message = handle.status().message();
+    if (handle.status().code() == StatusCode::kOutOfRange) message += " (lower -n, or raise --kv-cache-tokens)";
+    return fail(message, submit_exit_code(handle.status()));
   }
-  if (prompt.empty()) return fail("the prompt is empty", 2);
-
-  const int64_t n_ctx = *ctx_arg > 0 ? *ctx_arg : std::min<int64_t>(model.config().n_ctx_train, 4096);
-  if (static_cast<int64_t>(prompt.size()) + *n_predict > n_ctx) {
-    return fail("prompt (" + std::to_string(prompt.size()) + " tokens) plus -n " + std::to_string(*n_predict) +
-                    " exceeds the context of " + std::to_string(n_ctx) + " tokens (raise --ctx or lower -n)",
-                2);
-  }
-  auto kv_dtype = parse_kv_cache_dtype(args.get("--kv-cache-dtype"));
-  if (!kv_dtype.ok()) return fail(kv_dtype.status().message(), 2);
-  auto context = model.new_context(n_ctx, kv_element_type(*kv_dtype));
-  if (!context.ok()) return fail(context.status().message());
-  InferenceContext& ctx = **context;
 
   const bool json = args.has("--json");
-  const bool ignore_eos = args.has("--ignore-eos");
   std::vector<int32_t> generated;
   std::string text;
-  std::optional<IncrementalDecoder> decoder;
-  if (tokenizer) decoder.emplace(*tokenizer);
-  auto emit = [&](const std::string& piece) {
-    text += piece;
-    if (!json && !piece.empty()) {
-      std::fwrite(piece.data(), 1, piece.size(), stdout);
+  FinishReason finish = FinishReason::kNone;
+  double first_token_ms = 0.0;
+  Clock::time_point first_event{}, last_event{};
+  int64_t n_sampled = 0;  // generated plus the stop token, if one ended it: one forward pass each
+  while (std::optional<TokenEvent> e = (*handle)->next()) {
+    last_event = Clock::now();
+    if (n_sampled == 0) {
+      first_event = last_event;
+      first_token_ms = e->first_token_seconds * 1e3;
+    }
+    n_sampled += static_cast<int64_t>(e->tokens.size());
+    generated.insert(generated.end(), e->tokens.begin(), e->tokens.end());
+    text += e->text;
+    if (!json && !e->text.empty()) {
+      std::fwrite(e->text.data(), 1, e->text.size(), stdout);
       std::fflush(stdout);
     }
-  };
-
-  auto t_prompt = Clock::now();
-  Status st = ctx.eval(prompt, LogitsMode::kLast);
-  if (!st.ok()) return fail(st.message());
-  const double prompt_ms = ms_since(t_prompt);
-
-  auto t_gen = Clock::now();
-  std::string finish_reason = "length";
-  for (int64_t i = 0; i < *n_predict; ++i) {
-    const int32_t token = sampler->sample(ctx.logits(0));
-    if (!ignore_eos && tokenizer && tokenizer->is_end_of_generation(token)) {
-      finish_reason = "stop";
-      break;
-    }
-    generated.push_back(token);
-    if (decoder) emit(decoder->push(token));
-    if (i + 1 == *n_predict) break;  // the last token needs no forward pass
-    st = ctx.eval(std::span<const int32_t>(&token, 1), LogitsMode::kLast);
-    if (!st.ok()) return fail(st.message());
+    if (e->finish != FinishReason::kNone) finish = e->finish;
+    // The end-of-generation token that stopped it is not part of the output (its text is empty).
+    if (e->stop_token >= 0 && !generated.empty()) generated.pop_back();
   }
-  if (decoder) emit(decoder->finish());
-  const double gen_ms = ms_since(t_gen);
-  const double prompt_tps = prompt.size() / (prompt_ms / 1000.0);
-  // Decode speed counts forward passes: the first generated token came from the prompt pass.
-  const int64_t n_decode_passes = std::max<int64_t>(0, static_cast<int64_t>(generated.size()) - 1);
-  const double gen_tps = n_decode_passes > 0 ? n_decode_passes / (gen_ms / 1000.0) : 0.0;
+  if (n_sampled == 0) first_event = last_event = Clock::now();
+  const int64_t n_prompt = static_cast<int64_t>(prompt->size());
+  const double prompt_tps = first_token_ms > 0 ? n_prompt / (first_token_ms / 1e3) : 0.0;
+  // Decode speed counts forward passes: the first token came from the prompt's pass, and each
+  // later one from a decode pass over the token before it.
+  const double gen_ms = ms_between(first_event, last_event);
+  const int64_t n_decode_passes = std::max<int64_t>(0, n_sampled - 1);
+  const double gen_tps = n_decode_passes > 0 && gen_ms > 0 ? n_decode_passes / (gen_ms / 1e3) : 0.0;
 
   if (json) {
     nlohmann::json out;
-    out["model"] = loaded->path;
-    out["prompt_token_ids"] = prompt;
+    out["model"] = *path;
+    out["prompt_token_ids"] = *prompt;
     out["generated_token_ids"] = generated;
-    out["text"] = tokenizer ? nlohmann::json(text) : nlohmann::json(nullptr);
-    out["finish_reason"] = finish_reason;
+    out["text"] = loaded->tokenizer ? nlohmann::json(text) : nlohmann::json(nullptr);
+    out["finish_reason"] = finish_name(finish);
     out["timings"] = {{"load_ms", loaded->load_ms},
-                      {"prompt_tokens", prompt.size()},
-                      {"prompt_ms", prompt_ms},
+                      {"prompt_tokens", n_prompt},
+                      {"prompt_ms", first_token_ms},
                       {"prompt_tokens_per_second", prompt_tps},
                       {"generated_tokens", generated.size()},
                       {"generate_ms", gen_ms},
                       {"generate_tokens_per_second", gen_tps},
-                      {"threads", *threads}};
+                      {"threads", engine_threads(*config)}};
     std::cout << out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   } else {
     std::fputs("\n", stdout);
-    std::fprintf(stderr, "\nprompt: %zu tokens, %.1f tokens/s | generation: %zu tokens, %.1f tokens/s | load %.0f ms\n",
-                 prompt.size(), prompt_tps, generated.size(), gen_tps, loaded->load_ms);
+    std::fprintf(stderr, "\nprompt: %lld tokens, %.1f tokens/s | generation: %zu tokens, %.1f tokens/s | load %.0f ms\n",
+                 static_cast<long long>(n_prompt), prompt_tps, generated.size(), gen_tps, loaded->load_ms);
   }
   return 0;
 }

@@ -1,6 +1,7 @@
-// deepinfer score: teacher-forced log-probabilities of given token ids, as JSON.
+// deepinfer score: teacher-forced log-probabilities of given token ids, as JSON, through the
+// engine: the prompt's logprobs give every position but the last, the one token the request
+// samples (greedy) gives the last, and --logits-last asks the engine for that position's logits.
 #include <algorithm>
-#include <cmath>
 #include <cstdio>
 #include <iostream>
 
@@ -8,6 +9,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/engine_flags.h"
 #include "cli/loading.h"
 
 namespace deepinfer::cli {
@@ -17,90 +19,100 @@ namespace {
 const char* kScoreUsage = R"(usage: deepinfer score [-m MODEL] --tokens 1,2,3 [--top K] [--logits-last] --json
   Prints, for every position p, the log-probability of token p+1 under the model's next-token
   distribution at p, the argmax token id, and the top-K (id, logprob) pairs.
-  --top K          pairs per position (default 5, at most the vocabulary size)
+  --top K          pairs per position (default 5, at most 20)
   --logits-last    add the full logit vector of the last position
-  --threads N      CPU threads (default: all cores)
 )";
 
-// log_softmax of `logits` into `out` (double accumulation for the normaliser).
-void log_softmax(std::span<const float> logits, std::vector<float>& out) {
-  float m = -INFINITY;
-  for (float l : logits) m = std::max(m, l);
-  double sum = 0.0;
-  for (float l : logits) sum += std::exp(static_cast<double>(l - m));
-  const float log_z = m + static_cast<float>(std::log(sum));
-  out.resize(logits.size());
-  for (size_t i = 0; i < logits.size(); ++i) out[i] = logits[i] - log_z;
+constexpr int64_t kMaxTop = 20;  // the engine's limit on logprobs (the OpenAI API's)
+
+// score's defaults: the KV cache in f32 (scores compare with reference implementations), and
+// the prefix cache is not used by a request that asks for its prompt's logprobs anyway.
+EngineConfig score_defaults() {
+  EngineConfig config;
+  config.kv_cache_dtype = KvCacheDtype::kF32;
+  return config;
+}
+
+std::string usage() { return kScoreUsage + engine_flags_usage(score_defaults()); }
+
+// One position's entry from the distribution there (`lp`: of the next token, with the top list).
+nlohmann::json position_entry(size_t p, const std::vector<int32_t>& ids, const TokenLogprob& lp, int64_t k) {
+  nlohmann::json entry;
+  entry["position"] = p;
+  entry["token"] = ids[p];
+  const bool has_next = p + 1 < ids.size();
+  entry["next_token"] = has_next ? nlohmann::json(ids[p + 1]) : nlohmann::json(nullptr);
+  entry["next_logprob"] = has_next ? nlohmann::json(lp.logprob) : nlohmann::json(nullptr);
+  entry["argmax"] = lp.top.front().token;
+  nlohmann::json top_pairs = nlohmann::json::array();
+  for (int64_t i = 0; i < k && i < static_cast<int64_t>(lp.top.size()); ++i) {
+    top_pairs.push_back({lp.top[static_cast<size_t>(i)].token, lp.top[static_cast<size_t>(i)].logprob});
+  }
+  entry["top"] = std::move(top_pairs);
+  return entry;
 }
 
 }  // namespace
 
 int score_command(const std::vector<std::string>& argv) {
   FlagSpec spec;
-  spec.with_value = {"--model", "--tokens", "--top", "--threads"};
+  spec.with_value = {"--tokens", "--top"};
   spec.switches = {"--json", "--logits-last", "--help"};
-  spec.aliases = {{"-m", "--model"}, {"-t", "--threads"}, {"-h", "--help"}};
+  spec.aliases = {{"-h", "--help"}};
+  add_engine_flags(spec);
   auto parsed = Args::parse(argv, spec);
-  if (!parsed.ok()) return fail(parsed.status().message() + "\n" + kScoreUsage, 2);
+  if (!parsed.ok()) return fail(parsed.status().message() + "\n" + usage(), 2);
   const Args& args = *parsed;
   if (args.has("--help")) {
-    std::fputs(kScoreUsage, stdout);
+    std::fputs(usage().c_str(), stdout);
     return 0;
   }
-  if (!args.has("--tokens")) return fail(std::string("--tokens is required\n") + kScoreUsage, 2);
+  if (!args.has("--tokens")) return fail("--tokens is required\n" + usage(), 2);
   if (!args.has("--json")) return fail("score writes JSON only; pass --json", 2);
   auto tokens = parse_token_list(*args.get("--tokens"), "--tokens");
   if (!tokens.ok()) return fail(tokens.status().message(), 2);
   auto top = args.get_int("--top", 5);
-  auto threads = args.get_int("--threads", ThreadPool::default_threads());
   if (!top.ok()) return fail(top.status().message(), 2);
-  if (!threads.ok()) return fail(threads.status().message(), 2);
-  if (*top < 0) return fail("--top must be >= 0", 2);
-  if (*threads < 1 || *threads > 1024) return fail("--threads must be between 1 and 1024", 2);
+  if (*top < 0 || *top > kMaxTop) return fail("--top must be between 0 and 20, got " + std::to_string(*top), 2);
+  auto config = parse_engine_flags(args, score_defaults());
+  if (!config.ok()) return fail(config.status().message(), 2);
+  auto path = resolve_model_flag(args);
+  if (!path.ok()) return fail(path.status().message());
+  config->model_path = *path;
 
-  auto loaded = load_model(args.get("--model"), static_cast<int>(*threads));
+  auto loaded = load_engine(*config);
   if (!loaded.ok()) return fail(loaded.status().message());
-  const Model& model = *loaded->model;
-  const int64_t n_vocab = model.config().n_vocab;
-  const int64_t k = std::min<int64_t>(*top, n_vocab);
   const auto& ids = *tokens;
-  auto context = model.new_context(static_cast<int64_t>(ids.size()));
-  if (!context.ok()) return fail(context.status().message());
-  Status st = (*context)->eval(ids, LogitsMode::kAll);
-  if (!st.ok()) return fail(st.message(), st.code() == StatusCode::kInvalidArgument ? 2 : 1);
+  const int64_t n_vocab = loaded->engine->n_vocab();
+  const int64_t k = std::min<int64_t>(*top, n_vocab);
+  GenerationRequest request;
+  request.prompt = ids;
+  request.max_tokens = 1;
+  request.detokenize = false;
+  request.sampling.temperature = 0.0f;
+  // At least one pair, for the argmax, even when --top 0 prints none.
+  request.sampling.logprobs = static_cast<int32_t>(std::max<int64_t>(k, 1));
+  request.sampling.prompt_logprobs = request.sampling.logprobs;
+  request.return_last_prompt_logits = args.has("--logits-last");
+  auto handle = loaded->engine->submit(std::move(request));
+  if (!handle.ok()) return fail(handle.status().message(), submit_exit_code(handle.status()));
+  std::optional<TokenEvent> first = (*handle)->next();
+  if (!first || first->logprobs.empty()) return fail("the engine ended the request without a token");
+  while ((*handle)->next()) {
+  }
 
   nlohmann::json positions = nlohmann::json::array();
-  std::vector<float> lp;
-  std::vector<int32_t> order(static_cast<size_t>(n_vocab));
-  for (size_t p = 0; p < ids.size(); ++p) {
-    log_softmax((*context)->logits(static_cast<int64_t>(p)), lp);
-    for (int32_t i = 0; i < n_vocab; ++i) order[static_cast<size_t>(i)] = i;
-    std::partial_sort(order.begin(), order.begin() + std::max<int64_t>(k, 1), order.end(),
-                      [&](int32_t a, int32_t b) { return lp[a] > lp[b] || (lp[a] == lp[b] && a < b); });
-    nlohmann::json entry;
-    entry["position"] = p;
-    entry["token"] = ids[p];
-    if (p + 1 < ids.size()) {
-      entry["next_token"] = ids[p + 1];
-      entry["next_logprob"] = lp[static_cast<size_t>(ids[p + 1])];
-    } else {
-      entry["next_token"] = nullptr;
-      entry["next_logprob"] = nullptr;
-    }
-    entry["argmax"] = order[0];
-    nlohmann::json top_pairs = nlohmann::json::array();
-    for (int64_t i = 0; i < k; ++i) top_pairs.push_back({order[i], lp[order[i]]});
-    entry["top"] = std::move(top_pairs);
-    positions.push_back(std::move(entry));
+  for (size_t p = 0; p + 1 < ids.size(); ++p) {
+    const std::optional<TokenLogprob>& lp = first->prompt_logprobs[p + 1];
+    if (!lp) return fail("the engine returned no logprob for prompt position " + std::to_string(p + 1));
+    positions.push_back(position_entry(p, ids, *lp, k));
   }
+  positions.push_back(position_entry(ids.size() - 1, ids, first->logprobs.front(), k));
   nlohmann::json out;
-  out["model"] = loaded->path;
+  out["model"] = *path;
   out["n_vocab"] = n_vocab;
   out["positions"] = std::move(positions);
-  if (args.has("--logits-last")) {
-    auto last = (*context)->logits(static_cast<int64_t>(ids.size()) - 1);
-    out["logits_last"] = std::vector<float>(last.begin(), last.end());
-  }
+  if (args.has("--logits-last")) out["logits_last"] = first->last_prompt_logits;
   std::cout << out.dump() << "\n";
   return 0;
 }

@@ -1,7 +1,6 @@
 // deepinfer tokenize / detokenize: the model's tokenizer on its own.
 #include <chrono>
 #include <cstdio>
-#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -12,8 +11,8 @@
 #include "cli/commands.h"
 #include "core/thread_pool.h"
 #include "model/catalog.h"
-#include "model/loader/gguf.h"
 #include "tokenizer/tokenizer.h"
+#include "tokenizer/tokenizer_loading.h"
 
 namespace deepinfer::cli {
 
@@ -39,30 +38,12 @@ const char* kDetokenizeUsage = R"(usage: deepinfer detokenize [-m MODEL | --toke
   --tokenizer FILE    a tokenizer.json, a directory holding one, or a GGUF file
 )";
 
-// A tokenizer from a tokenizer.json, a directory with one, or a GGUF file's metadata (only the
-// metadata is read, not the weights).
-Result<std::unique_ptr<Tokenizer>> open_tokenizer(const std::string& path) {
-  namespace fs = std::filesystem;
-  if (fs::is_directory(path)) return Tokenizer::from_hf_dir(path);
-  if (path.size() >= 5 && path.compare(path.size() - 5, 5, ".json") == 0) {
-    const fs::path config = fs::path(path).parent_path() / "tokenizer_config.json";
-    if (fs::path(path).filename() == "tokenizer.json" && fs::exists(config)) {
-      return Tokenizer::from_hf_dir(fs::path(path).parent_path().string());
-    }
-    return Tokenizer::from_tokenizer_json(path);
-  }
-  DI_ASSIGN_OR_RETURN(auto source, open_gguf(path));
-  auto tok = Tokenizer::from_metadata(source->metadata());
-  if (!tok.ok()) return Status(tok.status().code(), path + ": " + tok.status().message());
-  return tok;
-}
-
-Result<std::unique_ptr<Tokenizer>> tokenizer_from_args(const Args& args) {
-  if (auto file = args.get("--tokenizer")) return open_tokenizer(*file);
+Result<std::shared_ptr<const Tokenizer>> tokenizer_from_args(const Args& args) {
+  if (auto file = args.get("--tokenizer")) return load_tokenizer(*file, TokenizerPresence::kRequired);
   const auto model = args.get("--model");
   DI_ASSIGN_OR_RETURN(const std::string path,
                       resolve_model_path(model ? *model : std::string(kDefaultModelName)));
-  return open_tokenizer(path);
+  return load_tokenizer(path, TokenizerPresence::kRequired);
 }
 
 }  // namespace

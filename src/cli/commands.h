@@ -8,6 +8,7 @@
 namespace deepinfer::cli {
 
 int run_command(const std::vector<std::string>& args);
+int chat_command(const std::vector<std::string>& args);
 int score_command(const std::vector<std::string>& args);
 int generate_command(const std::vector<std::string>& args);
 int tokenize_command(const std::vector<std::string>& args);

@@ -1,34 +1,31 @@
-// Model and tokenizer loading shared by the commands.
+// What the commands that run a model share: the tokenizer loaded once (tokenizer_loading.h) and
+// handed to the engine, the load time, and the engine's settings as a user reads them.
 #pragma once
 
+#include <cstdint>
 #include <memory>
-#include <optional>
 #include <string>
 
 #include "deepinfer/engine.h"
 #include "deepinfer/status.h"
-#include "engine/kv_cache_dtype.h"
-#include "backend/backend.h"
-#include "core/thread_pool.h"
-#include "model/model.h"
 #include "tokenizer/tokenizer.h"
 
 namespace deepinfer::cli {
 
-struct LoadedModel {
-  std::string path;
-  std::unique_ptr<ThreadPool> pool;           // the backend's threads
-  std::unique_ptr<backend::Backend> backend;  // the model's weights live here
-  std::unique_ptr<Model> model;
-  std::unique_ptr<Tokenizer> tokenizer;  // null when the model carries no tokenizer
-  double load_ms = 0.0;
+struct LoadedEngine {
+  std::shared_ptr<const Tokenizer> tokenizer;  // null when the model carries none
+  std::unique_ptr<Engine> engine;
+  double load_ms = 0.0;                        // tokenizer and engine (the model's weights)
 };
 
-// `model_arg` is a path or a known model name; none means the default model. Loaded on the CPU
-// backend with `threads` threads.
-Result<LoadedModel> load_model(const std::optional<std::string>& model_arg, int threads);
+// `config.model_path` is resolved (engine_flags.h's resolve_model_flag).
+Result<LoadedEngine> load_engine(const EngineConfig& config);
 
-// The value of --kv-cache-dtype ("f16" or "f32"; none: f16).
-Result<KvCacheDtype> parse_kv_cache_dtype(const std::optional<std::string>& value);
+// The threads the engine runs on: config.threads, or all cores for 0.
+int32_t engine_threads(const EngineConfig& config);
+
+// Exit code for a status from Engine::submit: 2 for what the user asked (INVALID_ARGUMENT,
+// OUT_OF_RANGE), else 1.
+int submit_exit_code(const Status& status);
 
 }  // namespace deepinfer::cli

@@ -16,6 +16,7 @@ usage: deepinfer <command> [options]      (deepinfer <command> --help for its op
 commands:
   serve    OpenAI- and Anthropic-compatible HTTP API server
   run      generate text from one prompt, streamed to the terminal
+  chat     an interactive conversation in the terminal (or over a pipe), replies streamed
   score    teacher-forced log-probabilities of given token ids (JSON)
   generate offline batch inference through the engine: JSONL requests in, JSONL results out
   tokenize    text -> token ids (or pieces) with a model's tokenizer
@@ -46,6 +47,7 @@ int main(int argc, char** argv) {
   const std::string command = argv[1];
   std::vector<std::string> args(argv + 2, argv + argc);
   if (command == "run") return run_command(args);
+  if (command == "chat") return chat_command(args);
   if (command == "score") return score_command(args);
   if (command == "generate") return generate_command(args);
   if (command == "tokenize") return tokenize_command(args);

@@ -31,13 +31,12 @@
 #include <algorithm>
 #include <chrono>
 #include <deque>
-#include <filesystem>
 #include <mutex>
 #include <thread>
 #include <unordered_map>
 
 #include "core/check.h"
-#include "engine/engine_internal.h"
+#include "engine/create_engine.h"
 #include "engine/forward_worker.h"
 #include "engine/kv_cache_dtype.h"
 #include "engine/sampler.h"
@@ -46,6 +45,7 @@
 #include "kv/kv_cache_manager.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
+#include "tokenizer/tokenizer_loading.h"
 
 namespace deepinfer {
 
@@ -101,6 +101,7 @@ struct SampleJob {
   Sequence* seq = nullptr;   // resolved after the pass: the sequence may have ended meanwhile
   int32_t token = 0;
   TokenLogprob logprob;
+  std::vector<float> last_prompt_logits;  // the sequence's first sample, when its request asks
 };
 
 // One prompt position whose next-token logprob is asked for.
@@ -467,7 +468,7 @@ class EngineImpl final : public Engine {
       } else if (c.samples) {
         ++row;
       }
-      if (c.samples) step.sample_jobs.push_back({c.id, c.epoch, row - 1, nullptr, 0, {}});
+      if (c.samples) step.sample_jobs.push_back({c.id, c.epoch, row - 1, nullptr, 0, {}, {}});
     }
     // The copies are complete: the spans cannot move any more.
     const int32_t* tables = step.block_tables.data();
@@ -513,6 +514,7 @@ class EngineImpl final : public Engine {
           s.token = s.seq->sampler.sample(logits);
           const int32_t k = s.seq->sampler.params().logprobs;
           if (k >= 0) s.logprob = compute_logprob(logits, s.token, k, scratch);
+          copy_last_prompt_logits(s, logits);
         } else {
           const PromptJob& p = step.prompt_jobs[static_cast<size_t>(j - n_samples)];
           const auto next = static_cast<size_t>(p.position + 1);
@@ -523,6 +525,14 @@ class EngineImpl final : public Engine {
     });
     step.sampled.clear();
     for (const SampleJob& s : step.sample_jobs) step.sampled.push_back({s.id, s.token, s.epoch});
+  }
+
+  // A sequence's first sample row is its prompt's last position.
+  static void copy_last_prompt_logits(SampleJob& s, std::span<const float> logits) {
+    s.last_prompt_logits.clear();
+    if (s.seq->group->request.return_last_prompt_logits && !s.seq->first_event_sent) {
+      s.last_prompt_logits.assign(logits.begin(), logits.end());
+    }
   }
 
   // After sampling: the scheduler's update, statistics, events, and the finished sequences'
@@ -561,7 +571,10 @@ class EngineImpl final : public Engine {
       e.index = seq.index;
       e.tokens = {s.token};
       if (seq.sampler.params().logprobs >= 0) e.logprobs.push_back(std::move(s.logprob));
-      if (!seq.first_event_sent) fill_first_event(&seq, g, &e);
+      if (!seq.first_event_sent) {
+        fill_first_event(&seq, g, &e);
+        e.last_prompt_logits = std::move(s.last_prompt_logits);
+      }
       if (r->state == RequestState::kFinished) {
         e.finish = r->finish;
         if (r->finish == FinishReason::kStop) e.stop_token = s.token;
@@ -677,24 +690,6 @@ class EngineImpl final : public Engine {
   std::thread thread_;  // started last, in the constructor body
 };
 
-// The model's tokenizer: GGUF metadata when it carries a vocabulary, a Hugging Face directory
-// with tokenizer.json; otherwise none (null).
-Result<std::shared_ptr<const Tokenizer>> load_tokenizer(const Model& model) {
-  const TensorSource& source = model.source();
-  if (source.metadata().has("tokenizer.ggml.tokens")) {
-    auto t = Tokenizer::from_metadata(source.metadata());
-    if (!t.ok()) return Status(t.status().code(), source.path() + ": " + t.status().message());
-    return std::shared_ptr<const Tokenizer>(std::move(t).value());
-  }
-  std::error_code ec;
-  if (std::filesystem::is_directory(source.path(), ec) &&
-      std::filesystem::exists(std::filesystem::path(source.path()) / "tokenizer.json", ec)) {
-    DI_ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> t, Tokenizer::from_hf_dir(source.path()));
-    return std::shared_ptr<const Tokenizer>(std::move(t));
-  }
-  return std::shared_ptr<const Tokenizer>();
-}
-
 // Blocks of a sliding-window group: between steps a running sequence holds at most its
 // window rounded out to whole blocks plus the block being filled (ceil((W - 1) / bs) + 1);
 // during a step its chunk adds its own blocks, and all chunks of a step hold at most the token
@@ -711,7 +706,20 @@ int64_t sliding_pool_blocks(const EngineConfig& config, int64_t window, int64_t 
 
 }  // namespace
 
+Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
+  DI_ASSIGN_OR_RETURN(std::shared_ptr<const Tokenizer> tokenizer,
+                      load_tokenizer(config.model_path, TokenizerPresence::kOptional));
+  return create_engine(config, std::move(tokenizer));
+}
+
 Result<std::unique_ptr<Engine>> create_engine(const EngineConfig& config, const BackendWrapper& wrap) {
+  DI_ASSIGN_OR_RETURN(std::shared_ptr<const Tokenizer> tokenizer,
+                      load_tokenizer(config.model_path, TokenizerPresence::kOptional));
+  return create_engine(config, std::move(tokenizer), wrap);
+}
+
+Result<std::unique_ptr<Engine>> create_engine(const EngineConfig& config, std::shared_ptr<const Tokenizer> tokenizer,
+                                              const BackendWrapper& wrap) {
   if (config.block_size < 1) return invalid_argument("block_size must be at least 1");
   if (config.max_num_batched_tokens < 1 || config.max_num_seqs < 1) {
     return invalid_argument("max_num_batched_tokens and max_num_seqs must be at least 1");
@@ -721,7 +729,7 @@ Result<std::unique_ptr<Engine>> create_engine(const EngineConfig& config, const 
   DI_ASSIGN_OR_RETURN(parts.backend, backend::create_backend(config.backend, backend::BackendOptions{parts.pool.get()}));
   if (wrap) parts.backend = wrap(std::move(parts.backend));
   DI_ASSIGN_OR_RETURN(parts.model, Model::load(config.model_path, *parts.backend));
-  DI_ASSIGN_OR_RETURN(parts.tokenizer, load_tokenizer(*parts.model));
+  parts.tokenizer = std::move(tokenizer);
   const ModelConfig& c = parts.model->config();
   const DType kv_dtype = kv_element_type(config.kv_cache_dtype);
   std::vector<KvGroupSpec> groups = parts.model->kv_groups();
@@ -754,7 +762,5 @@ Result<std::unique_ptr<Engine>> create_engine(const EngineConfig& config, const 
   DI_RETURN_IF_ERROR(kv::KvCacheManager::validate(parts.kv_config));
   return std::unique_ptr<Engine>(new EngineImpl(config, std::move(parts)));
 }
-
-Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) { return create_engine(config, nullptr); }
 
 }  // namespace deepinfer

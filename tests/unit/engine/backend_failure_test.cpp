@@ -6,7 +6,7 @@
 #include <memory>
 
 #include "deepinfer/engine.h"
-#include "engine/engine_internal.h"
+#include "engine/create_engine.h"
 #include "failing_backend.h"
 
 namespace deepinfer {

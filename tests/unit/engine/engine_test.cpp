@@ -506,5 +506,46 @@ TEST(Engine, StopStringOnTheRealModelCutsTextAndFreesBlocks) {
   EXPECT_EQ(engine->stats().n_running + engine->stats().n_waiting, 0);
 }
 
+// return_last_prompt_logits: each sequence's first event carries the prompt's last row of
+// logits, what the single-sequence path computes there (the prompt in chunks, from a warm
+// prefix cache); later events and requests without the flag carry none.
+TEST(Engine, LastPromptLogitsComeWithTheFirstEvent) {
+  auto model = std::move(testing::load_model(tiny("llama_gqa_tied"))).value();
+  EngineConfig cfg;
+  cfg.model_path = tiny("llama_gqa_tied");
+  cfg.threads = 2;
+  cfg.block_size = 4;
+  cfg.max_num_batched_tokens = 5;
+  auto engine = std::move(Engine::create(cfg)).value();
+  const std::vector<int32_t> prompt = {3, 14, 15, 92, 65, 35, 89, 79, 32, 38};
+  GenerationRequest plain = greedy(prompt, 2);
+  const Outputs without = collect_n(*std::move(engine->submit(plain)).value(), 1);
+  EXPECT_TRUE(without.first[0].last_prompt_logits.empty());
+
+  GenerationRequest r = greedy(prompt, 3);
+  r.n = 2;
+  r.return_last_prompt_logits = true;
+  std::vector<TokenEvent> events;
+  auto handle = std::move(engine->submit(r)).value();
+  while (auto e = handle->next()) events.push_back(std::move(*e));
+
+  auto ctx = std::move(model->new_context(64, kEngineKv)).value();
+  ASSERT_TRUE(ctx->eval(prompt, LogitsMode::kLast).ok());
+  const std::span<const float> want = ctx->logits(0);
+  std::vector<int> firsts(2, 0);
+  for (const TokenEvent& e : events) {
+    if (e.tokens.empty()) continue;
+    if (firsts[static_cast<size_t>(e.index)]++ > 0) {
+      EXPECT_TRUE(e.last_prompt_logits.empty()) << "only the first event of sequence " << e.index;
+      continue;
+    }
+    ASSERT_EQ(e.last_prompt_logits.size(), want.size()) << "sequence " << e.index;
+    EXPECT_TRUE(std::equal(want.begin(), want.end(), e.last_prompt_logits.begin())) << "sequence " << e.index;
+    EXPECT_EQ(e.tokens[0], Sampler::argmax(e.last_prompt_logits));
+  }
+  EXPECT_EQ(firsts, std::vector<int>({3, 3}));
+  expect_kv_freed(*engine);
+}
+
 }  // namespace
 }  // namespace deepinfer

@@ -9,6 +9,7 @@
 
 #include "model/catalog.h"
 #include "recipe/dsv4_encoding.h"
+#include "tokenizer/tokenizer_loading.h"
 
 namespace deepinfer::server {
 namespace {
@@ -20,7 +21,7 @@ std::shared_ptr<const Tokenizer> smollm2_tokenizer() {
     ADD_FAILURE() << "the default model is missing at " << path << "; run `deepinfer pull " << kDefaultModelName << "`";
     return nullptr;
   }
-  auto tok = load_tokenizer(path);
+  auto tok = load_tokenizer(path, TokenizerPresence::kRequired);
   EXPECT_TRUE(tok.ok()) << tok.status().message();
   return tok.ok() ? *tok : nullptr;
 }
@@ -56,7 +57,7 @@ TEST(ApiPrompt, ModelWithoutTemplateIsServedButRefusesConversations) {
   ASSERT_NE(known, nullptr);
   const std::string path = cached_model_path(*known);
   if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " is missing (deepinfer pull gemma3-270m)";
-  auto tok = load_tokenizer(path);
+  auto tok = load_tokenizer(path, TokenizerPresence::kRequired);
   ASSERT_TRUE(tok.ok()) << tok.status().message();
   ASSERT_TRUE((*tok)->chat_template().empty()) << "this test needs a model without a chat template";
   auto builder = PromptBuilder::create(*tok);
@@ -108,7 +109,7 @@ TEST(ApiPrompt, ForcedToolOpensTheCall) {
 TEST(ApiPrompt, DeepSeekVocabularyUsesTheV4Encoder) {
   const std::string dir = model_cache_dir() + "/deepseek-v4-tokenizer";
   ASSERT_TRUE(std::filesystem::exists(dir + "/tokenizer.json")) << "missing " << dir;
-  auto tok = load_tokenizer(dir);
+  auto tok = load_tokenizer(dir, TokenizerPresence::kRequired);
   ASSERT_TRUE(tok.ok()) << tok.status().message();
   auto builder = PromptBuilder::create(*tok);
   ASSERT_TRUE(builder.ok()) << builder.status().message();

@@ -7,11 +7,12 @@
 
 #include <nlohmann/json.hpp>
 
-#include "engine/engine_internal.h"
+#include "engine/create_engine.h"
 #include "failing_backend.h"
 #include "model/catalog.h"
 #include "server/api_prompt.h"
 #include "server/api_server.h"
+#include "tokenizer/tokenizer_loading.h"
 
 namespace deepinfer::server {
 namespace {
@@ -50,10 +51,11 @@ class EngineFailure : public ::testing::Test {
     EngineConfig config;
     config.model_path = path;
     config.threads = 2;
-    engine_ = std::move(create_engine(config, [fail_at](std::unique_ptr<backend::Backend> inner) {
+    auto tokenizer = std::move(load_tokenizer(path, TokenizerPresence::kRequired)).value();
+    engine_ = std::move(create_engine(config, tokenizer, [fail_at](std::unique_ptr<backend::Backend> inner) {
                           return std::unique_ptr<backend::Backend>(new testing::FailingBackend(std::move(inner), fail_at));
                         })).value();
-    auto prompts = PromptBuilder::create(std::move(load_tokenizer(path)).value());
+    auto prompts = PromptBuilder::create(tokenizer);
     ApiConfig api;
     api.served_model_name = "m";
     server_ = std::make_unique<ApiServer>(api, *engine_, std::move(prompts).value());

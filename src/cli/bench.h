@@ -1,0 +1,30 @@
+// What the bench commands share (bench_measure.cpp), and bench ops itself (cmd_bench_ops.cpp).
+#pragma once
+
+#include <chrono>
+#include <vector>
+
+#include "core/thread_pool.h"
+
+namespace deepinfer::cli {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t);
+
+// CPU seconds this process has used. With one thread on a shared machine it measures the work
+// done whatever share of a core the scheduler gave (wall-clock does not); with more threads it
+// also counts the workers' spinning.
+double process_cpu_seconds();
+
+double median(std::vector<double> v);
+
+// STREAM triad a = b + s * c over arrays far larger than the caches, split over the pool's
+// threads; bytes moved = 3 arrays (two read, one written; write-allocate traffic not counted,
+// as STREAM does). Median of reps, in GB/s.
+double triad_bandwidth(ThreadPool& pool, int reps);
+
+// bench ops on `threads` threads, `reps` repetitions per figure; the exit code.
+int bench_ops(int threads, int reps);
+
+}  // namespace deepinfer::cli

@@ -1,0 +1,100 @@
+#include "cli/engine_flags.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <vector>
+
+#include "backend/backend.h"
+
+#include "model/catalog.h"
+
+namespace deepinfer::cli {
+
+namespace {
+
+// An integer flag in [lo, hi]; the error names the flag and the range.
+Status read_int(const Args& args, const std::string& flag, int64_t lo, int64_t hi, int64_t* value) {
+  DI_ASSIGN_OR_RETURN(*value, args.get_int(flag, *value));
+  if (*value < lo || *value > hi) {
+    return invalid_argument(flag + " must be between " + std::to_string(lo) + " and " + std::to_string(hi) +
+                            ", got " + std::to_string(*value));
+  }
+  return {};
+}
+
+const char* dtype_name(KvCacheDtype dtype) { return dtype == KvCacheDtype::kF32 ? "f32" : "f16"; }
+
+}  // namespace
+
+void add_engine_flags(FlagSpec& spec) {
+  spec.with_value.insert({"--model", "--backend", "--threads", "--kv-cache-dtype", "--kv-cache-tokens", "--block-size",
+                          "--max-num-seqs", "--max-num-batched-tokens"});
+  spec.switches.insert({"--no-prefix-caching", "--batch-invariant", "--no-async-scheduling", "--no-swa-replay"});
+  spec.aliases.insert({{"-m", "--model"}, {"-t", "--threads"}, {"--ctx", "--kv-cache-tokens"}});
+}
+
+std::string engine_flags_usage(const EngineConfig& d) {
+  char text[2048];
+  std::snprintf(text, sizeof text, R"(engine options (the same in every command that runs a model):
+  -m, --model MODEL          GGUF file, Hugging Face directory or known name (default: %s)
+  --backend B                where the model runs: cpu, or cpu-reference (the scalar reference
+                             kernels every backend is tested against; slow) (default %s)
+  -t, --threads N            CPU threads, 0: all cores (default %d)
+  --kv-cache-dtype T         KV cache elements: f16 (half the memory) or f32 (exact) (default %s)
+  --kv-cache-tokens N        KV capacity in tokens, shared by the running sequences; one request's
+                             context is at most this and the model's (--ctx N is the same; default
+                             %lld: 16 full contexts or 1 GiB, the smaller)
+  --block-size N             tokens per KV block (default %d)
+  --max-num-seqs N           sequences decoded together (default %d)
+  --max-num-batched-tokens N tokens per engine step (default %lld)
+  --no-prefix-caching        turn the prefix cache off
+  --batch-invariant          outputs do not depend on the batch (with a seed: reproducible)
+  --no-async-scheduling      do the engine's bookkeeping between steps, not during them
+  --no-swa-replay            sliding-window models (Gemma 3) take no prefix hit: cold recompute
+)",
+                std::string(kDefaultModelName).c_str(), d.backend.c_str(), d.threads, dtype_name(d.kv_cache_dtype),
+                static_cast<long long>(d.kv_cache_tokens), d.block_size, d.max_num_seqs,
+                static_cast<long long>(d.max_num_batched_tokens));
+  return text;
+}
+
+Result<EngineConfig> parse_engine_flags(const Args& args, EngineConfig config) {
+  int64_t threads = config.threads, block_size = config.block_size, max_num_seqs = config.max_num_seqs;
+  DI_RETURN_IF_ERROR(read_int(args, "--threads", 0, 1024, &threads));
+  DI_RETURN_IF_ERROR(read_int(args, "--kv-cache-tokens", 0, int64_t{1} << 40, &config.kv_cache_tokens));
+  DI_RETURN_IF_ERROR(read_int(args, "--block-size", 1, 1024, &block_size));
+  DI_RETURN_IF_ERROR(read_int(args, "--max-num-seqs", 1, 4096, &max_num_seqs));
+  DI_RETURN_IF_ERROR(read_int(args, "--max-num-batched-tokens", 1, int64_t{1} << 24, &config.max_num_batched_tokens));
+  config.threads = static_cast<int32_t>(threads);
+  config.block_size = static_cast<int32_t>(block_size);
+  config.max_num_seqs = static_cast<int32_t>(max_num_seqs);
+  if (auto dtype = args.get("--kv-cache-dtype")) {
+    if (*dtype == "f16") {
+      config.kv_cache_dtype = KvCacheDtype::kF16;
+    } else if (*dtype == "f32") {
+      config.kv_cache_dtype = KvCacheDtype::kF32;
+    } else {
+      return invalid_argument("--kv-cache-dtype must be f16 or f32, got '" + *dtype + "'");
+    }
+  }
+  if (auto backend = args.get("--backend")) {
+    const std::vector<std::string> known = backend::available_backends();
+    if (std::find(known.begin(), known.end(), *backend) == known.end()) {
+      std::string list;
+      for (const std::string& b : known) list += (list.empty() ? "" : ", ") + b;
+      return invalid_argument("--backend must be one of " + list + ", got '" + *backend + "'");
+    }
+    config.backend = *backend;
+  }
+  if (args.has("--no-prefix-caching")) config.enable_prefix_caching = false;
+  if (args.has("--batch-invariant")) config.batch_invariant = true;
+  if (args.has("--no-async-scheduling")) config.async_scheduling = false;
+  if (args.has("--no-swa-replay")) config.swa_replay = false;
+  return config;
+}
+
+Result<std::string> resolve_model_flag(const Args& args) {
+  return resolve_model_path(args.get("--model").value_or(std::string(kDefaultModelName)));
+}
+
+}  // namespace deepinfer::cli
