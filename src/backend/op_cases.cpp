@@ -982,6 +982,10 @@ void add_kv(std::vector<OpCase>& cases, bool full) {
   cases.push_back(attention_case(S{4, 2, 64, 10, DType::kF16, 7, 2}, {{3, 25}, {1, 8}}));
   // One position per block.
   cases.push_back(attention_case(S{2, 1, 64, 0, DType::kF16, 1}, {{3, 9}, {1, 4}}));
+  // Query groups wider than 64 heads (multi-query attention): 128 heads on one KV head, and 71
+  // (prime, as Falcon's) with enough tokens that the kernel takes whole groups per item.
+  cases.push_back(attention_case(S{128, 1, 64, 0, DType::kF16, 16}, {{9, 20}}));
+  cases.push_back(attention_case(S{71, 1, 32, 0, DType::kF32, 16}, {{4, 0}, {5, 30}}));
   if (full) {
     cases.push_back(attention_case(S{16, 8, 128, 0, DType::kF16, 16}, {{1, 511}, {1, 300}, {64, 200}}));
     cases.push_back(attention_case(S{9, 3, 64, 0, DType::kF16, 16}, {{128, 0}}));
