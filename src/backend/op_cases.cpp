@@ -683,8 +683,9 @@ std::string attention_name(const AttnShape& s, const std::vector<AttnSeq>& seqs)
               at.c_str());
 }
 
-// KV rows of every layer of the attended group through store_kv (the reference's and the backend's
-// own layout), with the rows no query sees poisoned; then the query step's batch.
+// Every position of every sequence, as one step from position 0, into each layer of the attended
+// group through store_kv (so each backend writes its own layout), the rows no query may see
+// poisoned.
 Status fill_kv(CaseRun& run, KvCache& kv, const AttnShape& s, const KvPlan& p, const std::vector<AttnSeq>& seqs) {
   BatchSpec fill;
   fill.sequences = step_sequences(s, p, seqs, Step::kFill);
@@ -879,6 +880,7 @@ void add_products(std::vector<OpCase>& cases, bool full) {
         }
       }
       cases.push_back(matmul_case(type, 1024, inner(type, 64, 8, 2048), 1, Bias::kNone));
+      cases.push_back(matmul_case(type, 8, inner(type, 448, 56, 14336), 2, Bias::kNone));  // Llama's FFN depth
     }
   }
   for (DType type : {DType::kF16, DType::kQ4_0, DType::kQ8_0, DType::kQ4_K, DType::kQ6_K}) {
@@ -986,7 +988,15 @@ void add_kv(std::vector<OpCase>& cases, bool full) {
   // (prime, as Falcon's) with enough tokens that the kernel takes whole groups per item.
   cases.push_back(attention_case(S{128, 1, 64, 0, DType::kF16, 16}, {{9, 20}}));
   cases.push_back(attention_case(S{71, 1, 32, 0, DType::kF32, 16}, {{4, 0}, {5, 30}}));
+  // A decode batch of many sequences of mixed lengths (the threads' split of work items).
+  cases.push_back(attention_case(S{9, 3, 64, 0, DType::kF16, 16}, [] {
+    std::vector<AttnSeq> seqs;
+    for (int64_t i = 0; i < 16; ++i) seqs.push_back({1, (i * 37) % 301});
+    return seqs;
+  }()));
   if (full) {
+    // Wide heads (DeepSeek's latent KV: 512 + 64) and long rows.
+    cases.push_back(attention_case(S{16, 1, 576, 0, DType::kF16, 16}, {{1, 130}, {9, 40}}, 0.04f));
     cases.push_back(attention_case(S{16, 8, 128, 0, DType::kF16, 16}, {{1, 511}, {1, 300}, {64, 200}}));
     cases.push_back(attention_case(S{9, 3, 64, 0, DType::kF16, 16}, {{128, 0}}));
     cases.push_back(attention_case(S{4, 1, 256, 512, DType::kF16, 16}, {{1, 1000}, {40, 600, 100}}));
