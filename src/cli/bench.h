@@ -2,6 +2,7 @@
 #pragma once
 
 #include <chrono>
+#include <string>
 #include <vector>
 
 #include "core/thread_pool.h"
@@ -24,7 +25,8 @@ double median(std::vector<double> v);
 // as STREAM does). Median of reps, in GB/s.
 double triad_bandwidth(ThreadPool& pool, int reps);
 
-// bench ops on `threads` threads, `reps` repetitions per figure; the exit code.
-int bench_ops(int threads, int reps);
+// deepinfer bench ops [--backend NAME] [--threads N] [--reps R] [--filter TEXT]: the op
+// harness's perf cases (cmd_bench_ops.cpp); the exit code.
+int bench_ops_command(const std::vector<std::string>& args);
 
 }  // namespace deepinfer::cli

@@ -1,8 +1,8 @@
 // deepinfer bench: kernel and whole-model speeds on this machine, beside its measured memory
 // bandwidth (a STREAM-like triad), so a figure can be read against what the hardware allows.
 //
-//   bench ops    per-kernel GB/s and GFLOP/s of each weight format, and batched decode attention
-//                (cmd_bench_ops.cpp)
+//   bench ops    the op harness's perf cases on one backend (cmd_bench_ops.cpp): GB/s of the
+//                memory-bound ops (one-token products, decode attention), GFLOP/s of the others
 //   bench model  prefill and decode tokens per second of one model through the engine, as
 //                `run` generates, and decode against the bandwidth bound (weight bytes read per
 //                token / measured bandwidth)
@@ -22,11 +22,12 @@ namespace deepinfer::cli {
 
 namespace {
 
-const char* kBenchUsage = R"(usage: deepinfer bench ops [--threads N] [--reps R]
+const char* kBenchUsage = R"(usage: deepinfer bench ops [--backend NAME] [--threads N] [--reps R] [--filter TEXT]
        deepinfer bench model [-m MODEL] [--reps R] [--prompt N] [--gen N] [engine options]
-  ops      matrix products of every weight format: decode (1 token, GB/s of weights read) and
-           prefill (256 tokens, GFLOP/s), with the memory bandwidth measured by a triad; then
-           attention for a batch of 64 decoding sequences of 320 positions (ms per layer)
+  ops      the op harness's perf cases on one backend (default cpu): matrix products of every
+           weight format (decode: 1 token, GB/s of weights read; prefill: 256 tokens, GFLOP/s),
+           batched decode attention (64 sequences x 320 keys, GB/s of KV), elementwise, KV and
+           MoE ops, with the memory bandwidth measured by a triad (bench ops --help)
   model    one request of --prompt tokens (default 512) generating --gen tokens (default 128)
            through the engine, greedy and past end-of-generation: prefill tok/s (prompt tokens
            over the time to the first token) and decode tok/s (the tokens after the first over
@@ -161,16 +162,12 @@ int bench_command(const std::vector<std::string>& argv) {
   }
   const std::string what = argv[0];
   if (what != "ops" && what != "model") return fail("unknown bench '" + what + "'\n" + usage(), 2);
+  if (what == "ops") return bench_ops_command(std::vector<std::string>(argv.begin() + 1, argv.end()));
   FlagSpec spec;
   spec.with_value = {"--threads", "--reps", "--prompt", "--gen"};
   spec.switches = {"--help"};
   spec.aliases = {{"-t", "--threads"}, {"-h", "--help"}};
-  if (what == "model") {
-    add_engine_flags(spec);
-  } else {
-    spec.with_value.insert("--model");  // only to say that bench ops takes none
-    spec.aliases.insert({"-m", "--model"});
-  }
+  add_engine_flags(spec);
   auto parsed = Args::parse(std::vector<std::string>(argv.begin() + 1, argv.end()), spec);
   if (!parsed.ok()) return fail(parsed.status().message() + "\n" + usage(), 2);
   const Args& args = *parsed;
@@ -178,19 +175,14 @@ int bench_command(const std::vector<std::string>& argv) {
     std::fputs(usage().c_str(), stdout);
     return 0;
   }
-  auto reps = args.get_int("--reps", what == "ops" ? 5 : 3);
+  auto reps = args.get_int("--reps", 3);
   auto n_prompt = args.get_int("--prompt", 512);
   auto n_gen = args.get_int("--gen", 128);
   for (const Status& s : {reps.status(), n_prompt.status(), n_gen.status()}) {
     if (!s.ok()) return fail(s.message(), 2);
   }
   if (*reps < 1 || *n_prompt < 1 || *n_gen < 1) return fail("--reps, --prompt and --gen must be >= 1", 2);
-  if (what == "model") return bench_model(args, static_cast<int>(*reps), *n_prompt, *n_gen);
-  if (args.has("--model")) return fail("bench ops takes no model", 2);
-  auto threads = args.get_int("--threads", ThreadPool::default_threads());
-  if (!threads.ok()) return fail(threads.status().message(), 2);
-  if (*threads < 1 || *threads > 1024) return fail("--threads must be between 1 and 1024", 2);
-  return bench_ops(static_cast<int>(*threads), static_cast<int>(*reps));
+  return bench_model(args, static_cast<int>(*reps), *n_prompt, *n_gen);
 }
 
 }  // namespace deepinfer::cli

@@ -313,4 +313,19 @@ TEST_F(DefaultModel, OutOfVocabularyTokenIsRejected) {
   EXPECT_NE(o.err.find("49152"), std::string::npos) << o.err;
 }
 
+// bench ops runs the op harness's perf cases; --filter picks one, and a backend the build lacks
+// is a usage error naming the ones it has.
+TEST(Cli, BenchOpsTimesTheHarnessCases) {
+  Outcome o = run("bench ops --threads 1 --reps 1 --filter 'rms_norm 256x2048'");
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  EXPECT_NE(o.out.find("memory bandwidth (triad)"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("rms_norm"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find(" GB/s\n"), std::string::npos) << o.out;
+  o = run("bench ops --backend nope");
+  EXPECT_EQ(o.exit_code, 2);
+  EXPECT_NE(o.err.find("cpu-reference"), std::string::npos) << o.err;
+  o = run("bench ops --filter no-such-case --reps 1");
+  EXPECT_EQ(o.exit_code, 2);
+}
+
 }  // namespace

@@ -12,6 +12,14 @@ if grep -rnE --include='*.h' --include='*.cpp' '\bcpu::' src/model src/engine sr
   echo "layering: the lines above call the CPU backend directly instead of through backend.h" >&2
   status=1
 fi
+# The op harness and `bench ops` run whatever backend they are given: they reach it through
+# backend.h only, so a CUDA backend joins them unchanged.
+harness="src/backend/op_harness.h src/backend/op_harness.cpp src/backend/op_cases.cpp src/cli/cmd_bench_ops.cpp"
+# shellcheck disable=SC2086
+if grep -nE '#include "backend/cpu/|\bcpu::' $harness; then
+  echo "layering: the lines above reach the CPU backend from the op harness instead of through backend.h" >&2
+  status=1
+fi
 # One forward pass per architecture family: the files that implement BatchRunner. A new family
 # (DeepSeek V4) adds its file here; a second copy of an existing pass does not belong.
 forward_passes="src/model/arch/decoder.cpp"

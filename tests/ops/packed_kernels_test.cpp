@@ -52,7 +52,9 @@ TEST(PackedKernels, PackingIsLossless) {
     const std::vector<uint8_t> w = random_matrix(type, n_out, n_in, rng);
     const std::vector<uint8_t> p = packed_copy(type, w, n_out, n_in);
     // As large as the original, except Q4_K, whose 6-bit scales are unpacked to bytes.
-    if (!is_k_quant(type)) EXPECT_EQ(p.size(), w.size()) << dtype_name(type);
+    if (!is_k_quant(type)) {
+      EXPECT_EQ(p.size(), w.size()) << dtype_name(type);
+    }
     const size_t row_bytes = dtype_row_bytes(type, n_in);
     std::vector<uint8_t> row(row_bytes);
     std::vector<float> want(n_in), got(n_in);

@@ -21,6 +21,7 @@ namespace deepinfer::cpu {
 namespace {
 
 constexpr int64_t kTile = 32;  // keys per softmax tile
+constexpr int64_t kMaxRun = 64;  // query heads of one work item (their states are on the stack)
 
 // Per query head: running max, running sum and the unnormalised output.
 struct HeadState {
@@ -255,11 +256,11 @@ void attend_items(const AttentionShape& shape, const float* q, int64_t n_tokens,
   thread_local std::vector<float> scratch;
   scratch.resize(static_cast<size_t>(run * (d + kTile) + d));
   float* row_buf = scratch.data() + run * (d + kTile);  // one widened row (generic paths)
-  HeadState heads[64];
+  HeadState heads[kMaxRun];
   int64_t rows[kTile];  // the tile's value rows (element offsets)
   KeyChunk chunks[kTile];
   LinePrefetcher prefetch;
-  DI_ICHECK(run <= 64);
+  DI_ICHECK(run <= kMaxRun);
   for (int64_t item = begin; item < end; ++item) {
     // Tokens in zigzag order (first, last, second, second to last, ...): a causal prefill's
     // cost grows with the position, and each thread's contiguous range of items then gets
@@ -391,7 +392,10 @@ void attention(const AttentionShape& shape, const float* q, int64_t n_tokens, st
   for (const SequenceKv& seq : sequences) DI_ICHECK(seq.dtype == dtype);
   DI_ICHECK(dtype == DType::kF32 || dtype == DType::kF16);
   const int64_t group = shape.n_head / shape.n_head_kv;
-  const int64_t run = n_tokens * shape.n_head_kv >= 4 * pool.n_threads() ? group : 1;
+  int64_t run = n_tokens * shape.n_head_kv >= 4 * pool.n_threads() ? group : 1;
+  // A group wider than kMaxRun heads (multi-query attention with many heads) goes in runs of its
+  // largest divisor up to kMaxRun.
+  while (run > kMaxRun || group % run != 0) --run;
   pool.parallel_for(n_tokens * (shape.n_head / run), [&](int, int64_t begin, int64_t end) {
     if (dtype == DType::kF16) {
       attend_items<uint16_t>(shape, q, n_tokens, positions, sequences, token_seq, out, run, begin, end);
