@@ -17,6 +17,12 @@ struct Step {
   std::string preempted;  // "B"
 };
 
+// "A B" lists, appended piece by piece: GCC 12 warns falsely (-Wrestrict) on "" + std::string.
+void append_name(std::string& list, char name) {
+  if (!list.empty()) list += ' ';
+  list += name;
+}
+
 class Harness {
  public:
   Harness(SchedulerConfig cfg, int32_t n_blocks, int32_t block_size = 4)
@@ -37,12 +43,14 @@ class Harness {
     Step s;
     std::vector<SampledToken> sampled;
     for (const ScheduledChunk& c : plan.chunks) {
-      s.chunks += (s.chunks.empty() ? "" : " ") + std::string(1, static_cast<char>(c.id)) + ":" + std::to_string(c.n_tokens);
+      append_name(s.chunks, static_cast<char>(c.id));
+      s.chunks += ':';
+      s.chunks += std::to_string(c.n_tokens);
       if (c.samples) sampled.push_back({c.id, static_cast<int32_t>(100 + c.first_position + c.n_tokens), c.epoch});
     }
     for (RequestId id : scheduler_.update(plan, sampled)) finished_.push_back(scheduler_.take_finished(id));
     for (RequestId id : plan.finished) finished_.push_back(scheduler_.take_finished(id));
-    for (RequestId id : plan.preempted) s.preempted += (s.preempted.empty() ? "" : " ") + std::string(1, static_cast<char>(id));
+    for (RequestId id : plan.preempted) append_name(s.preempted, static_cast<char>(id));
     s.running = names(RequestState::kRunning);
     s.waiting = names(RequestState::kWaiting);
     return s;
@@ -84,7 +92,7 @@ class Harness {
     std::string out;
     for (char c = 'A'; c <= 'Z'; ++c) {
       const Request* r = scheduler_.find(static_cast<RequestId>(c));
-      if (r && r->state == state) out += (out.empty() ? "" : " ") + std::string(1, c);
+      if (r && r->state == state) append_name(out, c);
     }
     return out;
   }

@@ -26,9 +26,10 @@ struct GgufValue {
 
 template <typename T>
 void append_le(std::vector<uint8_t>& out, T v) {
-  uint8_t raw[sizeof(T)];
-  std::memcpy(raw, &v, sizeof(T));
-  out.insert(out.end(), raw, raw + sizeof(T));
+  // resize + memcpy, not insert from a local array: GCC 12 warns falsely (-Wstringop-overflow)
+  const size_t at = out.size();
+  out.resize(at + sizeof(T));
+  std::memcpy(out.data() + at, &v, sizeof(T));
 }
 
 inline void append_string(std::vector<uint8_t>& out, const std::string& s) {
