@@ -9,8 +9,9 @@ commit after into two build directories, then
         --model smollm2-135m-instruct --threads 1,2 --reps 7
 
 prints, per model and thread count, the median tok/s of each binary, the ratio B / A and the
-spread of B / A over the repetitions (the noise to read the ratio against). --json writes every
-repetition to a file.
+spread of B / A over the repetitions (the noise to read the ratio against). Each process runs
+`bench model --reps 3` (--inner-reps) and reports its median. --json writes every repetition to
+a file.
 """
 
 import argparse
@@ -37,8 +38,8 @@ def cpu_model() -> str:
     return platform.processor() or "unknown"
 
 
-def bench_once(binary: str, model: str, threads: int, prompt: int, gen: int) -> tuple[float, float]:
-    cmd = [binary, "bench", "model", "-m", model, "--threads", str(threads), "--reps", "1",
+def bench_once(binary: str, model: str, threads: int, prompt: int, gen: int, inner: int) -> tuple[float, float]:
+    cmd = [binary, "bench", "model", "-m", model, "--threads", str(threads), "--reps", str(inner),
            "--prompt", str(prompt), "--gen", str(gen)]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
     pre, dec = PREFILL.search(out), DECODE.search(out)
@@ -56,6 +57,9 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=7)
     ap.add_argument("--prompt", type=int, default=512)
     ap.add_argument("--gen", type=int, default=128)
+    ap.add_argument("--inner-reps", type=int, default=3,
+                    help="bench model's own --reps per process (its median): the first request of a "
+                         "fresh process pays first-touch costs that are not the steady speed")
     ap.add_argument("--json", help="write every repetition here")
     args = ap.parse_args()
     models = args.model or ["smollm2-135m-instruct", "gemma3-270m"]
@@ -70,7 +74,7 @@ def main() -> None:
             for r in range(args.reps):
                 order = [("a", args.a), ("b", args.b)] if r % 2 == 0 else [("b", args.b), ("a", args.a)]
                 for name, binary in order:
-                    pre, dec = bench_once(binary, model, t, args.prompt, args.gen)
+                    pre, dec = bench_once(binary, model, t, args.prompt, args.gen, args.inner_reps)
                     (a_pre if name == "a" else b_pre).append(pre)
                     (a_dec if name == "a" else b_dec).append(dec)
                     runs.append({"model": model, "threads": t, "rep": r, "binary": name, "prefill": pre, "decode": dec})
