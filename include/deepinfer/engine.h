@@ -82,6 +82,18 @@ struct GenerationRequest {
 // failure); TokenEvent::error says why. The engine keeps serving the other requests.
 enum class FinishReason { kNone, kStop, kLength, kCancelled, kError };
 
+// "stop", "length", "cancelled", "error"; "none" for kNone.
+inline const char* finish_reason_name(FinishReason r) {
+  switch (r) {
+    case FinishReason::kStop: return "stop";
+    case FinishReason::kLength: return "length";
+    case FinishReason::kCancelled: return "cancelled";
+    case FinishReason::kError: return "error";
+    case FinishReason::kNone: break;
+  }
+  return "none";
+}
+
 struct TopLogprob {
   int32_t token = 0;
   float logprob = 0.0f;

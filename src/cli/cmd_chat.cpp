@@ -65,6 +65,7 @@ class InterruptCatcher {
 
 struct Reply {
   std::string text;
+  std::string error;  // the engine failed the reply (FinishReason::kError)
   int64_t n_prompt = 0, n_cached = 0, n_tokens = 0;
   double decode_seconds = 0.0;  // from the first token to the last
 };
@@ -86,6 +87,7 @@ Reply stream_reply(RequestHandle& handle) {
     }
     reply.n_tokens += static_cast<int64_t>(e.tokens.size());
     reply.text += e.text;
+    if (e.finish == FinishReason::kError) reply.error = e.error;
     std::fwrite(e.text.data(), 1, e.text.size(), stdout);
     std::fflush(stdout);
   }
@@ -131,6 +133,12 @@ class Chat {
     Reply reply = stream_reply(**handle);
     std::fputc('\n', stdout);
     std::fflush(stdout);
+    if (!reply.error.empty()) {
+      // The turn failed: it leaves the conversation as it was, and the user may ask again.
+      messages_.pop_back();
+      std::fprintf(stderr, "deepinfer: %s\n", reply.error.c_str());
+      return {};
+    }
     messages_.push_back(recipe::Message::assistant(reply.text));
     if (stats_) {
       const int64_t decoded = std::max<int64_t>(0, reply.n_tokens - 1);

@@ -40,17 +40,6 @@ const char* kGenerateUsage = R"(usage: deepinfer generate [-m MODEL] --input FIL
 
 std::string usage() { return kGenerateUsage + engine_flags_usage(); }
 
-const char* finish_name(FinishReason r) {
-  switch (r) {
-    case FinishReason::kStop: return "stop";
-    case FinishReason::kLength: return "length";
-    case FinishReason::kCancelled: return "cancelled";
-    case FinishReason::kError: return "error";
-    case FinishReason::kNone: break;
-  }
-  return "none";
-}
-
 Result<std::vector<int32_t>> render_messages(const nlohmann::json& messages, const ChatRenderer& renderer,
                                              const std::string& where) {
   if (!messages.is_array() || messages.empty()) return invalid_argument(where + "\"messages\" must be a non-empty array");
@@ -288,7 +277,7 @@ int generate_command(const std::vector<std::string>& argv) {
       o["index"] = k;
       o["text"] = s.text;
       o["token_ids"] = s.ids;
-      o["finish_reason"] = finish_name(s.last.finish);
+      o["finish_reason"] = finish_reason_name(s.last.finish);
       o["stop_reason"] = s.stop_reason();
       if (s.last.finish == FinishReason::kError) o["error"] = s.last.error;
       if (req.sampling.logprobs >= 0) o["logprobs"] = s.logprobs;

@@ -33,16 +33,6 @@ double ms_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
 }
 
-const char* finish_name(FinishReason r) {
-  switch (r) {
-    case FinishReason::kStop: return "stop";
-    case FinishReason::kLength: return "length";
-    case FinishReason::kCancelled: return "cancelled";
-    case FinishReason::kNone: break;
-  }
-  return "none";
-}
-
 // The prompt's ids: given, or the text encoded (in chat turns with --chat). Exit code 2 on error.
 Result<std::vector<int32_t>> prompt_ids(const Args& args, const LoadedEngine& loaded, const std::string& path) {
   if (auto ids = args.get("--prompt-tokens")) return parse_token_list(*ids, "--prompt-tokens");
@@ -108,6 +98,7 @@ int run_command(const std::vector<std::string>& argv) {
   std::vector<int32_t> generated;
   std::string text;
   FinishReason finish = FinishReason::kNone;
+  std::string error;
   double first_token_ms = 0.0;
   Clock::time_point first_event{}, last_event{};
   int64_t n_sampled = 0;  // generated plus the stop token, if one ended it: one forward pass each
@@ -125,6 +116,7 @@ int run_command(const std::vector<std::string>& argv) {
       std::fflush(stdout);
     }
     if (e->finish != FinishReason::kNone) finish = e->finish;
+    if (e->finish == FinishReason::kError) error = e->error;
     // The end-of-generation token that stopped it is not part of the output (its text is empty).
     if (e->stop_token >= 0 && !generated.empty()) generated.pop_back();
   }
@@ -143,7 +135,8 @@ int run_command(const std::vector<std::string>& argv) {
     out["prompt_token_ids"] = *prompt;
     out["generated_token_ids"] = generated;
     out["text"] = loaded->tokenizer ? nlohmann::json(text) : nlohmann::json(nullptr);
-    out["finish_reason"] = finish_name(finish);
+    out["finish_reason"] = finish_reason_name(finish);
+    if (finish == FinishReason::kError) out["error"] = error;
     out["timings"] = {{"load_ms", loaded->load_ms},
                       {"prompt_tokens", n_prompt},
                       {"prompt_ms", first_token_ms},
@@ -158,6 +151,8 @@ int run_command(const std::vector<std::string>& argv) {
     std::fprintf(stderr, "\nprompt: %lld tokens, %.1f tokens/s | generation: %zu tokens, %.1f tokens/s | load %.0f ms\n",
                  static_cast<long long>(n_prompt), prompt_tps, generated.size(), gen_tps, loaded->load_ms);
   }
+  // A failed step is a runtime error: what was generated before it is printed, then the reason.
+  if (finish == FinishReason::kError) return fail(error);
   return 0;
 }
 

@@ -97,6 +97,7 @@ int score_command(const std::vector<std::string>& argv) {
   auto handle = loaded->engine->submit(std::move(request));
   if (!handle.ok()) return fail(handle.status().message(), submit_exit_code(handle.status()));
   std::optional<TokenEvent> first = (*handle)->next();
+  if (first && first->finish == FinishReason::kError) return fail(first->error);
   if (!first || first->logprobs.empty()) return fail("the engine ended the request without a token");
   while ((*handle)->next()) {
   }

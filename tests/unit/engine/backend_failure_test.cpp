@@ -7,7 +7,7 @@
 
 #include "deepinfer/engine.h"
 #include "engine/create_engine.h"
-#include "failing_backend.h"
+#include "sync_hook_backend.h"
 
 namespace deepinfer {
 namespace {
@@ -63,7 +63,7 @@ TEST_P(BackendFailure, FailsTheStepsRequestsAndServesTheNext) {
   const Outcome failed = collect(*engine->submit(greedy(a, 12)).value());
   EXPECT_EQ(failed.finish, FinishReason::kError);
   EXPECT_NE(failed.error.find("injected: out of device memory"), std::string::npos) << failed.error;
-  EXPECT_NE(failed.error.find("failing-cpu backend"), std::string::npos) << failed.error;
+  EXPECT_NE(failed.error.find("sync-hook-cpu backend"), std::string::npos) << failed.error;
   EXPECT_LT(failed.tokens.size(), 12u);
 
   // The engine still serves, with every block of the failed request back in the pool.

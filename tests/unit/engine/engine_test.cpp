@@ -13,12 +13,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/create_engine.h"
 #include "engine/sampler.h"
 #include "model/loader/tensor_source.h"
 #include "model/model.h"
 #include "test_models.h"
 #include "tokenizer/tokenizer.h"
 #include "test_backend.h"
+#include "sync_hook_backend.h"
 
 namespace deepinfer {
 namespace {
@@ -147,18 +149,25 @@ TEST(Engine, PrefixHitAndPreemptionGiveTheColdTokens) {
   cfg.model_path = tiny("qwen2_gqa");
   cfg.threads = 1;
   cfg.block_size = 4;
-  // 15 blocks: one 40-token request fits (10 blocks), no two do, so any overlap of the eight
-  // requests preempts (a larger cache left it to the timing of the submissions under load).
+  // 15 blocks: one 40-token request fits (10 blocks), no two do, so the eight requests, queued
+  // together, preempt each other.
   cfg.kv_cache_tokens = 60;
-  auto engine = std::move(Engine::create(cfg)).value();
+  testing::StepGate gate;
+  auto engine = std::move(create_engine(cfg, [&gate](std::unique_ptr<backend::Backend> inner) {
+                            return std::make_unique<testing::SyncHookBackend>(std::move(inner), gate.hook());
+                          })).value();
   auto prompts = random_prompts(8, model->config().n_vocab, 2);
   for (auto& p : prompts) p.resize(24, 7);
   // Requests 4..7 share request 0's first 16 tokens.
   for (int i = 4; i < 8; ++i) std::copy_n(prompts[0].begin(), 16, prompts[static_cast<size_t>(i)].begin());
   auto first = std::move(engine->submit(greedy(prompts[0], 16))).value();
   EXPECT_EQ(collect(*first), greedy_alone(*model, prompts[0], 16));
+  // The engine holds the first request's first step until all eight are queued: on a loaded
+  // machine the engine could otherwise finish each request before the next one arrives.
+  gate.arm();
   std::vector<std::shared_ptr<RequestHandle>> handles;
   for (const auto& p : prompts) handles.push_back(std::move(engine->submit(greedy(p, 16))).value());
+  gate.release();
   for (size_t i = 0; i < prompts.size(); ++i) {
     EXPECT_EQ(collect(*handles[i]), greedy_alone(*model, prompts[i], 16)) << "request " << i;
   }

@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/create_engine.h"
-#include "failing_backend.h"
+#include "sync_hook_backend.h"
 #include "model/catalog.h"
 #include "server/api_prompt.h"
 #include "server/api_server.h"
