@@ -173,7 +173,9 @@ Status SafetensorsSource::add_file(const fs::path& path, std::set<std::string>* 
   const std::string architecture = arch_name.ok() ? *arch_name : "";
   const uint8_t* data = file.data() + 8 + header_len;
   const uint64_t data_size = size - 8 - header_len;
-  for (const auto& [hf_name, info] : header.items()) {
+  for (const auto& item : header.items()) {
+    const std::string& hf_name = item.key();  // a named local: clang 14 cannot capture a binding
+    const nlohmann::json& info = item.value();
     if (hf_name == "__metadata__") continue;  // free-form strings ("format": "pt")
     auto problem = [&](const std::string& what) {
       return data_loss(name + ": tensor '" + hf_name + "' " + what);
