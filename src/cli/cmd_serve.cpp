@@ -1,4 +1,5 @@
 // deepinfer serve: the OpenAI- and Anthropic-compatible HTTP server (src/server/serve.h).
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 
@@ -21,16 +22,35 @@ const char* kServeUsage = R"(usage: deepinfer serve [-m MODEL] [options]
   --shutdown-timeout S       seconds requests in flight may take after SIGTERM (default 30)
   --max-body-bytes N         request body limit, 413 above (default 33554432)
   --read-timeout S           seconds a request may take to arrive, 408 after (default 30)
+  --allowed-origins LIST     comma-separated origins (http://host:port) whose web pages may call
+                             the server (CORS), or '*'; default none: other origins get 403
+  --allowed-hosts LIST       comma-separated Host names accepted besides localhost and IP
+                             addresses (DNS-rebinding check on a loopback address), or '*'
 )";
 
 std::string usage() { return kServeUsage + engine_flags_usage(); }
+
+// "a, b,,c" -> {"a", "b", "c"}
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t end = std::min(text.find(',', start), text.size());
+    std::string item = text.substr(start, end - start);
+    item.erase(0, item.find_first_not_of(" \t"));
+    item.erase(item.find_last_not_of(" \t") + 1);
+    if (!item.empty()) out.push_back(item);
+    start = end + 1;
+  }
+  return out;
+}
 
 }  // namespace
 
 int serve_command(const std::vector<std::string>& argv) {
   FlagSpec spec;
   spec.with_value = {"--host", "--port", "--api-key", "--served-model-name", "--max-queue", "--shutdown-timeout",
-                     "--max-body-bytes", "--read-timeout"};
+                     "--max-body-bytes", "--read-timeout", "--allowed-origins", "--allowed-hosts"};
   spec.switches = {"--help"};
   spec.aliases = {{"-h", "--help"}};
   add_engine_flags(spec);
@@ -76,6 +96,8 @@ int serve_command(const std::vector<std::string>& argv) {
   options.shutdown_timeout_s = *timeout;
   options.max_body_bytes = static_cast<size_t>(*max_body);
   options.read_timeout_s = *read_timeout;
+  options.allowed_origins = split_list(args.get("--allowed-origins").value_or(""));
+  options.allowed_hosts = split_list(args.get("--allowed-hosts").value_or(""));
   Status status = server::serve(options);
   if (!status.ok()) return fail("serve: " + status.message());
   return 0;

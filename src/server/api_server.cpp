@@ -15,14 +15,16 @@ std::vector<Route> ApiServer::routes() {
   auto bind = [this](void (ApiServer::*method)(const HttpRequest&, ResponseWriter&)) -> Handler {
     return [this, method](const HttpRequest& request, ResponseWriter& out) { (this->*method)(request, out); };
   };
+  // Every body is JSON: the transport answers any other Content-Type with 415 before reading it.
+  constexpr BodyType kJson = BodyType::kJson;
   return {
-      {"POST", "/v1/chat/completions", bind(&ApiServer::chat_completions)},
-      {"POST", "/v1/completions", bind(&ApiServer::completions)},
-      {"POST", "/v1/responses", bind(&ApiServer::responses)},
-      {"POST", "/v1/messages", bind(&ApiServer::messages)},
-      {"POST", "/v1/messages/count_tokens", bind(&ApiServer::count_tokens)},
-      {"POST", "/tokenize", bind(&ApiServer::tokenize)},
-      {"POST", "/detokenize", bind(&ApiServer::detokenize)},
+      {"POST", "/v1/chat/completions", bind(&ApiServer::chat_completions), kJson},
+      {"POST", "/v1/completions", bind(&ApiServer::completions), kJson},
+      {"POST", "/v1/responses", bind(&ApiServer::responses), kJson},
+      {"POST", "/v1/messages", bind(&ApiServer::messages), kJson},
+      {"POST", "/v1/messages/count_tokens", bind(&ApiServer::count_tokens), kJson},
+      {"POST", "/tokenize", bind(&ApiServer::tokenize), kJson},
+      {"POST", "/detokenize", bind(&ApiServer::detokenize), kJson},
       {"GET", "/v1/models", bind(&ApiServer::models)},
       {"GET", "/health", [](const HttpRequest&, ResponseWriter& out) { send_json(out, 200, "{\"status\":\"ok\"}"); }},
       {"GET", "/metrics",
@@ -38,6 +40,17 @@ ErrorBody ApiServer::error_body() const {
     if (status == 401) text = "Invalid API key: pass it as 'Authorization: Bearer KEY' or 'x-api-key: KEY'.";
     ApiError error{status, text, status == 401 ? "invalid_api_key" : "", ""};
     return error_json(flavor_of_path(request.path), error);
+  };
+}
+
+StreamCutEvent ApiServer::stream_cut_event() {
+  return [](const HttpRequest& request, int status, std::string_view message) {
+    const ApiFlavor flavor = flavor_of_path(request.path);
+    const std::string json = error_json(flavor, {status, std::string(message), "", ""});
+    // As answer_engine_failure ends a failed stream: Messages and Responses name their events,
+    // Chat and Completions send bare data lines.
+    const bool named = flavor == ApiFlavor::kAnthropic || request.path == "/v1/responses";
+    return named ? "event: error\ndata: " + json + "\n\n" : sse_data(json);
   };
 }
 

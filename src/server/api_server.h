@@ -55,6 +55,8 @@ class ApiServer {
   std::vector<Route> routes();
   // The transport's own errors (401, 404, 413, ...) in the shape of the path's protocol.
   ErrorBody error_body() const;
+  // The error event that ends a stream the transport cuts at shutdown, in the path's protocol.
+  static StreamCutEvent stream_cut_event();
   ApiMetrics& metrics() { return *metrics_; }
 
  private:

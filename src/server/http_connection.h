@@ -34,11 +34,17 @@ std::string error_body(const ServerContext& context, const HttpRequest& request,
 std::string error_response(const ServerContext& context, const HttpRequest& request, int status,
                            std::string_view message);
 
-// Appends a status line and headers, ending with the blank line. Without `content_length` the
-// body is chunked. Adds Connection and the CORS origin as the configuration asks.
-void append_response_head(std::string& out, const ServerContext& context, int status,
-                          std::string_view content_type, std::optional<size_t> content_length,
-                          bool keep_alive, const Headers& extra);
+// How a response's body is delimited.
+enum class Framing {
+  kContentLength,  // complete responses
+  kChunked,        // streams to HTTP/1.1 clients
+  kUntilClose,     // streams to HTTP/1.0 clients, which know no chunks (RFC 9112 section 6.3)
+};
+
+// Appends a status line and headers, ending with the blank line. `content_length` counts only
+// with Framing::kContentLength. `extra` holds everything else (CORS headers included).
+void append_response_head(std::string& out, int status, std::string_view content_type, Framing framing,
+                          size_t content_length, bool keep_alive, const Headers& extra);
 
 // Reason phrase of a status code ("Not Found"); "Unknown" for codes the server never sends.
 const char* reason_phrase(int status);

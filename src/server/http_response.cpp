@@ -1,5 +1,5 @@
 // Response heads, transport error bodies and API-key checks.
-#include <charconv>
+#include <algorithm>
 #include <cstdio>
 
 #include "server/http_connection.h"
@@ -114,9 +114,8 @@ const char* reason_phrase(int status) {
   }
 }
 
-void append_response_head(std::string& out, const ServerContext& context, int status,
-                          std::string_view content_type, std::optional<size_t> content_length,
-                          bool keep_alive, const Headers& extra) {
+void append_response_head(std::string& out, int status, std::string_view content_type, Framing framing,
+                          size_t content_length, bool keep_alive, const Headers& extra) {
   out += "HTTP/1.1 ";
   out += std::to_string(status);
   out += ' ';
@@ -129,22 +128,14 @@ void append_response_head(std::string& out, const ServerContext& context, int st
   }
   // 1xx, 204 and 304 carry no body and, by RFC 9110, no Content-Length either.
   bool bodiless = status < 200 || status == 204 || status == 304;
-  if (bodiless) {
-    // nothing: the status line and headers are the whole response
-  } else if (content_length) {
+  if (!bodiless && framing == Framing::kContentLength) {
     out += "Content-Length: ";
-    out += std::to_string(*content_length);
+    out += std::to_string(content_length);
     out += "\r\n";
-  } else {
+  } else if (!bodiless && framing == Framing::kChunked) {
     out += "Transfer-Encoding: chunked\r\n";
   }
   out += keep_alive ? "Connection: keep-alive\r\n" : "Connection: close\r\n";
-  if (!context.config.cors_allow_origin.empty()) {
-    out += "Access-Control-Allow-Origin: ";
-    out += context.config.cors_allow_origin;
-    out += "\r\n";
-    if (context.config.cors_allow_origin != "*") out += "Vary: Origin\r\n";
-  }
   for (const auto& [name, value] : extra) {
     out += name;
     out += ": ";
@@ -164,7 +155,7 @@ std::string error_response(const ServerContext& context, const HttpRequest& requ
                            std::string_view message) {
   std::string body = error_body(context, request, status, message);
   std::string out;
-  append_response_head(out, context, status, "application/json", body.size(), /*keep_alive=*/false, {});
+  append_response_head(out, status, "application/json", Framing::kContentLength, body.size(), /*keep_alive=*/false, {});
   out += body;
   return out;
 }

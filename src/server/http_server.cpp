@@ -24,6 +24,9 @@ namespace {
 
 constexpr std::chrono::milliseconds kReapInterval{1000};
 constexpr std::chrono::milliseconds kAcceptRetry{100};
+// How long handlers cut at the end of a shutdown's grace have to stop before their sockets are
+// aborted: generating handlers look at their client every poll interval (50 ms by default).
+constexpr std::chrono::milliseconds kWindUp{1000};
 
 // Set on connection threads: shutdown() called from a handler must not join its own thread.
 thread_local bool t_on_connection_thread = false;
@@ -165,6 +168,14 @@ class HttpServerImpl final : public HttpServer {
     });
   }
 
+  // Under mutex_.
+  bool all_done() const {
+    for (const auto& slot : slots_) {
+      if (!slot->done) return false;
+    }
+    return true;
+  }
+
   // Joins the threads of finished connections (all of them when `only_done` is false).
   void reap(bool only_done) {
     std::list<std::unique_ptr<Slot>> finished;
@@ -199,13 +210,14 @@ class HttpServerImpl final : public HttpServer {
 
     {
       std::unique_lock lock(mutex_);
-      slots_cv_.wait_until(lock, deadline, [&] {
-        for (auto& slot : slots_) {
-          if (!slot->done) return false;
-        }
-        return true;
-      });
-      // Past the grace: whoever is still at work sees its client gone and its writes fail.
+      slots_cv_.wait_until(lock, deadline, [&] { return all_done(); });
+      // Past the grace: whoever is still at work is asked to stop (its writer reports the client
+      // gone) and its connection ends the answer with an error event; a handler that does not
+      // notice within kWindUp has its socket aborted, so that its writes fail.
+      for (auto& slot : slots_) {
+        if (!slot->done) slot->socket->cut();
+      }
+      slots_cv_.wait_for(lock, kWindUp, [&] { return all_done(); });
       for (auto& slot : slots_) {
         if (!slot->done) slot->socket->abort();
       }

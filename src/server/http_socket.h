@@ -52,10 +52,17 @@ class Socket {
   void abort();
   bool aborted() const { return aborted_.load(std::memory_order_acquire); }
 
+  // Any thread: asks the owner to end the answer in progress (shutdown past its grace). The
+  // socket stays open, so that the owner can end a stream with a last event before closing;
+  // abort() is the backstop for an owner that does not notice.
+  void cut() { cut_.store(true, std::memory_order_release); }
+  bool is_cut() const { return cut_.load(std::memory_order_acquire); }
+
  private:
   std::mutex mutex_;  // guards fd_ against abort() racing close() (and fd reuse)
   int fd_;
   std::atomic<bool> aborted_{false};
+  std::atomic<bool> cut_{false};
 };
 
 }  // namespace deepinfer::server

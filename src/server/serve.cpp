@@ -14,6 +14,7 @@
 #include "model/catalog.h"
 #include "server/api_server.h"
 #include "server/http.h"
+#include "server/http_policy.h"
 #include "tokenizer/tokenizer_loading.h"
 
 namespace deepinfer::server {
@@ -57,12 +58,20 @@ Status serve(const ServeOptions& options) {
   http_config.api_keys = options.api_keys;
   http_config.max_body_bytes = options.max_body_bytes;
   http_config.read_timeout = std::chrono::milliseconds(static_cast<int64_t>(options.read_timeout_s * 1000.0));
+  http_config.allowed_origins = options.allowed_origins;
+  http_config.allowed_hosts = options.allowed_hosts;
   http_config.error_body = api.error_body();
+  http_config.stream_cut_event = api.stream_cut_event();
   DI_ASSIGN_OR_RETURN(std::unique_ptr<HttpServer> http, HttpServer::start(http_config, api.routes()));
 
   std::fprintf(stderr, "deepinfer serve: %s on http://%s:%u (context %lld tokens)%s\n",
                api_config.served_model_name.c_str(), options.host.c_str(), static_cast<unsigned>(http->port()),
                static_cast<long long>(engine->max_context()), options.api_keys.empty() ? "" : ", API key required");
+  if (!is_loopback_host(options.host) && options.api_keys.empty()) {
+    std::fprintf(stderr, "deepinfer serve: warning: %s is not a loopback address and no --api-key is set: "
+                         "anyone who can reach the port can use the model (docs/security.md)\n",
+                 options.host.c_str());
+  }
   std::fflush(stderr);
 
   const auto grace = std::chrono::milliseconds(static_cast<int64_t>(options.shutdown_timeout_s * 1000.0));

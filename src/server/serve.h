@@ -27,6 +27,10 @@ struct ServeOptions {
   double shutdown_timeout_s = 30.0;
   double read_timeout_s = 30.0;       // a request must arrive within this (408 after)
   size_t max_body_bytes = size_t{32} << 20;
+  // Local-server safety (docs/security.md): origins whose pages may call the server (CORS; empty:
+  // none, "*": any) and Host names accepted besides localhost and IP addresses ("*": any).
+  std::vector<std::string> allowed_origins;
+  std::vector<std::string> allowed_hosts;
 };
 
 // Returns after a graceful shutdown (OK) or when loading or binding fails (the error).

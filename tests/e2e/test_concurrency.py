@@ -35,7 +35,7 @@ def vanish(port, seed):
     rng = random.Random(seed)
     body = ('{"model": "%s", "stream": true, "max_tokens": 32, "temperature": 0, "messages": '
             '[{"role": "user", "content": "Tell me about %s."}]}' % (MODEL, TOPICS[seed % len(TOPICS)])).encode()
-    head = (f"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {API_KEY}\r\n"
+    head = (f"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {API_KEY}\r\n"
             f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n").encode()
     s = socket.create_connection(("127.0.0.1", port), timeout=60)
     try:

@@ -91,7 +91,7 @@ def status_of(response):
 
 def post(path, body, content_type="application/json", length=None):
     length = len(body) if length is None else length
-    head = (f"POST {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {API_KEY}\r\n"
+    head = (f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {API_KEY}\r\n"
             f"Content-Type: {content_type}\r\nContent-Length: {length}\r\n\r\n").encode()
     return head + body
 
@@ -108,7 +108,7 @@ def test_bad_input_keeps_serving(server, openai_client):
     # Deeply nested JSON.
     assert status_of(raw_exchange(server, post("/v1/chat/completions", b"[" * 200000 + b"]" * 200000))) == 400
     # Huge headers.
-    huge = b"GET /health HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 100000 + b"\r\n\r\n"
+    huge = b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: " + b"a" * 100000 + b"\r\n\r\n"
     assert status_of(raw_exchange(server, huge)) == 431
     # Body over the limit (announced): refused without reading it.
     assert status_of(raw_exchange(server, post("/v1/chat/completions", b"", length=1 << 30))) == 413
@@ -132,7 +132,7 @@ def test_slow_clients_get_408_while_others_are_served(server, openai_client):
     # than the read timeout: a deadline on the whole request, not on each read.
     chat = b'{"model": "%s", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}' % MODEL.encode()
     slow_head = socket.create_connection(("127.0.0.1", server.port), timeout=30)
-    slow_head.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Le")  # and nothing more
+    slow_head.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Le")  # and nothing more
     slow_body = socket.create_connection(("127.0.0.1", server.port), timeout=30)
     slow_body.sendall(post("/v1/chat/completions", chat)[:-10])  # all but the last 10 bytes
     trickle = socket.create_connection(("127.0.0.1", server.port), timeout=30)

@@ -1,7 +1,7 @@
 """tokenize/detokenize, health, CORS: the small endpoints around the generating ones."""
 import json
 
-from conftest import MODEL
+from conftest import MODEL, start_server, stop_server
 
 
 def test_tokenize_round_trip(server, openai_client):
@@ -23,9 +23,24 @@ def test_tokenize_round_trip(server, openai_client):
 def test_health_and_cors_preflight(server):
     status, headers, data = server.request("GET", "/health", headers={"Authorization": ""})
     assert status == 200 and json.loads(data)["status"] == "ok"
-    status, headers, _ = server.request("OPTIONS", "/v1/chat/completions", headers={
-        "Authorization": "", "Origin": "http://example.test", "Access-Control-Request-Method": "POST",
-        "Access-Control-Request-Headers": "authorization, content-type"})
-    assert status == 204
-    assert headers.get("Access-Control-Allow-Origin") == "*"
-    assert "POST" in headers.get("Access-Control-Allow-Methods", "")
+    # CORS is off by default: a page of another origin is refused, preflight or not.
+    preflight = {"Authorization": "", "Origin": "http://example.test", "Access-Control-Request-Method": "POST",
+                 "Access-Control-Request-Headers": "authorization, content-type"}
+    status, headers, _ = server.request("OPTIONS", "/v1/chat/completions", headers=preflight)
+    assert status == 403 and "Access-Control-Allow-Origin" not in headers
+    # A DNS-rebinding page reaches the loopback server under its own name.
+    status, _, data = server.request("GET", "/health", headers={"Host": "rebind.example.test"})
+    assert status == 403 and b"--allowed-hosts" in data
+
+
+def test_allowed_origins_and_hosts_flags():
+    srv = start_server("--allowed-origins", "http://example.test", "--allowed-hosts", "my.box")
+    try:
+        status, headers, _ = srv.request("OPTIONS", "/v1/chat/completions", headers={
+            "Authorization": "", "Origin": "http://example.test", "Access-Control-Request-Method": "POST"})
+        assert status == 204
+        assert headers.get("Access-Control-Allow-Origin") == "http://example.test"
+        assert "POST" in headers.get("Access-Control-Allow-Methods", "")
+        assert srv.request("GET", "/health", headers={"Host": "my.box:8000"})[0] == 200
+    finally:
+        stop_server(srv)

@@ -2,225 +2,17 @@
 // sees exactly the bytes on the wire.
 #include "server/http.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <poll.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <gtest/gtest.h>
 
-#include <atomic>
-#include <chrono>
-#include <condition_variable>
 #include <filesystem>
 #include <future>
-#include <mutex>
-#include <optional>
-#include <thread>
+
+#include "http_test_client.h"
 
 namespace deepinfer::server {
 namespace {
 
-using namespace std::chrono_literals;
-using Clock = std::chrono::steady_clock;
-
-struct Response {
-  int status = 0;
-  Headers headers;  // names in lower case
-  std::string body;
-  std::vector<std::string> chunks;  // for chunked responses, each as it arrived on the wire
-
-  const std::string* header(std::string_view name) const {
-    for (const auto& [n, v] : headers) {
-      if (n == name) return &v;
-    }
-    return nullptr;
-  }
-};
-
-std::string lower(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
-
-// A blocking HTTP/1.1 client on one connection. Every read waits at most `timeout`.
-class Client {
- public:
-  explicit Client(uint16_t port, std::chrono::milliseconds timeout = 5000ms) : timeout_(timeout) {
-    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(port);
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    connected_ = ::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
-    int one = 1;
-    ::setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-  }
-  ~Client() { close(); }
-
-  bool connected() const { return connected_; }
-  void close() {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = -1;
-  }
-
-  void send(std::string_view data) {
-    while (!data.empty()) {
-      ssize_t n = ::send(fd_, data.data(), data.size(), MSG_NOSIGNAL);
-      if (n <= 0) return;
-      data.remove_prefix(static_cast<size_t>(n));
-    }
-  }
-
-  // Reads one response; status 0 when the connection ended or timed out first.
-  Response read_response(bool head_only = false) {
-    Response r;
-    size_t end;
-    while ((end = buffer_.find("\r\n\r\n")) == std::string::npos) {
-      if (!fill()) return r;
-    }
-    std::string head = buffer_.substr(0, end);
-    buffer_.erase(0, end + 4);
-    size_t line_end = head.find("\r\n");
-    std::string status_line = head.substr(0, line_end);
-    if (status_line.rfind("HTTP/1.1 ", 0) != 0) return r;
-    r.status = std::stoi(status_line.substr(9, 3));
-    size_t pos = line_end == std::string::npos ? head.size() : line_end + 2;
-    while (pos < head.size()) {
-      size_t next = head.find("\r\n", pos);
-      if (next == std::string::npos) next = head.size();
-      std::string line = head.substr(pos, next - pos);
-      size_t colon = line.find(':');
-      std::string value = line.substr(colon + 1);
-      while (!value.empty() && value.front() == ' ') value.erase(0, 1);
-      r.headers.emplace_back(lower(line.substr(0, colon)), value);
-      pos = next + 2;
-    }
-    if (head_only || r.status == 204 || r.status == 304 || r.status < 200) return r;
-    if (const std::string* length = r.header("content-length")) {
-      size_t n = std::stoul(*length);
-      while (buffer_.size() < n) {
-        if (!fill()) return r;
-      }
-      r.body = buffer_.substr(0, n);
-      buffer_.erase(0, n);
-    } else if (const std::string* te = r.header("transfer-encoding"); te && *te == "chunked") {
-      while (true) {
-        std::optional<std::string> chunk = read_chunk();
-        if (!chunk) return r;
-        if (chunk->empty()) break;
-        r.body += *chunk;
-        r.chunks.push_back(*chunk);
-      }
-    }
-    return r;
-  }
-
-  // One chunk of a chunked body: "" for the last chunk, nullopt when the stream broke.
-  std::optional<std::string> read_chunk() {
-    size_t line_end;
-    while ((line_end = buffer_.find("\r\n")) == std::string::npos) {
-      if (!fill()) return std::nullopt;
-    }
-    size_t n = std::stoul(buffer_.substr(0, line_end), nullptr, 16);
-    buffer_.erase(0, line_end + 2);
-    while (buffer_.size() < n + 2) {
-      if (!fill()) return std::nullopt;
-    }
-    std::string chunk = buffer_.substr(0, n);
-    buffer_.erase(0, n + 2);
-    return chunk;
-  }
-
-  // True when the server closed the connection (end of stream or reset) within the timeout.
-  bool closed_by_server() {
-    while (true) {
-      pollfd pfd{fd_, POLLIN, 0};
-      if (::poll(&pfd, 1, static_cast<int>(timeout_.count())) <= 0) return false;
-      char buf[4096];
-      ssize_t n = ::recv(fd_, buf, sizeof(buf), 0);
-      if (n <= 0) return true;
-    }
-  }
-
- private:
-  bool fill() {
-    pollfd pfd{fd_, POLLIN, 0};
-    if (::poll(&pfd, 1, static_cast<int>(timeout_.count())) <= 0) return false;
-    char buf[16384];
-    ssize_t n = ::recv(fd_, buf, sizeof(buf), 0);
-    if (n <= 0) return false;
-    buffer_.append(buf, static_cast<size_t>(n));
-    return true;
-  }
-
-  int fd_ = -1;
-  bool connected_ = false;
-  std::chrono::milliseconds timeout_;
-  std::string buffer_;
-};
-
-// A one-shot signal between a handler thread and the test.
-class Latch {
- public:
-  void open() {
-    std::lock_guard lock(mutex_);
-    open_ = true;
-    cv_.notify_all();
-  }
-  bool wait(std::chrono::milliseconds timeout = 5000ms) {
-    std::unique_lock lock(mutex_);
-    return cv_.wait_for(lock, timeout, [&] { return open_; });
-  }
-
- private:
-  std::mutex mutex_;
-  std::condition_variable cv_;
-  bool open_ = false;
-};
-
-HttpServerConfig test_config() {
-  HttpServerConfig config;
-  config.port = 0;
-  config.log_requests = false;
-  return config;
-}
-
-std::unique_ptr<HttpServer> start_server(HttpServerConfig config, std::vector<Route> routes) {
-  auto server = HttpServer::start(std::move(config), std::move(routes));
-  if (!server.ok()) {
-    ADD_FAILURE() << server.status().to_string();
-    return nullptr;
-  }
-  return std::move(server).value();
-}
-
-Route echo_route(std::string method, std::string path) {
-  return {method, path, [](const HttpRequest& request, ResponseWriter& writer) {
-            writer.send(200, "text/plain", request.method + " " + request.target + " " + request.body);
-          }};
-}
-
-std::string get(std::string_view path, std::string_view extra_headers = "") {
-  return "GET " + std::string(path) + " HTTP/1.1\r\nHost: t\r\n" + std::string(extra_headers) + "\r\n";
-}
-
-std::string post(std::string_view path, std::string_view body, std::string_view extra_headers = "") {
-  return "POST " + std::string(path) + " HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n" +
-         std::string(extra_headers) + "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" +
-         std::string(body);
-}
-
-bool wait_until(const std::function<bool()>& condition, std::chrono::milliseconds timeout = 5000ms) {
-  auto deadline = Clock::now() + timeout;
-  while (Clock::now() < deadline) {
-    if (condition()) return true;
-    std::this_thread::sleep_for(5ms);
-  }
-  return condition();
-}
+using namespace http_test;
 
 TEST(Http, KeepAliveServesSeveralRequestsOnOneConnection) {
   auto server = start_server(test_config(), {echo_route("GET", "/a"), echo_route("POST", "/b")});
@@ -382,7 +174,7 @@ TEST(Http, BodyOverTheLimitGets413WithoutBeingRead) {
   {
     // Only the head is sent: the answer cannot depend on reading a 100 MB body.
     Client client(server->port());
-    client.send("POST /up HTTP/1.1\r\nHost: t\r\nContent-Length: 100000000\r\n\r\n");
+    client.send("POST /up HTTP/1.1\r\nHost: localhost\r\nContent-Length: 100000000\r\n\r\n");
     Response r = client.read_response();
     EXPECT_EQ(r.status, 413);
     EXPECT_TRUE(client.closed_by_server());
@@ -391,7 +183,7 @@ TEST(Http, BodyOverTheLimitGets413WithoutBeingRead) {
     // A chunked body that grows past the limit.
     Client client(server->port());
     std::string chunk(600, 'z');
-    client.send("POST /up HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n258\r\n" + chunk + "\r\n258\r\n" +
+    client.send("POST /up HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n\r\n258\r\n" + chunk + "\r\n258\r\n" +
                 chunk + "\r\n0\r\n\r\n");
     EXPECT_EQ(client.read_response().status, 413);
   }
@@ -423,7 +215,7 @@ TEST(Http, SlowClientGets408WhileOthersAreServed) {
   ASSERT_NE(server, nullptr);
   auto start = Clock::now();
   Client slow(server->port());
-  slow.send("GET /a HTTP/1.1\r\nHost: t\r\nX-Half: ");
+  slow.send("GET /a HTTP/1.1\r\nHost: localhost\r\nX-Half: ");
 
   Client other(server->port());
   for (int i = 0; i < 3; ++i) {
@@ -479,18 +271,18 @@ TEST(Http, UnknownPathIs404AndWrongMethodIs405WithAllow) {
   Response r = client.read_response();
   EXPECT_EQ(r.status, 405);
   ASSERT_NE(r.header("allow"), nullptr);
-  EXPECT_EQ(*r.header("allow"), "POST, OPTIONS");
+  EXPECT_EQ(*r.header("allow"), "POST");  // no OPTIONS: CORS is off by default
   client.send(post("/v1/models", "{}"));
   r = client.read_response();
   EXPECT_EQ(r.status, 405);
-  EXPECT_EQ(*r.header("allow"), "GET, HEAD, OPTIONS");
+  EXPECT_EQ(*r.header("allow"), "GET, HEAD");
 }
 
 TEST(Http, HeadAnswersAGetRouteWithoutBody) {
   auto server = start_server(test_config(), {echo_route("GET", "/a")});
   ASSERT_NE(server, nullptr);
   Client client(server->port());
-  client.send("HEAD /a HTTP/1.1\r\nHost: t\r\n\r\n");
+  client.send("HEAD /a HTTP/1.1\r\nHost: localhost\r\n\r\n");
   Response r = client.read_response(/*head_only=*/true);
   EXPECT_EQ(r.status, 200);
   EXPECT_EQ(*r.header("content-length"), "8");  // the length of "HEAD /a ", which is not sent
@@ -498,40 +290,67 @@ TEST(Http, HeadAnswersAGetRouteWithoutBody) {
   EXPECT_EQ(client.read_response().body, "GET /a ");
 }
 
-TEST(Http, CorsPreflightNeedsNoKeyAndResponsesCarryTheOrigin) {
+TEST(Http, CorsPreflightNeedsNoKeyAndResponsesCarryTheListedOrigin) {
   HttpServerConfig config = test_config();
   config.api_keys = {"k"};
+  config.allowed_origins = {"http://ui:3000/"};  // a trailing slash as users paste it
   auto server = start_server(config, {echo_route("POST", "/v1/messages")});
   ASSERT_NE(server, nullptr);
   Client client(server->port());
-  client.send("OPTIONS /v1/messages HTTP/1.1\r\nHost: t\r\nOrigin: http://ui\r\n"
+  client.send("OPTIONS /v1/messages HTTP/1.1\r\nHost: localhost\r\nOrigin: http://ui:3000\r\n"
               "Access-Control-Request-Method: POST\r\nAccess-Control-Request-Headers: content-type, x-api-key\r\n\r\n");
   Response r = client.read_response();
   EXPECT_EQ(r.status, 204);
-  EXPECT_EQ(*r.header("access-control-allow-origin"), "*");
+  EXPECT_EQ(*r.header("access-control-allow-origin"), "http://ui:3000");
+  EXPECT_EQ(*r.header("vary"), "Origin");
   EXPECT_EQ(*r.header("access-control-allow-methods"), "GET, POST, OPTIONS");
   EXPECT_EQ(*r.header("access-control-allow-headers"), "content-type, x-api-key");
   EXPECT_NE(r.header("access-control-max-age"), nullptr);
   EXPECT_EQ(r.header("content-length"), nullptr);
 
-  client.send("OPTIONS /v1/messages HTTP/1.1\r\nHost: t\r\n\r\n");
+  client.send("OPTIONS /v1/messages HTTP/1.1\r\nHost: localhost\r\nOrigin: http://ui:3000\r\n"
+              "Access-Control-Request-Method: POST\r\n\r\n");
   r = client.read_response();
   EXPECT_EQ(r.status, 204);
   EXPECT_NE(r.header("access-control-allow-headers")->find("anthropic-version"), std::string::npos);
 
-  client.send(post("/v1/messages", "{}", "x-api-key: k\r\n"));
+  client.send(post("/v1/messages", "{}", "Origin: http://ui:3000\r\nx-api-key: k\r\n"));
   r = client.read_response();
   EXPECT_EQ(r.status, 200);
-  EXPECT_EQ(*r.header("access-control-allow-origin"), "*");
+  EXPECT_EQ(*r.header("access-control-allow-origin"), "http://ui:3000");
+  // The page can read its 401 too.
+  client.send(get("/v1/messages", "Origin: http://ui:3000\r\n"));
+  r = client.read_response();
+  EXPECT_EQ(r.status, 401);
+  EXPECT_EQ(*r.header("access-control-allow-origin"), "http://ui:3000");
+  // Another origin is not this one; a preflight without Origin is no preflight.
+  client.send(get("/v1/messages", "Origin: http://ui:3001\r\nx-api-key: k\r\n"));
+  EXPECT_EQ(client.read_response().status, 403);
+  Client again(server->port());
+  again.send("OPTIONS /v1/messages HTTP/1.1\r\nHost: localhost\r\nx-api-key: k\r\n\r\n");
+  r = again.read_response();
+  EXPECT_EQ(r.status, 405);
+  EXPECT_EQ(*r.header("allow"), "POST, OPTIONS");
 
-  HttpServerConfig no_cors = test_config();
-  no_cors.cors_allow_origin = "";
-  auto plain = start_server(no_cors, {echo_route("POST", "/v1/messages")});
+  HttpServerConfig any = test_config();
+  any.allowed_origins = {"*"};
+  auto open_server = start_server(any, {echo_route("POST", "/v1/messages")});
+  ASSERT_NE(open_server, nullptr);
+  Client open_client(open_server->port());
+  open_client.send(post("/v1/messages", "{}", "Origin: http://anywhere.example\r\n"));
+  r = open_client.read_response();
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(*r.header("access-control-allow-origin"), "*");
+  EXPECT_EQ(r.header("vary"), nullptr);
+
+  // By default there is no CORS at all: OPTIONS is a method like any other.
+  auto plain = start_server(test_config(), {echo_route("POST", "/v1/messages")});
   ASSERT_NE(plain, nullptr);
   Client plain_client(plain->port());
-  plain_client.send("OPTIONS /v1/messages HTTP/1.1\r\nHost: t\r\n\r\n");
+  plain_client.send("OPTIONS /v1/messages HTTP/1.1\r\nHost: localhost\r\n\r\n");
   r = plain_client.read_response();
   EXPECT_EQ(r.status, 405);
+  EXPECT_EQ(*r.header("allow"), "POST");
   EXPECT_EQ(r.header("access-control-allow-origin"), nullptr);
 }
 
@@ -624,7 +443,7 @@ TEST(Http, ExpectContinueGets100BeforeTheBody) {
   auto server = start_server(test_config(), {echo_route("POST", "/b")});
   ASSERT_NE(server, nullptr);
   Client client(server->port());
-  client.send("POST /b HTTP/1.1\r\nHost: t\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\n");
+  client.send("POST /b HTTP/1.1\r\nHost: localhost\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\n");
   EXPECT_EQ(client.read_response(/*head_only=*/true).status, 100);
   client.send("hello");
   EXPECT_EQ(client.read_response().body, "POST /b hello");
@@ -714,8 +533,8 @@ TEST(Http, ConnectionsThatVanishLeaveNothingOpen) {
   for (int i = 0; i < 200; ++i) {
     Client client(server->port());
     ASSERT_TRUE(client.connected());
-    if (i % 3 == 1) client.send("POST /b HTTP/1.1\r\nHost: t\r\n");                      // half a head
-    if (i % 3 == 2) client.send("POST /b HTTP/1.1\r\nHost: t\r\nContent-Length: 10\r\n\r\nab");  // half a body
+    if (i % 3 == 1) client.send("POST /b HTTP/1.1\r\nHost: localhost\r\n");                      // half a head
+    if (i % 3 == 2) client.send("POST /b HTTP/1.1\r\nHost: localhost\r\nContent-Length: 10\r\n\r\nab");  // half a body
   }
   EXPECT_TRUE(wait_until([&] { return server->n_open_connections() == 0; }))
       << server->n_open_connections() << " connections still open";
