@@ -1,5 +1,6 @@
 // Bad input for the protocol adapters: random mutations of the golden requests must give a
-// conversation or a 400-shaped error, never a crash, a hang or an escaping exception.
+// conversation or a 400-shaped error in our words, never a crash, a hang, an escaping exception
+// or the JSON library's message.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -62,6 +63,8 @@ void expect_mutations_handled(const std::string& protocol,
       ++rejected;
       ASSERT_EQ(error_status(r.status()), 400) << body;
       ASSERT_FALSE(r.status().message().empty());
+      // Our words, never the JSON library's ("[json.exception.type_error.302] ...").
+      ASSERT_EQ(r.status().message().find("json.exception"), std::string::npos) << body;
       ASSERT_TRUE(nlohmann::json::accept(error_body(r.status()))) << error_body(r.status());
     }
   }
