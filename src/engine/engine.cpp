@@ -202,6 +202,10 @@ class EngineImpl final : public Engine {
   Status validate(const GenerationRequest& r) const {
     if (r.prompt.empty()) return invalid_argument("the prompt is empty");
     if (r.max_tokens < 1) return invalid_argument("max_tokens must be at least 1, got " + std::to_string(r.max_tokens));
+    if (r.sampling.min_tokens > r.max_tokens) {
+      return invalid_argument("min_tokens (" + std::to_string(r.sampling.min_tokens) + ") must not exceed max_tokens (" +
+                              std::to_string(r.max_tokens) + ")");
+    }
     if (r.n < 1 || r.n > kMaxN) {
       return invalid_argument("n must be in [1, " + std::to_string(kMaxN) + "], got " + std::to_string(r.n));
     }
@@ -225,8 +229,10 @@ class EngineImpl final : public Engine {
                               " carries none");
     }
     if (!r.stop.empty() && !r.detokenize) return invalid_argument("stop strings need detokenize");
-    const int64_t need = static_cast<int64_t>(r.prompt.size()) + r.max_tokens;
-    if (need > max_context()) {
+    // No sum here: max_tokens may be anything up to INT64_MAX, and prompt + max_tokens would
+    // overflow past the check (and generate beyond the context).
+    const int64_t n_prompt = static_cast<int64_t>(r.prompt.size());
+    if (n_prompt > max_context() || r.max_tokens > max_context() - n_prompt) {
       return out_of_range("prompt (" + std::to_string(r.prompt.size()) + " tokens) plus max_tokens " +
                           std::to_string(r.max_tokens) + " exceeds the context of " + std::to_string(max_context()) +
                           " tokens");

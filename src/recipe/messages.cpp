@@ -8,6 +8,7 @@
 #include "recipe/prompt_json.h"
 #include "recipe/protocol.h"
 #include "recipe/protocol_common.h"
+#include "recipe/request_fields.h"
 
 namespace deepinfer::recipe {
 namespace {
@@ -30,17 +31,28 @@ Status missing_results(const std::string& where, const std::vector<std::string>&
              "message.");
 }
 
-// Text of a string or of text blocks joined by "\n\n".
-Result<std::string> block_text(const Json& content) {
+// The type of a content block (`where` names it): a block is an object with a string type.
+Result<std::string> block_type(const Json& block, const std::string& where) {
+  if (!block.is_object()) return type_error(where, "an object", block);
+  DI_ASSIGN_OR_RETURN(std::optional<std::string> type, FieldReader(block, where).string("type"));
+  if (!type) return malformed("missing field `" + where + ".type`");
+  return std::move(*type);
+}
+
+// Text of a string or of text blocks joined by "\n\n" (`where` names the field).
+Result<std::string> block_text(const Json& content, const std::string& where) {
   if (content.is_null()) return std::string();
   if (content.is_string()) return content.get<std::string>();
-  if (!content.is_array()) return malformed("content should be a string or a list of blocks");
+  if (!content.is_array()) return type_error(where, "a string or an array of text blocks", content);
   std::string text;
   bool first = true;
-  for (const Json& b : content) {
-    if (!b.is_object() || b.value("type", "") != "text" || !b.contains("text") ||
-        !b["text"].is_string()) {
-      return malformed("expected text blocks");
+  for (size_t j = 0; j < content.size(); ++j) {
+    const Json& b = content[j];
+    const std::string block = where + "." + std::to_string(j);
+    DI_ASSIGN_OR_RETURN(std::string type, block_type(b, block));
+    if (type != "text") return malformed("expected text blocks in " + where);
+    if (!b.contains("text") || !b["text"].is_string()) {
+      return type_error(block + ".text", "a string", b.contains("text") ? b["text"] : Json());
     }
     if (!first) text += "\n\n";
     first = false;
@@ -49,20 +61,23 @@ Result<std::string> block_text(const Json& content) {
   return text;
 }
 
-Result<ImageSource> image_source(const Json& block) {
-  const Json& src = block.contains("source") ? block["source"] : Json();
-  if (!src.is_object()) return malformed("image block needs a source");
+Result<ImageSource> image_source(const Json& block, const std::string& where) {
+  DI_ASSIGN_OR_RETURN(const Json* source, FieldReader(block, where).object("source"));
+  if (source == nullptr) return malformed("missing field `" + where + ".source`");
+  const FieldReader src(*source, where + ".source");
+  DI_ASSIGN_OR_RETURN(const std::string type, src.string_or("type", ""));
+  DI_ASSIGN_OR_RETURN(std::optional<std::string> url, src.string("url"));
+  DI_ASSIGN_OR_RETURN(std::optional<std::string> data, src.string("data"));
+  DI_ASSIGN_OR_RETURN(const std::string media_type, src.string_or("media_type", ""));
   ImageSource s;
-  const std::string type = src.value("type", "");
-  if (type == "url" && src.contains("url") && src["url"].is_string()) {
+  if (type == "url" && url) {
     s.kind = ImageSource::Kind::kUrl;
-    s.location = src["url"].get<std::string>();
-  } else if (type == "base64" && src.contains("data") && src["data"].is_string()) {
+    s.location = std::move(*url);
+  } else if (type == "base64" && data) {
     s.kind = ImageSource::Kind::kDataUrl;
-    s.location =
-        "data:" + src.value("media_type", "") + ";base64," + src["data"].get<std::string>();
+    s.location = "data:" + media_type + ";base64," + *data;
   } else {
-    return malformed("unsupported image source");
+    return malformed("unsupported image source in " + where);
   }
   return s;
 }
@@ -70,12 +85,15 @@ Result<ImageSource> image_source(const Json& block) {
 Result<std::vector<ToolDefinition>> convert_tools(const Json& req, const ConversionOptions& opts) {
   std::vector<ToolDefinition> tools;
   if (!req.contains("tools") || req["tools"].is_null()) return tools;
-  if (!req["tools"].is_array()) return malformed("tools must be an array");
+  if (!req["tools"].is_array()) return type_error("tools", "an array", req["tools"]);
   std::set<std::string> names;
   for (size_t i = 0; i < req["tools"].size(); ++i) {
     const Json& t = req["tools"][i];
-    if (!t.is_object()) return malformed("tool must be an object");
-    const std::string type = t.value("type", "custom");
+    const std::string where = "tools." + std::to_string(i);
+    if (!t.is_object()) return type_error(where, "an object", t);
+    const FieldReader tr(t, where);
+    DI_ASSIGN_OR_RETURN(std::optional<std::string> type_field, tr.string("type"));
+    const std::string type = type_field.value_or("custom");
     if (type != "custom") {
       const bool web_search = type.rfind("web_search", 0) == 0;
       if (web_search && opts.messages_web_search == WebSearchBehavior::kDrop) continue;
@@ -85,9 +103,7 @@ Result<std::vector<ToolDefinition>> convert_tools(const Json& req, const Convers
     ToolDefinition def;
     def.name = t["name"].get<std::string>();
     DI_RETURN_IF_ERROR(validate_tool_name(def.name, "tools[" + std::to_string(i) + "].name"));
-    if (t.contains("description") && t["description"].is_string()) {
-      def.description = t["description"].get<std::string>();
-    }
+    DI_ASSIGN_OR_RETURN(def.description, tr.string("description"));
     const Json schema = t.contains("input_schema") ? t["input_schema"] : Json();
     DI_RETURN_IF_ERROR(validate_tool_schema(def.name, schema));
     def.parameters_json = schema.dump();
@@ -99,27 +115,33 @@ Result<std::vector<ToolDefinition>> convert_tools(const Json& req, const Convers
 
 Result<ConversationRequest> convert(const Json& req, const ConversionOptions& opts) {
   if (!req.is_object()) return malformed("expected an object");
-  if (!req.contains("model") || !req["model"].is_string())
-    return malformed("missing field `model`");
-  if (!req.contains("messages") || !req["messages"].is_array())
-    return malformed("missing field `messages`");
+  const FieldReader f(req);
+  DI_ASSIGN_OR_RETURN(std::optional<std::string> model, f.string("model"));
+  if (!model) return malformed("missing field `model`");
+  DI_ASSIGN_OR_RETURN(const Json* messages_field, f.array("messages"));
+  if (messages_field == nullptr) return malformed("missing field `messages`");
   ConversationRequest out;
-  out.model = req["model"].get<std::string>();
+  out.model = std::move(*model);
   DI_ASSIGN_OR_RETURN(out.model_version, resolve_model(out.model, opts));
-  const Json& messages = req["messages"];
+  const Json& messages = *messages_field;
   if (messages.empty()) return bad("messages: at least one message is required");
   Conversation& conv = out.conversation;
 
   // Thinking: thinking.type, else an output_config.effort switches it on, else the default.
   std::optional<std::string> effort_word;
-  if (req.contains("output_config") && req["output_config"].is_object() &&
-      req["output_config"].contains("effort") && req["output_config"]["effort"].is_string()) {
-    effort_word = req["output_config"]["effort"].get<std::string>();
-    if (!map_effort_word(*effort_word)) return malformed("unknown effort `" + *effort_word + "`");
+  DI_ASSIGN_OR_RETURN(const Json* output_config, f.object("output_config"));
+  if (output_config != nullptr) {
+    DI_ASSIGN_OR_RETURN(effort_word, FieldReader(*output_config, "output_config").string("effort"));
+    if (effort_word && !map_effort_word(*effort_word)) {
+      return malformed("unknown effort `" + *effort_word + "`");
+    }
   }
   conv.thinking_mode = effort_word ? true : default_thinking(opts, out.model_version);
-  if (req.contains("thinking") && req["thinking"].is_object()) {
-    const std::string type = req["thinking"].value("type", "");
+  DI_ASSIGN_OR_RETURN(const Json* thinking, f.object("thinking"));
+  if (thinking != nullptr) {
+    const FieldReader t(*thinking, "thinking");
+    DI_ASSIGN_OR_RETURN(std::optional<std::string> type_field, t.string("type"));
+    const std::string type = type_field.value_or("");
     if (type == "enabled" || type == "adaptive") {
       conv.thinking_mode = true;
     } else if (type == "disabled") {
@@ -127,33 +149,32 @@ Result<ConversationRequest> convert(const Json& req, const ConversionOptions& op
     } else {
       return malformed("unknown variant `" + type + "` for thinking.type");
     }
-    if (req["thinking"].contains("budget_tokens") &&
-        req["thinking"]["budget_tokens"].is_number_integer()) {
-      out.inference_options.thinking_budget_tokens =
-          req["thinking"]["budget_tokens"].get<int64_t>();
-    }
+    // Anthropic's minimum; the budget is carried, not enforced (docs/server.md).
+    DI_ASSIGN_OR_RETURN(out.inference_options.thinking_budget_tokens,
+                        t.integer({"budget_tokens", 1024, INT64_MAX}));
   }
   if (conv.thinking_mode) {
     conv.reasoning_effort = effort_word ? *map_effort_word(*effort_word) : ReasoningEffort::kHigh;
   }
 
-  DI_RETURN_IF_ERROR(
-      check_range(req, "temperature", 0, 2, false,
-                  "Invalid temperature value, the valid range of temperature is [0, 2]"));
-  DI_RETURN_IF_ERROR(check_range(req, "top_p", 0, 1, true,
-                                 "Invalid top_p value, the valid range of top_p is (0, 1.0]"));
-  if (req.contains("max_tokens") && req["max_tokens"].is_number_integer()) {
+  DI_ASSIGN_OR_RETURN(std::optional<double> temperature, f.number(kTemperatureSpec));
+  DI_ASSIGN_OR_RETURN(std::optional<double> top_p, f.number(kTopPSpec));
+  DI_ASSIGN_OR_RETURN(std::optional<int64_t> max_tokens, f.integer({"max_tokens", 1, INT64_MAX}));
+  if (max_tokens) {
     // Messages lowers an excessive max_tokens to the bound instead of rejecting it.
     const int64_t bound = conv.thinking_mode ? opts.thinking_max_tokens_upper_bound
                                              : opts.non_thinking_max_tokens_upper_bound;
-    out.inference_options.max_tokens = std::min(req["max_tokens"].get<int64_t>(), bound);
+    out.inference_options.max_tokens = std::min(*max_tokens, bound);
+  } else if (opts.messages_require_max_tokens) {
+    return bad("max_tokens: Field required");
   }
   std::vector<std::string> stops;
-  if (req.contains("stop_sequences") && req["stop_sequences"].is_array()) {
-    const Json& s = req["stop_sequences"];
+  DI_ASSIGN_OR_RETURN(const Json* stop_sequences, f.array("stop_sequences"));
+  if (stop_sequences != nullptr) {
+    const Json& s = *stop_sequences;
     if (s.size() > 16) return bad("Stop string array too long: " + std::to_string(s.size()));
     for (size_t i = 0; i < s.size(); ++i) {
-      if (!s[i].is_string()) return malformed("stop_sequences must be strings");
+      if (!s[i].is_string()) return type_error("stop_sequences." + std::to_string(i), "a string", s[i]);
       if (s[i].get<std::string>().empty()) {
         return bad("Invalid 'stop[" + std::to_string(i) +
                    "]': empty string. Expected a string with minimum length 1, but got an empty "
@@ -162,26 +183,29 @@ Result<ConversationRequest> convert(const Json& req, const ConversionOptions& op
       stops.push_back(s[i].get<std::string>());
     }
   }
-  out.stream = req.value("stream", false) == true;
+  DI_ASSIGN_OR_RETURN(std::optional<bool> stream, f.boolean("stream"));
+  out.stream = stream.value_or(false);
+  DI_ASSIGN_OR_RETURN(const Json* metadata, f.object("metadata"));
+  if (metadata != nullptr) DI_RETURN_IF_ERROR(FieldReader(*metadata, "metadata").string("user_id").status());
 
   // The top-level system prompt.
   if (req.contains("system") && !req["system"].is_null()) {
-    DI_ASSIGN_OR_RETURN(std::string system, block_text(req["system"]));
+    DI_ASSIGN_OR_RETURN(std::string system, block_text(req["system"], "system"));
     if (!system.empty()) conv.messages.push_back(Message::system(system));
   }
 
   std::vector<std::string> pending;  // tool_use ids the next user message must answer
   for (size_t i = 0; i < messages.size(); ++i) {
     const Json& mj = messages[i];
-    if (!mj.is_object() || !mj.contains("role") || !mj["role"].is_string()) {
-      return malformed("message must have a role");
-    }
-    const std::string role = mj["role"].get<std::string>();
     const std::string where = "messages." + std::to_string(i);
+    if (!mj.is_object()) return type_error(where, "an object", mj);
+    DI_ASSIGN_OR_RETURN(std::optional<std::string> role_field, FieldReader(mj, where).string("role"));
+    if (!role_field) return malformed("missing field `" + where + ".role`");
+    const std::string role = std::move(*role_field);
     const Json content = mj.contains("content") ? mj["content"] : Json();
     if (role != "user" && !pending.empty()) return missing_results(where, pending);
     if (role == "system") {
-      DI_ASSIGN_OR_RETURN(std::string text, block_text(content));
+      DI_ASSIGN_OR_RETURN(std::string text, block_text(content, where + ".content"));
       // V4 has no place for a system turn mid-conversation: it reaches the model as a reminder.
       if (out.model_version == ModelVersion::kDeepseekV4Pro) {
         conv.messages.push_back(
@@ -195,13 +219,16 @@ Result<ConversationRequest> convert(const Json& req, const ConversionOptions& op
         conv.messages.push_back(Message::user(content.get<std::string>()));
         continue;
       }
-      if (!content.is_array()) return malformed("content should be a string or a list of blocks");
+      if (!content.is_array()) return type_error(where + ".content", "a string or an array of blocks", content);
       std::set<std::string> answered;
       for (size_t j = 0; j < content.size(); ++j) {
         const Json& b = content[j];
-        const std::string type = b.is_object() ? b.value("type", "") : "";
+        const std::string block = where + ".content." + std::to_string(j);
+        DI_ASSIGN_OR_RETURN(const std::string type, block_type(b, block));
         if (type == "tool_result") {
-          const std::string id = b.value("tool_use_id", "");
+          DI_ASSIGN_OR_RETURN(std::optional<std::string> id_field,
+                              FieldReader(b, block).string("tool_use_id"));
+          const std::string id = id_field.value_or("");
           if (answered.count(id)) {
             return bad(where + ".content." + std::to_string(j) +
                        ": each tool_use must have a single result. Found multiple `tool_result` "
@@ -218,17 +245,17 @@ Result<ConversationRequest> convert(const Json& req, const ConversionOptions& op
           pending.erase(it);
           answered.insert(id);
           DI_ASSIGN_OR_RETURN(std::string text,
-                              block_text(b.contains("content") ? b["content"] : Json()));
+                              block_text(b.contains("content") ? b["content"] : Json(), block + ".content"));
           conv.messages.push_back(Message::tool(text, id));
           continue;
         }
         if (!pending.empty()) return missing_results(where, pending);
         if (type == "text") {
           if (!b.contains("text") || !b["text"].is_string())
-            return malformed("text block needs text");
+            return type_error(block + ".text", "a string", b.contains("text") ? b["text"] : Json());
           conv.messages.push_back(Message::user(b["text"].get<std::string>()));
         } else if (type == "image") {
-          DI_ASSIGN_OR_RETURN(ImageSource src, image_source(b));
+          DI_ASSIGN_OR_RETURN(ImageSource src, image_source(b, block));
           if (out.model_version == ModelVersion::kDeepseekV4Pro) {
             conv.messages.push_back(Message::user("[Unsupported Image]"));  // V4 has no vision
           } else {
@@ -257,21 +284,24 @@ Result<ConversationRequest> convert(const Json& req, const ConversionOptions& op
         bool text_started = false;
         for (size_t j = 0; j < content.size(); ++j) {
           const Json& b = content[j];
-          const std::string type = b.is_object() ? b.value("type", "") : "";
+          const std::string block = where + ".content." + std::to_string(j);
+          DI_ASSIGN_OR_RETURN(const std::string type, block_type(b, block));
           if (type == "text") {
             if (!pending.empty()) return missing_results(where + "." + std::to_string(j), pending);
             if (!b.contains("text") || !b["text"].is_string())
-              return malformed("text block needs text");
+              return type_error(block + ".text", "a string", b.contains("text") ? b["text"] : Json());
             if (text_started) m.content += "\n\n";
             text_started = true;
             m.content += b["text"].get<std::string>();
           } else if (type == "thinking") {
-            const std::string t = b.value("thinking", "");
+            DI_ASSIGN_OR_RETURN(std::optional<std::string> thought,
+                                FieldReader(b, block).string("thinking"));
+            const std::string t = thought.value_or("");
             m.reasoning = m.reasoning ? *m.reasoning + "\n\n" + t : t;
           } else if (type == "tool_use") {
             if (!b.contains("id") || !b["id"].is_string() || !b.contains("name") ||
                 !b["name"].is_string()) {
-              return malformed("tool_use needs id and name");
+              return malformed(block + ": a tool_use block needs a string id and name");
             }
             ToolCall call;
             call.id = b["id"].get<std::string>();
@@ -298,16 +328,19 @@ Result<ConversationRequest> convert(const Json& req, const ConversionOptions& op
 
   // Tools and tool choice.
   DI_ASSIGN_OR_RETURN(conv.tools, convert_tools(req, opts));
-  if (req.contains("tool_choice") && req["tool_choice"].is_object()) {
-    const Json& choice = req["tool_choice"];
-    const std::string type = choice.value("type", "");
-    out.inference_options.disable_parallel_tool_use =
-        choice.value("disable_parallel_tool_use", false);
+  DI_ASSIGN_OR_RETURN(const Json* tool_choice, f.object("tool_choice"));
+  if (tool_choice != nullptr) {
+    const FieldReader choice(*tool_choice, "tool_choice");
+    DI_ASSIGN_OR_RETURN(std::optional<std::string> type_field, choice.string("type"));
+    const std::string type = type_field.value_or("");
+    DI_ASSIGN_OR_RETURN(std::optional<bool> no_parallel, choice.boolean("disable_parallel_tool_use"));
+    out.inference_options.disable_parallel_tool_use = no_parallel.value_or(false);
     if (type == "none") {
       conv.tools.clear();
       conv.tool_choice = ToolChoice::kNone;
     } else if (type == "tool") {
-      const std::string name = choice.value("name", "");
+      DI_ASSIGN_OR_RETURN(std::optional<std::string> name_field, choice.string("name"));
+      const std::string name = name_field.value_or("");
       std::vector<ToolDefinition> kept;
       for (const ToolDefinition& t : conv.tools) {
         if (t.name == name) kept.push_back(t);
@@ -327,11 +360,8 @@ Result<ConversationRequest> convert(const Json& req, const ConversionOptions& op
   }
 
   InferenceOptions& inf = out.inference_options;
-  inf.temperature = 1.0;
-  if (!conv.thinking_mode && req.contains("temperature") && req["temperature"].is_number()) {
-    inf.temperature = req["temperature"].get<double>();
-  }
-  inf.top_p = req.contains("top_p") && req["top_p"].is_number() ? req["top_p"].get<double>() : 1.0;
+  inf.temperature = !conv.thinking_mode && temperature ? *temperature : 1.0;
+  inf.top_p = top_p.value_or(1.0);
 
   finish_conversion(out, std::move(stops));
   return out;

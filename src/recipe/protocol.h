@@ -32,6 +32,10 @@ struct ConversionOptions {
   WebSearchBehavior messages_web_search = WebSearchBehavior::kReject;
   int64_t thinking_max_tokens_upper_bound = 393216;
   int64_t non_thinking_max_tokens_upper_bound = 393216;
+  // Anthropic's API requires a Messages request's max_tokens ("max_tokens: Field required");
+  // deepseek-recipe 0.2.0, which this library follows by default, accepts a request without
+  // it. The server asks for Anthropic's rule (docs/server.md, "Request fields").
+  bool messages_require_max_tokens = false;
   // Accepted request model names; any other name is rejected. A server of another model adds
   // {its served name, ModelVersion::kChatTemplate}.
   std::vector<std::pair<std::string, ModelVersion>> model_versions = {

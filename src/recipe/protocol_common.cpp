@@ -99,13 +99,14 @@ Status normalize_strict_schema(Json& schema) {
   return Status();
 }
 
+std::string string_or_empty(const Json& object, const char* key) {
+  if (!object.is_object()) return "";
+  auto it = object.find(key);
+  return it != object.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
 Status check_tool_responses(const Json& messages) {
-  auto role_of = [&](size_t i) {
-    const Json& m = messages[i];
-    return m.is_object() && m.contains("role") && m["role"].is_string()
-               ? m["role"].get<std::string>()
-               : std::string();
-  };
+  auto role_of = [&](size_t i) { return string_or_empty(messages[i], "role"); };
   for (size_t i = 0; i < messages.size();) {
     const std::string role = role_of(i);
     if (role == "tool") {
@@ -119,11 +120,11 @@ Status check_tool_responses(const Json& messages) {
       continue;
     }
     std::set<std::string> ids;
-    for (const Json& c : m["tool_calls"]) ids.insert(c.value("id", ""));
+    for (const Json& c : m["tool_calls"]) ids.insert(string_or_empty(c, "id"));
     std::set<std::string> answered;
     size_t j = i + 1;
     for (; j < messages.size() && role_of(j) == "tool"; ++j) {
-      const std::string id = messages[j].value("tool_call_id", "");
+      const std::string id = string_or_empty(messages[j], "tool_call_id");
       if (!ids.count(id)) {
         return invalid_argument(
             "An assistant message with 'tool_calls' must be followed by tool "
@@ -156,17 +157,6 @@ bool contains_json_word(std::string_view s) {
     }
   }
   return false;
-}
-
-Status check_range(const Json& req, const char* key, double lo, double hi, bool lo_open,
-                   const std::string& message) {
-  if (!req.contains(key) || req[key].is_null()) return Status();
-  if (!req[key].is_number()) {
-    return invalid_argument("invalid request body: " + std::string(key) + " must be a number");
-  }
-  const double v = req[key].get<double>();
-  if (!(lo_open ? v > lo : v >= lo) || !(v <= hi)) return invalid_argument(message);
-  return Status();
 }
 
 ThinkingInitialStage initial_stage(const Conversation& conv) {

@@ -16,18 +16,24 @@ namespace deepinfer::recipe {
 // "invalid request body: <what>": a body that is JSON but not of the protocol's shape.
 Status malformed(const std::string& what);
 
-// Parses a request body and hands it to `convert`. nlohmann throws on a few type mismatches
-// the adapters' checks do not foresee; no exception leaves the module: they become 400s too.
+// Parses a request body and hands it to `convert`. The adapters read every field through
+// request_fields.h, which checks its type first; should a read still throw, no exception
+// leaves the module and the library's text (its "[json.exception...]" codes) stays out of the
+// answer: it is a 400 in our words.
 template <typename Convert>
 Result<ConversationRequest> parse_then_convert(std::string_view body, Convert&& convert) {
   nlohmann::ordered_json req = nlohmann::ordered_json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (req.is_discarded()) return invalid_argument("invalid JSON request");
   try {
     return convert(req);
-  } catch (const nlohmann::json::exception& e) {
-    return malformed(e.what());
+  } catch (const nlohmann::json::exception&) {
+    return malformed("a field has a value of the wrong type");
   }
 }
+
+// object[key] when it is a string, else "" (for fields already validated, or optional ones
+// where any other value means "none").
+std::string string_or_empty(const nlohmann::ordered_json& object, const char* key);
 
 // minimal/low -> kLow, medium/high -> kHigh, xhigh -> kXhigh, max/ultra -> kMax; else nullopt
 // ("none" included: it switches thinking off rather than naming a level).
@@ -51,10 +57,6 @@ Status check_tool_responses(const nlohmann::ordered_json& messages);
 
 // Whether "json" (ASCII, any case) occurs in `s`: JSON output needs the word in the prompt.
 bool contains_json_word(std::string_view s);
-
-// A number field within [lo, hi] (lo excluded when lo_open), else `message` as a 400.
-Status check_range(const nlohmann::ordered_json& request, const char* key, double lo, double hi,
-                   bool lo_open, const std::string& message);
 
 // Where the output parser starts in thinking mode, given how the conversation ends.
 ThinkingInitialStage initial_stage(const Conversation& conversation);

@@ -10,6 +10,7 @@
 #include "recipe/apply_patch_text.h"
 #include "recipe/protocol.h"
 #include "recipe/protocol_common.h"
+#include "recipe/request_fields.h"
 
 namespace deepinfer::recipe {
 namespace {
@@ -18,15 +19,19 @@ using Json = nlohmann::ordered_json;
 
 Status bad(std::string message) { return invalid_argument(std::move(message)); }
 
-// Text of a message's content: a string, or parts joined by "\n\n".
-Result<std::string> content_text(const Json& content, bool vision,
+// Text of a message's content (`where` names it): a string, or parts joined by "\n\n".
+Result<std::string> content_text(const Json& content, const std::string& where, bool vision,
                                  std::vector<ImageSource>* images) {
   if (content.is_string()) return content.get<std::string>();
-  if (!content.is_array()) return malformed("content should be a string or a list");
+  if (!content.is_array()) return type_error(where, "a string or an array of content parts", content);
   std::string text;
   bool first = true;
-  for (const Json& part : content) {
-    const std::string type = part.is_object() ? part.value("type", "") : "";
+  for (size_t j = 0; j < content.size(); ++j) {
+    const Json& part = content[j];
+    const std::string part_path = where + "[" + std::to_string(j) + "]";
+    if (!part.is_object()) return type_error(part_path, "an object", part);
+    const FieldReader p(part, part_path);
+    DI_ASSIGN_OR_RETURN(const std::string type, p.string_or("type", ""));
     std::string piece;
     if (type == "input_text" || type == "output_text") {
       if (!part.contains("text") || !part["text"].is_string())
@@ -37,13 +42,11 @@ Result<std::string> content_text(const Json& content, bool vision,
         piece = "[Unsupported Image]";
       } else {
         ImageSource src;
-        src.location = part.value("image_url", "");
+        DI_ASSIGN_OR_RETURN(src.location, p.string_or("image_url", ""));
         src.kind = src.location.rfind("data:", 0) == 0 ? ImageSource::Kind::kDataUrl
                                                        : ImageSource::Kind::kUrl;
-        if (part.contains("detail") && part["detail"].is_string()) {
-          src.detail =
-              parse_image_detail(part["detail"].get<std::string>()).value_or(ImageDetail::kHigh);
-        }
+        DI_ASSIGN_OR_RETURN(std::optional<std::string> detail, p.string("detail"));
+        if (detail) src.detail = parse_image_detail(*detail).value_or(ImageDetail::kHigh);
         images->push_back(std::move(src));
         piece = kImageToken;
       }
@@ -63,9 +66,11 @@ Result<std::string> content_text(const Json& content, bool vision,
 
 Status add_function(const Json& t, const std::string& where, const std::string& name_prefix,
                     std::optional<std::string> description, std::vector<ToolDefinition>& tools) {
-  if (!t.contains("name") || !t["name"].is_string()) return malformed("missing field `name`");
+  const FieldReader tr(t, where);
+  DI_ASSIGN_OR_RETURN(std::optional<std::string> name, tr.string("name"));
+  if (!name) return malformed("missing field `" + tr.path("name") + "`");
   ToolDefinition def;
-  const std::string local = t["name"].get<std::string>();
+  const std::string local = std::move(*name);
   DI_RETURN_IF_ERROR(validate_tool_name(local, where + ".name"));
   def.name = name_prefix + local;
   def.description = std::move(description);
@@ -74,10 +79,8 @@ Status add_function(const Json& t, const std::string& where, const std::string& 
     params = t["parameters"];
     DI_RETURN_IF_ERROR(validate_tool_schema(def.name, params));
   }
-  if (t.contains("strict") && t["strict"].is_boolean()) {
-    def.strict = t["strict"].get<bool>();
-    if (*def.strict) DI_RETURN_IF_ERROR(normalize_strict_schema(params));
-  }
+  DI_ASSIGN_OR_RETURN(def.strict, tr.boolean("strict"));
+  if (def.strict.value_or(false)) DI_RETURN_IF_ERROR(normalize_strict_schema(params));
   def.parameters_json = params.dump();
   tools.push_back(std::move(def));
   return Status();
@@ -87,34 +90,34 @@ Result<std::vector<ToolDefinition>> convert_tools(const Json& req, const Convers
                                                   bool v4) {
   std::vector<ToolDefinition> tools;
   if (!req.contains("tools") || req["tools"].is_null()) return tools;
-  if (!req["tools"].is_array()) return malformed("tools must be an array");
+  if (!req["tools"].is_array()) return type_error("tools", "an array", req["tools"]);
   for (size_t i = 0; i < req["tools"].size(); ++i) {
     const Json& t = req["tools"][i];
     const std::string where = "tools[" + std::to_string(i) + "]";
-    const std::string type = t.is_object() ? t.value("type", "") : "";
+    if (!t.is_object()) return type_error(where, "an object", t);
+    const FieldReader tr(t, where);
+    DI_ASSIGN_OR_RETURN(const std::string type, tr.string_or("type", ""));
     if (type == "function") {
-      std::optional<std::string> desc;
-      if (t.contains("description") && t["description"].is_string())
-        desc = t["description"].get<std::string>();
+      DI_ASSIGN_OR_RETURN(std::optional<std::string> desc, tr.string("description"));
       DI_RETURN_IF_ERROR(add_function(t, where, "", desc, tools));
     } else if (type == "namespace") {
-      const std::string ns = t.value("name", "");
-      const std::string ns_desc = t.contains("description") && t["description"].is_string()
-                                      ? t["description"].get<std::string>()
-                                      : "";
+      DI_ASSIGN_OR_RETURN(const std::string ns, tr.string_or("name", ""));
+      DI_ASSIGN_OR_RETURN(const std::string ns_desc, tr.string_or("description", ""));
       std::set<std::string> inner;
-      const Json& fns = t.contains("tools") ? t["tools"] : Json::array();
+      DI_ASSIGN_OR_RETURN(const Json* fns_field, tr.array("tools"));
+      const Json fns = fns_field != nullptr ? *fns_field : Json::array();
       for (size_t j = 0; j < fns.size(); ++j) {
         const Json& f = fns[j];
-        if (!f.is_object() || f.value("type", "") != "function") {
-          return malformed("namespace tools must be functions");
-        }
-        if (!inner.insert(f.value("name", "")).second) {
+        const std::string fn_where = where + ".tools[" + std::to_string(j) + "]";
+        if (!f.is_object()) return type_error(fn_where, "an object", f);
+        const FieldReader fr(f, fn_where);
+        DI_ASSIGN_OR_RETURN(const std::string fn_type, fr.string_or("type", ""));
+        if (fn_type != "function") return malformed("namespace tools must be functions");
+        DI_ASSIGN_OR_RETURN(const std::string fn_name, fr.string_or("name", ""));
+        if (!inner.insert(fn_name).second) {
           return bad("Tool names within a namespace must be unique.");
         }
-        std::optional<std::string> fn_desc;
-        if (f.contains("description") && f["description"].is_string())
-          fn_desc = f["description"].get<std::string>();
+        DI_ASSIGN_OR_RETURN(std::optional<std::string> fn_desc, fr.string("description"));
         // V4.1 names a namespaced function "ns::fn" and prefixes the namespace's description;
         // V4 names it "ns__fn" and keeps the function's own description.
         std::optional<std::string> desc = fn_desc;
@@ -123,7 +126,7 @@ Result<std::vector<ToolDefinition>> convert_tools(const Json& req, const Convers
                                         ns + (v4 ? "__" : "::"), desc, tools));
       }
     } else if (type == "custom") {
-      const std::string name = t.value("name", "");
+      DI_ASSIGN_OR_RETURN(const std::string name, tr.string_or("name", ""));
       if (name != "apply_patch") {
         return bad("Unsupported custom tool: '" + name + "'. Only 'apply_patch' is supported.");
       }
@@ -146,6 +149,26 @@ Result<std::vector<ToolDefinition>> convert_tools(const Json& req, const Convers
   return tools;
 }
 
+// Fields accepted whose effect this server does not have: only their type and range are
+// checked (docs/server.md, "Request fields").
+Status check_passive_fields(const FieldReader& f) {
+  DI_RETURN_IF_ERROR(f.integer(kTopLogprobsSpec).status());
+  DI_RETURN_IF_ERROR(f.integer({"max_tool_calls", 1, INT64_MAX}).status());
+  DI_RETURN_IF_ERROR(f.boolean("parallel_tool_calls").status());
+  DI_RETURN_IF_ERROR(f.boolean("store").status());
+  DI_RETURN_IF_ERROR(f.boolean("background").status());
+  DI_RETURN_IF_ERROR(f.string("user").status());
+  DI_RETURN_IF_ERROR(f.object("metadata").status());
+  // A stored response to continue from: this server keeps none, so the conversation the
+  // client means cannot be rebuilt; answering without it would be silently wrong.
+  DI_ASSIGN_OR_RETURN(std::optional<std::string> previous, f.string("previous_response_id"));
+  if (previous) {
+    return bad("previous_response_id is not supported: this server stores no responses; send the "
+               "whole conversation in input");
+  }
+  return Status();
+}
+
 struct PendingCall {
   ToolCall call;
   std::optional<std::string> output;
@@ -153,19 +176,26 @@ struct PendingCall {
 
 Result<ConversationRequest> convert(const Json& req, const ConversionOptions& opts) {
   if (!req.is_object()) return malformed("expected an object");
-  if (!req.contains("model") || !req["model"].is_string())
-    return malformed("missing field `model`");
+  const FieldReader f(req);
+  DI_ASSIGN_OR_RETURN(std::optional<std::string> model, f.string("model"));
+  if (!model) return malformed("missing field `model`");
   ConversationRequest out;
-  out.model = req["model"].get<std::string>();
+  out.model = std::move(*model);
   DI_ASSIGN_OR_RETURN(out.model_version, resolve_model(out.model, opts));
   const bool vision = out.model_version != ModelVersion::kDeepseekV4Pro;
   Conversation& conv = out.conversation;
 
   // Thinking from reasoning.effort.
   conv.thinking_mode = default_thinking(opts, out.model_version);
-  if (req.contains("reasoning") && req["reasoning"].is_object() &&
-      req["reasoning"].contains("effort") && req["reasoning"]["effort"].is_string()) {
-    const std::string word = req["reasoning"]["effort"].get<std::string>();
+  DI_ASSIGN_OR_RETURN(const Json* reasoning, f.object("reasoning"));
+  std::optional<std::string> effort;
+  if (reasoning != nullptr) {
+    const FieldReader r(*reasoning, "reasoning");
+    DI_ASSIGN_OR_RETURN(effort, r.string("effort"));
+    DI_RETURN_IF_ERROR(r.string("summary").status());
+  }
+  if (effort) {
+    const std::string& word = *effort;
     if (word == "none") {
       conv.thinking_mode = false;
     } else if (auto e = map_effort_word(word)) {
@@ -178,33 +208,27 @@ Result<ConversationRequest> convert(const Json& req, const ConversionOptions& op
   if (conv.thinking_mode && !conv.reasoning_effort) conv.reasoning_effort = ReasoningEffort::kHigh;
   if (!conv.thinking_mode) conv.reasoning_effort.reset();
 
-  DI_RETURN_IF_ERROR(
-      check_range(req, "temperature", 0, 2, false,
-                  "Invalid temperature value, the valid range of temperature is [0, 2]"));
-  DI_RETURN_IF_ERROR(check_range(req, "top_p", 0, 1, true,
-                                 "Invalid top_p value, the valid range of top_p is (0, 1.0]"));
-  if (req.contains("max_output_tokens") && req["max_output_tokens"].is_number_integer()) {
-    const int64_t bound = conv.thinking_mode ? opts.thinking_max_tokens_upper_bound
-                                             : opts.non_thinking_max_tokens_upper_bound;
-    const int64_t v = req["max_output_tokens"].get<int64_t>();
-    if (v < 1 || v > bound) {
-      return bad("Invalid max_tokens value, the valid range of max_tokens is [1, " +
-                 std::to_string(bound) + "]");
-    }
-    out.inference_options.max_tokens = v;
-  }
-  out.stream = req.value("stream", false) == true;
+  DI_ASSIGN_OR_RETURN(std::optional<double> temperature, f.number(kTemperatureSpec));
+  DI_ASSIGN_OR_RETURN(std::optional<double> top_p, f.number(kTopPSpec));
+  const int64_t bound = conv.thinking_mode ? opts.thinking_max_tokens_upper_bound
+                                           : opts.non_thinking_max_tokens_upper_bound;
+  // deepseek-recipe words this limit's range error after Chat's max_tokens.
+  const std::string range_message =
+      "Invalid max_tokens value, the valid range of max_tokens is [1, " + std::to_string(bound) + "]";
+  DI_ASSIGN_OR_RETURN(out.inference_options.max_tokens,
+                      f.integer({"max_output_tokens", 1, bound, range_message}));
+  DI_RETURN_IF_ERROR(check_passive_fields(f));
+  DI_ASSIGN_OR_RETURN(std::optional<bool> stream, f.boolean("stream"));
+  out.stream = stream.value_or(false);
 
   // Tools come first: historical namespaced calls are named after them.
   const bool v4 = out.model_version == ModelVersion::kDeepseekV4Pro;
   DI_ASSIGN_OR_RETURN(conv.tools, convert_tools(req, opts, v4));
 
-  const bool has_instructions = req.contains("instructions") && req["instructions"].is_string();
-  const bool has_input = req.contains("input") && !req["input"].is_null();
-  if (!has_instructions && !has_input) return bad("Either input or instructions must be provided");
-  if (has_instructions && !req["instructions"].get<std::string>().empty()) {
-    conv.messages.push_back(Message::system(req["instructions"].get<std::string>()));
-  }
+  DI_ASSIGN_OR_RETURN(std::optional<std::string> instructions, f.string("instructions"));
+  const bool has_input = f.has("input");
+  if (!instructions && !has_input) return bad("Either input or instructions must be provided");
+  if (instructions && !instructions->empty()) conv.messages.push_back(Message::system(*instructions));
 
   std::vector<PendingCall> pending;
   std::set<std::string> call_ids;
@@ -233,19 +257,21 @@ Result<ConversationRequest> convert(const Json& req, const ConversionOptions& op
     conv.messages.push_back(Message::user(req["input"].get<std::string>()));
   } else if (has_input) {
     const Json& items = req["input"];
-    if (!items.is_array()) return malformed("input must be a string or a list");
+    if (!items.is_array()) return type_error("input", "a string or an array of items", items);
     if (items.empty()) return bad("Input items array must not be empty");
     for (size_t i = 0; i < items.size(); ++i) {
       const Json& item = items[i];
-      if (!item.is_object()) return malformed("input item must be an object");
-      const std::string type = item.value("type", item.contains("role") ? "message" : "");
+      const std::string where = "input[" + std::to_string(i) + "]";
+      if (!item.is_object()) return type_error(where, "an object", item);
+      const FieldReader it_fields(item, where);
+      DI_ASSIGN_OR_RETURN(const std::string type,
+                          it_fields.string_or("type", item.contains("role") ? "message" : ""));
       if (type == "message") {
         DI_RETURN_IF_ERROR(require_no_pending());
-        const std::string role = item.value("role", "");
+        DI_ASSIGN_OR_RETURN(const std::string role, it_fields.string_or("role", ""));
         Message m;
-        DI_ASSIGN_OR_RETURN(
-            m.content, content_text(item.contains("content") ? item["content"] : Json(), vision,
-                                    &m.image_sources));
+        DI_ASSIGN_OR_RETURN(m.content, content_text(item.contains("content") ? item["content"] : Json(),
+                                                    where + ".content", vision, &m.image_sources));
         if (role == "system" || (role == "developer" && !v4)) {
           m.role = Role::kSystem;
         } else if (role == "developer") {
@@ -284,7 +310,7 @@ Result<ConversationRequest> convert(const Json& req, const ConversionOptions& op
           conv.messages.push_back(Message::assistant("", text));
         }
       } else if (type == "function_call" || type == "custom_tool_call") {
-        const std::string id = item.value("call_id", "");
+        DI_ASSIGN_OR_RETURN(const std::string id, it_fields.string_or("call_id", ""));
         if (id.empty()) {
           return bad("Invalid 'input[" + std::to_string(i) +
                      "].call_id': empty string. Expected a string with minimum length 1, but got "
@@ -293,18 +319,18 @@ Result<ConversationRequest> convert(const Json& req, const ConversionOptions& op
         if (!call_ids.insert(id).second) return bad("Duplicate 'call_id': " + id + ".");
         ToolCall call;
         call.id = id;
-        call.name = item.value("name", "");
-        if (item.contains("namespace") && item["namespace"].is_string()) {
-          call.name = item["namespace"].get<std::string>() + (v4 ? "__" : "::") + call.name;
-        }
+        DI_ASSIGN_OR_RETURN(call.name, it_fields.string_or("name", ""));
+        DI_ASSIGN_OR_RETURN(std::optional<std::string> ns, it_fields.string("namespace"));
+        if (ns) call.name = *ns + (v4 ? "__" : "::") + call.name;
         if (type == "custom_tool_call") {
-          call.arguments = Json{{"input", item.value("input", "")}}.dump();
+          DI_ASSIGN_OR_RETURN(const std::string input, it_fields.string_or("input", ""));
+          call.arguments = Json{{"input", input}}.dump();
         } else {
-          call.arguments = item.value("arguments", "");
+          DI_ASSIGN_OR_RETURN(call.arguments, it_fields.string_or("arguments", ""));
         }
         pending.push_back({std::move(call), std::nullopt});
       } else if (type == "function_call_output" || type == "custom_tool_call_output") {
-        const std::string id = item.value("call_id", "");
+        DI_ASSIGN_OR_RETURN(const std::string id, it_fields.string_or("call_id", ""));
         auto it = std::find_if(pending.begin(), pending.end(),
                                [&](const PendingCall& p) { return p.call.id == id && !p.output; });
         if (it == pending.end())
@@ -314,7 +340,7 @@ Result<ConversationRequest> convert(const Json& req, const ConversionOptions& op
           it->output = output.get<std::string>();
         } else {
           std::vector<ImageSource> ignored;
-          DI_ASSIGN_OR_RETURN(std::string text, content_text(output, false, &ignored));
+          DI_ASSIGN_OR_RETURN(std::string text, content_text(output, where + ".output", false, &ignored));
           it->output = text;
         }
         if (std::all_of(pending.begin(), pending.end(),
@@ -340,9 +366,10 @@ Result<ConversationRequest> convert(const Json& req, const ConversionOptions& op
       if (!c) return malformed("unknown tool_choice");
       conv.tool_choice = *c;
     } else if (choice.is_object()) {
-      const std::string type = choice.value("type", "");
+      const FieldReader c(choice, "tool_choice");
+      DI_ASSIGN_OR_RETURN(const std::string type, c.string_or("type", ""));
       if (type == "function" || type == "custom") {
-        const std::string name = choice.value("name", "");
+        DI_ASSIGN_OR_RETURN(const std::string name, c.string_or("name", ""));
         std::vector<ToolDefinition> kept;
         for (const ToolDefinition& t : conv.tools) {
           if (t.name == name) kept.push_back(t);
@@ -358,9 +385,10 @@ Result<ConversationRequest> convert(const Json& req, const ConversionOptions& op
           return bad("Server tools are not supported");
         }
       } else if (!type.empty()) {
-        auto c = parse_tool_choice(type);
-        if (c) conv.tool_choice = *c;
+        if (auto parsed = parse_tool_choice(type)) conv.tool_choice = *parsed;
       }
+    } else {
+      return type_error("tool_choice", "a string or an object", choice);
     }
   }
   if (conv.tool_choice == ToolChoice::kNone) conv.tools.clear();
@@ -371,9 +399,18 @@ Result<ConversationRequest> convert(const Json& req, const ConversionOptions& op
   }
 
   // Output format.
-  if (req.contains("text") && req["text"].is_object() && req["text"].contains("format") &&
-      req["text"]["format"].is_object() &&
-      req["text"]["format"].value("type", "") == "json_object") {
+  DI_ASSIGN_OR_RETURN(const Json* text, f.object("text"));
+  const Json* format = nullptr;
+  if (text != nullptr) {
+    const FieldReader t(*text, "text");
+    DI_ASSIGN_OR_RETURN(format, t.object("format"));
+    DI_RETURN_IF_ERROR(t.string("verbosity").status());
+  }
+  std::string format_type;
+  if (format != nullptr) {
+    DI_ASSIGN_OR_RETURN(format_type, FieldReader(*format, "text.format").string_or("type", ""));
+  }
+  if (format_type == "json_object") {
     bool found = false;
     for (const Message& m : conv.messages) found = found || contains_json_word(m.content);
     if (!found) {
@@ -385,11 +422,8 @@ Result<ConversationRequest> convert(const Json& req, const ConversionOptions& op
   }
 
   InferenceOptions& inf = out.inference_options;
-  inf.temperature = 1.0;
-  if (!conv.thinking_mode && req.contains("temperature") && req["temperature"].is_number()) {
-    inf.temperature = req["temperature"].get<double>();
-  }
-  inf.top_p = req.contains("top_p") && req["top_p"].is_number() ? req["top_p"].get<double>() : 1.0;
+  inf.temperature = !conv.thinking_mode && temperature ? *temperature : 1.0;
+  inf.top_p = top_p.value_or(1.0);
 
   finish_conversion(out, {});
   return out;

@@ -131,8 +131,9 @@ Result<ResponsesEcho> responses_echo(std::string_view body, ModelVersion version
       }
     }
     return echo;
-  } catch (const nlohmann::json::exception& e) {
-    return malformed(e.what());
+  } catch (const nlohmann::json::exception&) {
+    // convert_responses checked these fields' types first; never the library's words here.
+    return malformed("a field has a value of the wrong type");
   }
 }
 

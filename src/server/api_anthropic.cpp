@@ -7,12 +7,25 @@
 
 namespace deepinfer::server {
 
+namespace {
+
+// The recipe's Messages adapter under Anthropic's rule that max_tokens is required (the
+// recipe's default follows deepseek-recipe, which accepts a request without it).
+Result<recipe::ConversationRequest> convert_anthropic_messages(std::string_view body,
+                                                               const recipe::ConversionOptions& options) {
+  recipe::ConversionOptions anthropic = options;
+  anthropic.messages_require_max_tokens = true;
+  return recipe::convert_messages(body, anthropic);
+}
+
+}  // namespace
+
 void ApiServer::messages(const HttpRequest& request, ResponseWriter& out) {
   const auto arrival = RequestTimer::Clock::now();
   Admission admission(in_flight_, *metrics_, admission_limit());
   if (!admission.admitted()) return send_overloaded(out, ApiFlavor::kAnthropic);
   std::optional<PreparedRequest> p =
-      prepare(request, ApiFlavor::kAnthropic, recipe::convert_messages, /*chat_logprobs=*/false, out);
+      prepare(request, ApiFlavor::kAnthropic, convert_anthropic_messages, /*chat_logprobs=*/false, out);
   if (!p) return;
   p->generation.n = 1;
   p->generation.sampling.logprobs = -1;

@@ -1,5 +1,7 @@
 #include "server/api_common.h"
 
+#include "recipe/request_fields.h"
+
 #include <cmath>
 #include <random>
 
@@ -35,17 +37,6 @@ bool is_json_content_type(std::string_view type) {
 }
 
 Status bad(const std::string& message) { return invalid_argument(message); }
-
-Result<double> number_field(const Json& body, const char* key, double fallback, double lo, double hi) {
-  if (!body.contains(key) || body[key].is_null()) return fallback;
-  if (!body[key].is_number()) return bad(std::string(key) + " must be a number");
-  const double v = body[key].get<double>();
-  if (!(v >= lo && v <= hi)) {
-    return bad("Invalid " + std::string(key) + " value " + std::to_string(v) + ": the valid range is [" +
-               std::to_string(lo) + ", " + std::to_string(hi) + "]");
-  }
-  return v;
-}
 
 }  // namespace
 
@@ -87,66 +78,82 @@ bool bool_field(const Json& body, const char* key, bool fallback) {
   return it != body.end() && it->is_boolean() ? it->get<bool>() : fallback;
 }
 
-Result<SamplingExtras> read_sampling_extras(const Json& body, bool chat_logprobs) {
+namespace {
+
+// Chat Completions' logprobs (a boolean) and top_logprobs (how many alternatives), or
+// Completions' logprobs (the count itself).
+Result<int32_t> read_logprobs(const recipe::FieldReader& f, SamplingFields fields) {
+  if (fields == SamplingFields::kCompletions) {
+    DI_ASSIGN_OR_RETURN(std::optional<int64_t> k, f.integer({"logprobs", 0, 20}));
+    return k ? static_cast<int32_t>(*k) : -1;
+  }
+  if (fields != SamplingFields::kChat) return -1;
+  DI_ASSIGN_OR_RETURN(std::optional<bool> want, f.boolean("logprobs"));
+  DI_ASSIGN_OR_RETURN(std::optional<int64_t> top, f.integer(recipe::kTopLogprobsSpec));
+  if (top && !want.value_or(false)) return bad("top_logprobs requires logprobs to be true");
+  if (!want.value_or(false)) return -1;
+  return static_cast<int32_t>(top.value_or(0));
+}
+
+// A logit_bias key is a token id written as a canonical decimal integer: "42", never "042",
+// "+42", "4.0" or " 42", and within int32 (a larger id is rejected here, not truncated onto
+// another token; the engine checks it against the vocabulary).
+std::optional<int32_t> token_id_key(const std::string& key) {
+  if (key.empty() || key.size() > 10 || (key.size() > 1 && key[0] == '0')) return std::nullopt;
+  int64_t id = 0;
+  for (char c : key) {
+    if (c < '0' || c > '9') return std::nullopt;
+    id = id * 10 + (c - '0');
+  }
+  if (id > INT32_MAX) return std::nullopt;
+  return static_cast<int32_t>(id);
+}
+
+Result<std::vector<std::pair<int32_t, float>>> read_logit_bias(const recipe::FieldReader& f) {
+  std::vector<std::pair<int32_t, float>> bias;
+  DI_ASSIGN_OR_RETURN(const Json* map, f.object("logit_bias"));
+  if (map == nullptr) return bias;
+  for (const auto& [key, value] : map->items()) {
+    const std::string path = "logit_bias." + key;
+    std::optional<int32_t> id = token_id_key(key);
+    if (!id) {
+      return bad("Invalid 'logit_bias': the key \"" + key +
+                 "\" is not a token id (a decimal integer in [0, 2147483647] without sign or leading zeros).");
+    }
+    DI_ASSIGN_OR_RETURN(double b, recipe::number_value(value, path, {-100, 100}));
+    bias.emplace_back(*id, static_cast<float>(b));
+  }
+  return bias;
+}
+
+}  // namespace
+
+Result<SamplingExtras> read_sampling_extras(const Json& body, SamplingFields fields) {
   SamplingExtras x;
-  if (body.contains("n") && !body["n"].is_null()) {
-    if (!body["n"].is_number_integer() || body["n"].get<int64_t>() < 1 || body["n"].get<int64_t>() > 16) {
-      return bad("Invalid n value: n must be an integer in [1, 16]");
-    }
-    x.n = static_cast<int32_t>(body["n"].get<int64_t>());
+  const recipe::FieldReader f(body);
+  if (fields != SamplingFields::kConversation) {
+    DI_ASSIGN_OR_RETURN(std::optional<int64_t> n, f.integer({"n", 1, 16}));
+    x.n = static_cast<int32_t>(n.value_or(1));
   }
-  if (body.contains("seed") && !body["seed"].is_null()) {
-    if (!body["seed"].is_number_integer() || body["seed"].get<int64_t>() < 0) {
-      return bad("seed must be a non-negative integer");
-    }
-    x.seed = body["seed"].get<uint64_t>();
-  }
-  if (chat_logprobs) {
-    const bool want = bool_field(body, "logprobs", false);
-    if (body.contains("top_logprobs") && !body["top_logprobs"].is_null()) {
-      if (!body["top_logprobs"].is_number_integer()) return bad("top_logprobs must be an integer");
-      const int64_t k = body["top_logprobs"].get<int64_t>();
-      if (k < 0 || k > 20) return bad("Invalid top_logprobs value, the valid range of top_logprobs is [0, 20].");
-      if (!want) return bad("top_logprobs requires logprobs to be true");
-      x.logprobs = static_cast<int32_t>(k);
-    } else if (want) {
-      x.logprobs = 0;
-    }
-  } else if (body.contains("logprobs") && !body["logprobs"].is_null()) {
-    if (!body["logprobs"].is_number_integer()) return bad("logprobs must be an integer");
-    const int64_t k = body["logprobs"].get<int64_t>();
-    if (k < 0 || k > 20) return bad("Invalid logprobs value, the valid range of logprobs is [0, 20].");
-    x.logprobs = static_cast<int32_t>(k);
-  }
-  if (body.contains("top_k") && !body["top_k"].is_null()) {
-    if (!body["top_k"].is_number_integer()) return bad("top_k must be an integer");
-    x.top_k = static_cast<int32_t>(std::max<int64_t>(-1, body["top_k"].get<int64_t>()));
-  }
-  DI_ASSIGN_OR_RETURN(double min_p, number_field(body, "min_p", 0.0, 0.0, 1.0));
-  DI_ASSIGN_OR_RETURN(double presence, number_field(body, "presence_penalty", 0.0, -2.0, 2.0));
-  DI_ASSIGN_OR_RETURN(double frequency, number_field(body, "frequency_penalty", 0.0, -2.0, 2.0));
-  DI_ASSIGN_OR_RETURN(double repetition, number_field(body, "repetition_penalty", 1.0, 1e-6, 100.0));
-  x.min_p = static_cast<float>(min_p);
-  x.presence_penalty = static_cast<float>(presence);
-  x.frequency_penalty = static_cast<float>(frequency);
-  x.repetition_penalty = static_cast<float>(repetition);
-  if (body.contains("min_tokens") && !body["min_tokens"].is_null()) {
-    if (!body["min_tokens"].is_number_integer() || body["min_tokens"].get<int64_t>() < 0) {
-      return bad("min_tokens must be a non-negative integer");
-    }
-    x.min_tokens = body["min_tokens"].get<int64_t>();
-  }
-  x.ignore_eos = bool_field(body, "ignore_eos", false);
-  if (body.contains("logit_bias") && body["logit_bias"].is_object()) {
-    for (const auto& [key, value] : body["logit_bias"].items()) {
-      char* end = nullptr;
-      const long id = std::strtol(key.c_str(), &end, 10);
-      if (key.empty() || *end != '\0' || id < 0 || !value.is_number()) {
-        return bad("logit_bias keys must be token ids and values numbers; got \"" + key + "\"");
-      }
-      x.logit_bias.emplace_back(static_cast<int32_t>(id), value.get<float>());
-    }
-  }
+  DI_ASSIGN_OR_RETURN(std::optional<int64_t> seed, f.integer(recipe::kSeedSpec));
+  if (seed) x.seed = static_cast<uint64_t>(*seed);
+  DI_ASSIGN_OR_RETURN(x.logprobs, read_logprobs(f, fields));
+  // -1 and 0 both mean no limit, as in vLLM; any larger count beyond the vocabulary is no limit either.
+  DI_ASSIGN_OR_RETURN(std::optional<int64_t> top_k, f.integer({"top_k", -1, INT32_MAX}));
+  x.top_k = static_cast<int32_t>(top_k.value_or(0));
+  DI_ASSIGN_OR_RETURN(std::optional<double> min_p, f.number({"min_p", {0, 1}}));
+  DI_ASSIGN_OR_RETURN(std::optional<double> presence, f.number(recipe::kPresencePenaltySpec));
+  DI_ASSIGN_OR_RETURN(std::optional<double> frequency, f.number(recipe::kFrequencyPenaltySpec));
+  DI_ASSIGN_OR_RETURN(std::optional<double> repetition, f.number({"repetition_penalty", {0, 100, true}}));
+  x.min_p = static_cast<float>(min_p.value_or(0.0));
+  x.presence_penalty = static_cast<float>(presence.value_or(0.0));
+  x.frequency_penalty = static_cast<float>(frequency.value_or(0.0));
+  x.repetition_penalty = static_cast<float>(repetition.value_or(1.0));
+  DI_ASSIGN_OR_RETURN(std::optional<int64_t> min_tokens, f.integer({"min_tokens", 0, INT64_MAX}));
+  x.min_tokens = min_tokens.value_or(0);
+  DI_ASSIGN_OR_RETURN(std::optional<bool> ignore_eos, f.boolean("ignore_eos"));
+  x.ignore_eos = ignore_eos.value_or(false);
+  DI_ASSIGN_OR_RETURN(x.logit_bias, read_logit_bias(f));
   return x;
 }
 
@@ -326,8 +333,10 @@ std::shared_ptr<RequestHandle> submit_or_answer(Engine& engine, GenerationReques
   if (handle.ok()) return std::move(handle).value();
   ApiError error = api_error_from(handle.status());
   if (handle.status().code() == StatusCode::kOutOfRange) {
+    // In uint64: max_tokens (at most 2^63 - 1) plus any prompt cannot wrap.
+    const uint64_t requested = static_cast<uint64_t>(max_tokens) + n_prompt;
     error.message = "This model's maximum context length is " + std::to_string(engine.max_context()) +
-                    " tokens. However, you requested " + std::to_string(n_prompt + max_tokens) + " tokens (" +
+                    " tokens. However, you requested " + std::to_string(requested) + " tokens (" +
                     std::to_string(n_prompt) + " in the messages, " + std::to_string(max_tokens) +
                     " in the completion). Please reduce the length of the messages or completion.";
   }

@@ -53,9 +53,18 @@ struct SamplingExtras {
   std::vector<std::pair<int32_t, float>> logit_bias;
 };
 
-// `chat_logprobs`: Chat Completions' logprobs (bool) + top_logprobs; otherwise Completions'
-// logprobs (an integer count).
-Result<SamplingExtras> read_sampling_extras(const Json& body, bool chat_logprobs);
+// Which protocol's fields read_sampling_extras reads: Chat Completions' logprobs (a boolean) and
+// top_logprobs, Completions' logprobs (an integer count), or neither and no n (Responses and
+// Messages, which have no such fields). Every other knob is read for every protocol.
+enum class SamplingFields { kChat, kCompletions, kConversation };
+
+Result<SamplingExtras> read_sampling_extras(const Json& body, SamplingFields fields);
+
+// The form ApiServer::prepare calls: `chat_logprobs` true for Chat Completions, false for the
+// other protocols it prepares (Responses, Messages).
+inline Result<SamplingExtras> read_sampling_extras(const Json& body, bool chat_logprobs) {
+  return read_sampling_extras(body, chat_logprobs ? SamplingFields::kChat : SamplingFields::kConversation);
+}
 
 // Fills request.sampling and n from the extras and the converted temperature and top_p.
 void apply_sampling(const SamplingExtras& extras, std::optional<double> temperature, std::optional<double> top_p,

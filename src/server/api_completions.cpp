@@ -1,5 +1,6 @@
 // POST /v1/completions: raw text (or token ids) in, text out; no chat template, no recipe
 // parsing. The response and chunk shapes are OpenAI's legacy Completions API.
+#include "recipe/request_fields.h"
 #include "server/api_common.h"
 #include "server/api_server.h"
 
@@ -7,46 +8,98 @@ namespace deepinfer::server {
 
 namespace {
 
+using recipe::FieldReader;
+using recipe::type_error;
+
 // The prompt as ids: a string, an array of token ids, or a one-element array of either.
 Result<std::vector<int32_t>> read_prompt(const Json& body, const Tokenizer& tokenizer) {
   if (!body.contains("prompt")) return invalid_argument("\"prompt\" is required");
   const Json* prompt = &body["prompt"];
+  std::string path = "prompt";
   if (prompt->is_array() && prompt->size() == 1 && ((*prompt)[0].is_string() || (*prompt)[0].is_array())) {
     prompt = &(*prompt)[0];
+    path = "prompt[0]";
   }
   if (prompt->is_string()) {
     EncodeOptions options;
     options.add_bos = tokenizer.add_bos_by_default();
     return tokenizer.encode(prompt->get<std::string>(), options);
   }
-  if (prompt->is_array() && !prompt->empty()) {
+  if (prompt->is_array() && !prompt->empty() && !(*prompt)[0].is_string() && !(*prompt)[0].is_array()) {
     std::vector<int32_t> ids;
-    for (const Json& t : *prompt) {
-      if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= tokenizer.n_vocab()) {
-        return invalid_argument("\"prompt\" token ids must be integers in [0, " + std::to_string(tokenizer.n_vocab()) + ")");
-      }
-      ids.push_back(static_cast<int32_t>(t.get<int64_t>()));
+    ids.reserve(prompt->size());
+    for (size_t i = 0; i < prompt->size(); ++i) {
+      DI_ASSIGN_OR_RETURN(int64_t id, recipe::integer_value((*prompt)[i], path + "[" + std::to_string(i) + "]", 0,
+                                                            tokenizer.n_vocab() - 1));
+      ids.push_back(static_cast<int32_t>(id));
     }
     return ids;
+  }
+  if (prompt->is_array() && prompt->size() > 1) {
+    return invalid_argument("\"prompt\" holds " + std::to_string(prompt->size()) +
+                            " prompts; this server takes one prompt per request");
   }
   return invalid_argument("\"prompt\" must be a string or an array of token ids (one prompt per request)");
 }
 
-Result<std::vector<std::string>> read_stop(const Json& body) {
+Result<std::vector<std::string>> read_stop(const FieldReader& f) {
   std::vector<std::string> stop;
-  if (!body.contains("stop") || body["stop"].is_null()) return stop;
-  const Json& s = body["stop"];
-  if (s.is_string()) {
-    stop.push_back(s.get<std::string>());
-  } else if (s.is_array() && s.size() <= 16) {
-    for (const Json& item : s) {
-      if (!item.is_string() || item.get<std::string>().empty()) return invalid_argument("\"stop\" entries must be non-empty strings");
-      stop.push_back(item.get<std::string>());
-    }
-  } else {
-    return invalid_argument("\"stop\" must be a string or an array of at most 16 strings");
+  const Json* s = f.find("stop");
+  if (s == nullptr) return stop;
+  if (s->is_string()) {
+    stop.push_back(s->get<std::string>());
+    return stop;
+  }
+  if (!s->is_array()) return type_error("stop", "a string or an array of strings", *s);
+  if (s->size() > 16) return invalid_argument("\"stop\" holds " + std::to_string(s->size()) + " strings; at most 16");
+  for (size_t i = 0; i < s->size(); ++i) {
+    const Json& item = (*s)[i];
+    const std::string path = "stop[" + std::to_string(i) + "]";
+    if (!item.is_string()) return type_error(path, "a string", item);
+    if (item.get<std::string>().empty()) return invalid_argument("Invalid '" + path + "': empty string.");
+    stop.push_back(item.get<std::string>());
   }
   return stop;
+}
+
+// Everything a Completions request says besides its prompt and the sampling extras.
+struct CompletionFields {
+  std::optional<double> temperature;
+  std::optional<double> top_p;
+  int64_t max_tokens = 16;  // OpenAI's default for this endpoint
+  std::vector<std::string> stop;
+  bool stream = false;
+  bool include_usage = false;
+};
+
+Result<CompletionFields> read_completion_fields(const Json& body, int32_t n) {
+  const FieldReader f(body);
+  CompletionFields c;
+  DI_ASSIGN_OR_RETURN(std::optional<bool> echo, f.boolean("echo"));
+  if (echo.value_or(false)) return invalid_argument("echo is not supported");
+  DI_ASSIGN_OR_RETURN(std::optional<std::string> suffix, f.string("suffix"));
+  if (suffix) return invalid_argument("suffix is not supported");
+  // More candidates than choices, keeping the best, is not implemented: best_of must be n.
+  DI_ASSIGN_OR_RETURN(std::optional<int64_t> best_of, f.integer({"best_of", 1, 16}));
+  if (best_of && *best_of != n) {
+    return invalid_argument("best_of is not supported beyond n: best_of (" + std::to_string(*best_of) +
+                            ") must equal n (" + std::to_string(n) + ")");
+  }
+  DI_RETURN_IF_ERROR(f.string("user").status());
+  DI_ASSIGN_OR_RETURN(c.temperature, f.number(recipe::kTemperatureSpec));
+  DI_ASSIGN_OR_RETURN(c.top_p, f.number(recipe::kTopPSpec));
+  DI_ASSIGN_OR_RETURN(std::optional<int64_t> max_tokens, f.integer({"max_tokens", 1, INT64_MAX}));
+  c.max_tokens = max_tokens.value_or(c.max_tokens);
+  DI_ASSIGN_OR_RETURN(c.stop, read_stop(f));
+  DI_ASSIGN_OR_RETURN(std::optional<bool> stream, f.boolean("stream"));
+  c.stream = stream.value_or(false);
+  DI_ASSIGN_OR_RETURN(const Json* options, f.object("stream_options"));
+  if (options != nullptr) {
+    if (!c.stream) return invalid_argument("stream_options should be set along with stream = true");
+    DI_ASSIGN_OR_RETURN(std::optional<bool> usage, FieldReader(*options, "stream_options").boolean("include_usage"));
+    c.include_usage = usage.value_or(false);
+  }
+  return c;
 }
 
 const char* finish_name(FinishReason finish) {
@@ -94,39 +147,25 @@ void ApiServer::completions(const HttpRequest& request, ResponseWriter& out) {
   if (!admission.admitted()) return send_overloaded(out, ApiFlavor::kOpenAi);
   auto body = body_or_answer(request, ApiFlavor::kOpenAi, out);
   if (!body) return;
-  if (body->contains("model") && (*body)["model"].is_string() &&
-      !check_model((*body)["model"].get<std::string>(), ApiFlavor::kOpenAi, out)) {
-    return;
-  }
   auto fail = [&](const Status& s) { send_error(out, ApiFlavor::kOpenAi, api_error_from(s)); };
-  if (bool_field(*body, "echo", false)) return fail(invalid_argument("echo is not supported"));
-  if (body->contains("suffix") && !(*body)["suffix"].is_null()) return fail(invalid_argument("suffix is not supported"));
+  auto model = FieldReader(*body).string("model");
+  if (!model.ok()) return fail(model.status());
+  if (*model && !check_model(**model, ApiFlavor::kOpenAi, out)) return;
   const Tokenizer& tokenizer = prompts_->tokenizer();
   auto prompt = read_prompt(*body, tokenizer);
   if (!prompt.ok()) return fail(prompt.status());
-  auto stop = read_stop(*body);
-  if (!stop.ok()) return fail(stop.status());
-  auto extras = read_sampling_extras(*body, /*chat_logprobs=*/false);
+  auto extras = read_sampling_extras(*body, SamplingFields::kCompletions);
   if (!extras.ok()) return fail(extras.status());
-  std::optional<double> temperature, top_p;
-  if (body->contains("temperature") && (*body)["temperature"].is_number()) temperature = (*body)["temperature"].get<double>();
-  if (body->contains("top_p") && (*body)["top_p"].is_number()) top_p = (*body)["top_p"].get<double>();
-  int64_t max_tokens = 16;  // OpenAI's default for this endpoint
-  if (body->contains("max_tokens") && !(*body)["max_tokens"].is_null()) {
-    if (!(*body)["max_tokens"].is_number_integer() || (*body)["max_tokens"].get<int64_t>() < 1) {
-      return fail(invalid_argument("max_tokens must be a positive integer"));
-    }
-    max_tokens = (*body)["max_tokens"].get<int64_t>();
-  }
-  const bool stream = bool_field(*body, "stream", false);
-  const bool include_usage =
-      stream && body->contains("stream_options") && bool_field((*body)["stream_options"], "include_usage", false);
+  auto fields = read_completion_fields(*body, extras->n);
+  if (!fields.ok()) return fail(fields.status());
+  const bool stream = fields->stream;
+  const bool include_usage = fields->include_usage;
 
   GenerationRequest g;
   g.prompt = std::move(prompt).value();
-  g.max_tokens = max_tokens;
-  g.stop = std::move(stop).value();
-  apply_sampling(*extras, temperature, top_p, g);
+  g.max_tokens = fields->max_tokens;
+  g.stop = std::move(fields->stop);
+  apply_sampling(*extras, fields->temperature, fields->top_p, g);
   const int32_t n = g.n;
   const bool want_logprobs = g.sampling.logprobs >= 0;
   auto handle = submit_or_answer(engine_, std::move(g), ApiFlavor::kOpenAi, out);

@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <random>
 #include <thread>
 
@@ -211,6 +212,23 @@ TEST(Engine, BadRequestsAreRejectedBeforeQueueing) {
   EngineConfig missing;
   missing.model_path = "/nonexistent/model.gguf";
   EXPECT_EQ(Engine::create(missing).status().code(), StatusCode::kNotFound);
+}
+
+// prompt + max_tokens overflowed int64 for a max_tokens near INT64_MAX, so the sum passed the
+// context check and the request generated past the context.
+TEST(Engine, HugeMaxTokensIsOutOfRangeNotWrapped) {
+  EngineConfig cfg;
+  cfg.model_path = tiny("llama_mha_untied");
+  auto engine = std::move(Engine::create(cfg)).value();
+  for (int64_t max_tokens : {std::numeric_limits<int64_t>::max(), std::numeric_limits<int64_t>::max() - 5,
+                             engine->max_context()}) {
+    EXPECT_EQ(engine->submit(greedy({1, 2, 3, 4, 5, 6}, max_tokens)).status().code(), StatusCode::kOutOfRange)
+        << max_tokens;
+  }
+  EXPECT_TRUE(engine->submit(greedy({1, 2, 3, 4, 5, 6}, engine->max_context() - 6)).ok());
+  GenerationRequest min_over_max = greedy({1, 2}, 4);
+  min_over_max.sampling.min_tokens = 5;
+  EXPECT_EQ(engine->submit(min_over_max).status().code(), StatusCode::kInvalidArgument);
 }
 
 TEST(Engine, StopTokenEndsGeneration) {

@@ -1,5 +1,6 @@
 // Bad input for the protocol adapters: random mutations of the golden requests must give a
-// conversation or a 400-shaped error, never a crash, a hang or an escaping exception.
+// conversation or a 400-shaped error in our words, never a crash, a hang, an escaping exception
+// or the JSON library's message.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -62,11 +63,60 @@ void expect_mutations_handled(const std::string& protocol,
       ++rejected;
       ASSERT_EQ(error_status(r.status()), 400) << body;
       ASSERT_FALSE(r.status().message().empty());
+      // Our words, never the JSON library's ("[json.exception.type_error.302] ...").
+      ASSERT_EQ(r.status().message().find("json.exception"), std::string::npos) << body;
       ASSERT_TRUE(nlohmann::json::accept(error_body(r.status()))) << error_body(r.status());
     }
   }
   std::printf("mutated %s requests: %d accepted, %d rejected with a 400\n", protocol.c_str(),
               accepted, rejected);
+}
+
+// Every value of every golden request, in turn, replaced by one of each JSON type: each read
+// checks the type first, so a rejection is a 400 in our words, never the library's exception
+// text (which `value(key, default)` on a field of another type used to leak).
+void expect_type_swaps_handled(const std::string& protocol,
+                               Result<ConversationRequest> (*convert)(std::string_view,
+                                                                      const ConversionOptions&)) {
+  const Json others[] = {Json(5), Json(2.5), Json("x"), Json(true), Json(nullptr), Json::array(),
+                         Json::object()};
+  Json golden = load_golden();
+  int tried = 0;
+  for (const Json& c : golden["cases"]) {
+    if (c.value("protocol", "") != protocol || c["request"].is_string()) continue;
+    const Json request = c["request"];
+    const Json flat = request.flatten();
+    std::vector<std::string> pointers;
+    for (const auto& [pointer, value] : flat.items()) {
+      // The leaf and each of its parents.
+      for (std::string p = pointer; !p.empty(); p = p.substr(0, p.rfind('/'))) pointers.push_back(p);
+    }
+    for (const std::string& pointer : pointers) {
+      for (const Json& other : others) {
+        Json mutated = request;
+        mutated[Json::json_pointer(pointer)] = other;
+        Result<ConversationRequest> r = convert(mutated.dump(), ConversionOptions{});
+        ++tried;
+        if (r.ok()) continue;
+        ASSERT_EQ(error_status(r.status()), 400) << mutated.dump();
+        ASSERT_EQ(r.status().message().find("json.exception"), std::string::npos)
+            << r.status().message() << "\n  " << mutated.dump();
+      }
+    }
+  }
+  std::printf("%s: %d type-swapped requests handled\n", protocol.c_str(), tried);
+}
+
+TEST(ChatCompletions, TypeSwappedValuesGetOurWords) {
+  expect_type_swaps_handled("chat", convert_chat_completions);
+}
+
+TEST(Responses, TypeSwappedValuesGetOurWords) {
+  expect_type_swaps_handled("responses", convert_responses);
+}
+
+TEST(Messages, TypeSwappedValuesGetOurWords) {
+  expect_type_swaps_handled("messages", convert_messages);
 }
 
 TEST(ChatCompletions, MutatedRequestsNeverCrash) {

@@ -98,10 +98,15 @@ TEST(ApiSampling, LogprobsDifferBetweenChatAndCompletions) {
   auto chat = read_sampling_extras(Json::parse(R"({"logprobs": true})"), /*chat_logprobs=*/true);
   ASSERT_TRUE(chat.ok());
   EXPECT_EQ(chat->logprobs, 0);
-  auto completions = read_sampling_extras(Json::parse(R"({"logprobs": 3})"), /*chat_logprobs=*/false);
+  auto completions = read_sampling_extras(Json::parse(R"({"logprobs": 3})"), SamplingFields::kCompletions);
   ASSERT_TRUE(completions.ok());
   EXPECT_EQ(completions->logprobs, 3);
   EXPECT_EQ(read_sampling_extras(Json::parse("{}"), true)->logprobs, -1);
+  // Responses and Messages have neither field, nor n: what a client sends there is not read.
+  auto conversation = read_sampling_extras(Json::parse(R"({"logprobs": true, "n": "x"})"), /*chat_logprobs=*/false);
+  ASSERT_TRUE(conversation.ok()) << conversation.status().message();
+  EXPECT_EQ(conversation->logprobs, -1);
+  EXPECT_EQ(conversation->n, 1);
 }
 
 TEST(ApiSampling, RejectsOutOfRangeValuesWithAMessage) {
