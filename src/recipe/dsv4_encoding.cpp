@@ -253,6 +253,95 @@ struct Normalized {
   std::vector<const Message*> msgs;
 };
 
+// V4's tool-result order (recipe 0.2.0, found by experiment; docs/recipe.md). Consecutive user
+// messages count as one. After each assistant with N tool calls, taken at its position before
+// any reordering, the next N messages (only when that many follow) are stably sorted: tool
+// results without an id first, then tool results by id (byte order, not call order), then
+// everything else (user, reminder, assistant).
+void order_tool_results_v4(std::vector<const Message*>& msgs) {
+  struct Unit {  // one message, or a run of consecutive user messages
+    size_t begin, end;
+  };
+  std::vector<Unit> units;
+  for (size_t k = 0; k < msgs.size(); ++k) {
+    const bool joins = !units.empty() && msgs[k]->role == Role::kUser &&
+                       msgs[units.back().begin]->role == Role::kUser;
+    if (joins) {
+      units.back().end = k + 1;
+    } else {
+      units.push_back({k, k + 1});
+    }
+  }
+  auto rank = [&](const Unit& u) {
+    const Message& m = *msgs[u.begin];
+    if (m.role != Role::kTool) return 2;
+    return m.tool_call_id ? 1 : 0;
+  };
+  auto before = [&](const Unit& a, const Unit& b) {
+    const int ra = rank(a), rb = rank(b);
+    if (ra != rb) return ra < rb;
+    return ra == 1 && *msgs[a.begin]->tool_call_id < *msgs[b.begin]->tool_call_id;
+  };
+  const std::vector<Unit> original = units;
+  for (size_t i = 0; i < original.size(); ++i) {
+    const Message& m = *msgs[original[i].begin];
+    const size_t n = m.role == Role::kAssistant ? m.tool_calls.size() : 0;
+    if (n == 0 || i + n >= units.size()) continue;
+    std::stable_sort(units.begin() + i + 1, units.begin() + i + 1 + n, before);
+  }
+  std::vector<const Message*> ordered;
+  ordered.reserve(msgs.size());
+  for (const Unit& u : units) {
+    ordered.insert(ordered.end(), msgs.begin() + u.begin, msgs.begin() + u.end);
+  }
+  msgs = std::move(ordered);
+}
+
+// V4.1's tool-result order (recipe-spec.md §1.2, checked against recipe 0.2.0). In each run of
+// user and tool messages, the tool results that carry an id are stably sorted by the position
+// of that id in the tool calls of the latest assistant that made any (an unknown id counts as
+// position 0); user messages and id-less results keep their slots.
+void order_tool_results_v41(std::vector<const Message*>& msgs) {
+  const std::vector<ToolCall>* calls = nullptr;
+  std::vector<size_t> slots;
+  std::vector<const Message*> results;
+  auto in_run = [&](size_t k) {
+    return k < msgs.size() && (msgs[k]->role == Role::kTool || msgs[k]->role == Role::kUser);
+  };
+  auto position = [&](const Message* m) -> size_t {
+    for (size_t k = 0; k < calls->size(); ++k) {
+      if ((*calls)[k].id == *m->tool_call_id) return k;
+    }
+    return 0;
+  };
+  for (size_t i = 0; i < msgs.size();) {
+    if (msgs[i]->role == Role::kAssistant && !msgs[i]->tool_calls.empty()) {
+      calls = &msgs[i]->tool_calls;
+    }
+    if (!in_run(i)) {
+      ++i;
+      continue;
+    }
+    size_t end = i;
+    while (in_run(end)) ++end;
+    if (calls) {
+      slots.clear();
+      results.clear();
+      for (size_t k = i; k < end; ++k) {
+        if (msgs[k]->role == Role::kTool && msgs[k]->tool_call_id) {
+          slots.push_back(k);
+          results.push_back(msgs[k]);
+        }
+      }
+      std::stable_sort(results.begin(), results.end(), [&](const Message* a, const Message* b) {
+        return position(a) < position(b);
+      });
+      for (size_t k = 0; k < slots.size(); ++k) msgs[slots[k]] = results[k];
+    }
+    i = end;
+  }
+}
+
 // Step 1 of §1.2: system placement, tool-result order.
 void normalize(const Conversation& conv, const Dialect& d, Normalized& n) {
   std::vector<const Message*>& out = n.msgs;
@@ -277,47 +366,10 @@ void normalize(const Conversation& conv, const Dialect& d, Normalized& n) {
     for (const Message& m : conv.messages) {
       if (m.role != Role::kSystem) out.push_back(&m);
     }
+    order_tool_results_v4(out);
   } else {
     for (const Message& m : conv.messages) out.push_back(&m);
-  }
-  // Tool results follow the order of the calls they answer, within each run of results.
-  const std::vector<ToolCall>* calls = nullptr;
-  std::vector<size_t> slots;
-  std::vector<const Message*> tools;
-  for (size_t i = 0; i < out.size();) {
-    if (out[i]->role == Role::kAssistant) {
-      calls = &out[i]->tool_calls;
-      ++i;
-      continue;
-    }
-    if (out[i]->role != Role::kTool && out[i]->role != Role::kUser) {
-      ++i;
-      continue;
-    }
-    size_t end = i;
-    while (end < out.size() && (out[end]->role == Role::kTool || out[end]->role == Role::kUser))
-      ++end;
-    if (calls) {
-      auto key = [&](const Message* m) -> size_t {
-        for (size_t k = 0; k < calls->size(); ++k) {
-          if (m->tool_call_id && (*calls)[k].id == *m->tool_call_id) return k;
-        }
-        // An unknown id: V4 puts the result last, V4.1 first.
-        return d.v41 ? 0 : calls->size();
-      };
-      slots.clear();
-      tools.clear();
-      for (size_t k = i; k < end; ++k) {
-        if (out[k]->role == Role::kTool) {
-          slots.push_back(k);
-          tools.push_back(out[k]);
-        }
-      }
-      std::stable_sort(tools.begin(), tools.end(),
-                       [&](const Message* a, const Message* b) { return key(a) < key(b); });
-      for (size_t k = 0; k < slots.size(); ++k) out[slots[k]] = tools[k];
-    }
-    i = end;
+    order_tool_results_v41(out);
   }
 }
 

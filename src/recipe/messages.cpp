@@ -191,7 +191,8 @@ Result<ConversationRequest> convert(const Json& req, const ConversionOptions& op
   // The top-level system prompt.
   if (req.contains("system") && !req["system"].is_null()) {
     DI_ASSIGN_OR_RETURN(std::string system, block_text(req["system"], "system"));
-    if (!system.empty()) conv.messages.push_back(Message::system(system));
+    // Kept even when empty ("" or []), as 0.2.0 does: V4.1 then still writes <｜System｜>.
+    conv.messages.push_back(Message::system(system));
   }
 
   std::vector<std::string> pending;  // tool_use ids the next user message must answer
@@ -220,6 +221,8 @@ Result<ConversationRequest> convert(const Json& req, const ConversionOptions& op
         continue;
       }
       if (!content.is_array()) return type_error(where + ".content", "a string or an array of blocks", content);
+      // As 0.2.0: an empty list is refused (an empty string is a valid, empty turn).
+      if (content.empty()) return bad(where + ": all messages must have non-empty content");
       std::set<std::string> answered;
       for (size_t j = 0; j < content.size(); ++j) {
         const Json& b = content[j];

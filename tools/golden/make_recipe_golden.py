@@ -203,10 +203,9 @@ def hand_cases():
                    images=[{"kind": "url", "url": "http://a/x.png"},
                            {"kind": "data_url", "data_url": "data:image/png;base64,AAAA", "detail": "low"}]),
               asst("ok"), user("", images=[{"kind": "url", "url": "http://b"}]), user("<｜User｜> typed")]
-    # A result whose id matches no call: V4.1 sorts it first. V4's order for it depends on its
-    # sort algorithm's handling of an inconsistent comparison, so it has no V4 golden.
+    # A result whose id matches no call: V4.1 sorts it first, V4 by its id among the others.
     unknown_id = odd_args[:2] + [tool("rz", "zz")] + odd_args[2:]
-    cases = [("v41", {"messages": unknown_id, "thinking": False})]
+    cases = [(enc, {"messages": unknown_id, "thinking": False}) for enc in ("v41", "v4")]
     for enc in ("v4", "v41"):
         for eff in (None, "low", "high", "xhigh", "max"):
             for thinking in (True, False):
@@ -241,6 +240,85 @@ def hand_cases():
                 (enc, {**base, "messages": [user("q"), asst("a", "r"), {"role": "system", "content": "sys2",
                                             "tools": [SEARCH]}, user("q2")], "tools": [WEATHER]}),
             ]
+    return cases
+
+
+# ---- tool results out of order ------------------------------------------------------------
+# 0.2.0 orders tool results differently for V4 and V4.1 (docs/recipe.md has the rules, found by
+# experiment: the package ships no source). These cases pin both down.
+
+def tool_id_none(t):
+    return {"role": "tool", "content": t}
+
+
+def calls_of(*ids):
+    return asst("", None, [(i, "f", "{}") for i in ids])
+
+
+def tool_order_hand_cases():
+    q = user("q")
+    convs = [
+        [q, calls_of("a", "b", "c"), tool("rc", "c"), tool("ra", "a"), tool("rb", "b")],
+        # V4 sorts by id, not by call position: c, a, b answered come out a, b, c there.
+        [q, calls_of("c", "a", "b"), tool("ra", "a"), tool("rb", "b"), tool("rc", "c")],
+        [q, calls_of("call_9", "call_10"), tool("r9", "call_9"), tool("r10", "call_10")],
+        [q, calls_of("e", "b"), tool("rb", "b"), tool("re", "e")],
+        # Fewer results than calls: V4 leaves them as they are, V4.1 still sorts.
+        [q, calls_of("a", "b", "c"), tool("rc", "c"), tool("ra", "a")],
+        [q, calls_of("a", "b", "c"), tool("rc", "c"), tool("ra", "a"), user("next")],
+        # An unknown id and a missing id.
+        [q, calls_of("a", "b"), tool("rb", "b"), tool("rx", "x"), tool("ra", "a")],
+        [q, calls_of("a", "b"), tool("rb", "b"), tool_id_none("rn"), tool("ra", "a")],
+        [q, calls_of("a", "b"), tool("rb", "b"), tool_id_none("rn"), tool("rx", "x"), tool("ra", "a")],
+        # A user message inside the results: V4 moves it after them, V4.1 keeps its slot.
+        [q, calls_of("a", "b"), tool("rb", "b"), user("u"), tool("ra", "a")],
+        [q, calls_of("a", "b"), user("u"), tool("rb", "b"), tool("ra", "a")],
+        [q, calls_of("a", "b", "c"), user("u1"), user("u2"), tool("rc", "c"), tool("ra", "a")],
+        [q, calls_of("a", "b"), tool("rb", "b"), {"role": "latest_reminder", "content": "rem"}, tool("ra", "a")],
+        [q, calls_of("a", "b"), tool("rb", "b"), system("s"), tool("ra", "a")],
+        [q, calls_of("a", "b"), system("s"), tool("rb", "b"), tool("ra", "a")],
+        # Duplicate ids, in the calls and in the results.
+        [q, calls_of("a", "b", "a"), tool("rb", "b"), tool("ra1", "a"), tool("ra2", "a")],
+        [q, calls_of("a", "b"), tool("rb1", "b"), tool("ra", "a"), tool("rb2", "b")],
+        # Assistants inside another one's results, and one without calls between.
+        [q, calls_of("a", "b"), calls_of("x", "y"), tool("rd", "d"), tool_id_none("rn")],
+        [q, calls_of("c", "a"), calls_of("d", "c", "a"), tool("rd", "d"), user("u"), tool("rc", "c")],
+        [q, calls_of("b", "a", "c"), asst("no calls"), tool("ra", "a"), tool("rz", "z"), user("u")],
+        [q, calls_of("a", "b"), calls_of("c"), tool("rb", "b"), tool("ra", "a"), tool("rc", "c")],
+        # Results with no assistant before them.
+        [q, tool("rb", "b"), tool("ra", "a")],
+    ]
+    return [(enc, {"messages": m, "thinking": thinking}) for m in convs for enc in ("v4", "v41")
+            for thinking in (False,)]
+
+
+def rand_tool_order_conversation(rng):
+    """Short conversations whose tool results come back shuffled, partial, with unknown or
+    missing ids, and with user, reminder, system and assistant messages among them."""
+    msgs, calls, n = [user("q")], [], 0
+    for _ in range(rng.randint(2, 9)):
+        n += 1
+        r = rng.random()
+        if r < 0.12:
+            msgs.append(user(f"u{n}"))
+        elif r < 0.16:
+            msgs.append(system(f"s{n}"))
+        elif r < 0.2:
+            msgs.append({"role": "latest_reminder", "content": f"r{n}"})
+        elif r < 0.38:
+            calls = rng.sample(["a", "b", "c", "d", "call_9", "call_10"], rng.randint(0, 3))
+            msgs.append(calls_of(*calls) if calls else asst(f"a{n}"))
+        else:
+            cid = rng.choice(calls + ["z", None] if calls else ["a", "z", None])
+            msgs.append(tool(f"t{n}", cid) if cid is not None else tool_id_none(f"t{n}"))
+    return {"messages": msgs, "thinking": rng.random() < 0.5}
+
+
+def tool_order_cases():
+    rng = random.Random(20261201)  # its own stream: the other random cases keep their draws
+    cases = tool_order_hand_cases()
+    for k in range(120):
+        cases.append(("v4" if k % 2 == 0 else "v41", rand_tool_order_conversation(rng)))
     return cases
 
 
@@ -413,6 +491,12 @@ def chat_validation_requests():
         {"model": m, "messages": [{"role": "system", "content": ""}] + u},
         {"model": m, "messages": [{"role": "user", "content": None}]},
         {"model": m, "messages": [{"role": "user", "content": []}]},
+        # Empty content lists: Chat accepts every one (an empty turn; an empty system is dropped).
+        {"model": m, "messages": u + [{"role": "assistant", "content": "a"}, {"role": "user", "content": []}]},
+        {"model": m, "messages": [{"role": "system", "content": []}] + u},
+        {"model": m, "messages": u + [{"role": "assistant", "content": []}, {"role": "user", "content": "y"}]},
+        {"model": m, "messages": u + [asst_calls(call("a")), {"role": "tool", "tool_call_id": "a", "content": []}],
+         "tools": [fn]},
         {"model": m, "messages": [{"role": "user", "content": [
             {"type": "text", "text": "see"},
             {"type": "image_url", "image_url": {"url": "http://x/a.png", "detail": "low"}},
@@ -605,6 +689,12 @@ def responses_validation_requests():
                 {"type": "custom_tool_call_output", "call_id": "c", "output": "ok"}]},
             {"model": m, "input": [q, {"type": "web_search_call", "id": "w", "status": "completed"}]},
             {"model": m, "input": [{"role": "user", "content": [{"type": "output_text", "text": "o"}]}]},
+            # Empty content lists: Responses accepts every one, as an empty turn.
+            {"model": m, "input": [{"type": "message", "role": "user", "content": []}]},
+            {"model": m, "input": [q, {"type": "message", "role": "user", "content": []}]},
+            {"model": m, "input": [q, {"role": "assistant", "content": []}]},
+            {"model": m, "input": [{"role": "system", "content": []}, q]},
+            {"model": m, "tools": [fn], "input": [q, call("c"), out("c", [])]},
         ]
     return reqs
 
@@ -684,6 +774,20 @@ def messages_validation_requests():
             {"model": m, "max_tokens": 10, "messages": [{"role": "user", "content": [use("u1")]}]},
             {"model": m, "max_tokens": 10, "messages": u + [{"role": "system", "content": "late"},
                                                             {"role": "user", "content": "x"}]},
+            # Empty content lists: refused for a user or assistant turn, wherever it is; an empty
+            # string, an empty text block, an empty system list and an empty tool result are not.
+            {"model": m, "max_tokens": 10, "messages": [{"role": "user", "content": []}]},
+            {"model": m, "max_tokens": 10, "messages": u + [{"role": "assistant", "content": "a"},
+                                                            {"role": "user", "content": []}]},
+            {"model": m, "max_tokens": 10, "messages": u + [{"role": "assistant", "content": []},
+                                                            {"role": "user", "content": "x"}]},
+            {"model": m, "max_tokens": 10, "messages": [{"role": "user", "content": ""}]},
+            {"model": m, "max_tokens": 10, "messages": [{"role": "user", "content": [{"type": "text", "text": ""}]}]},
+            {"model": m, "max_tokens": 10, "system": [], "messages": u},
+            {"model": m, "max_tokens": 10, "system": [], "thinking": {"type": "disabled"}, "messages": u},
+            {"model": m, "max_tokens": 10, "system": "", "thinking": {"type": "disabled"}, "messages": u},
+            {"model": m, "max_tokens": 10, "tools": [t], "messages": u + [
+                {"role": "assistant", "content": [use("u1")]}, {"role": "user", "content": [res("u1", [])]}]},
         ]
     reqs.append({"model": "x", "max_tokens": 10, "messages": u})
     return reqs
@@ -1042,6 +1146,7 @@ def main():
     for _ in range(200):
         conv = rand_conversation(rng)
         convs.append((rng.choice(["v4", "v41"]), conv))
+    convs += tool_order_cases()
     for enc, conv in convs:
         pconv = conversation_from_json(conv)
         # Store what the reference holds, so defaults are explicit for the C++ reader.
