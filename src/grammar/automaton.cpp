@@ -4,6 +4,7 @@
 #include <deque>
 #include <map>
 #include <unordered_map>
+#include <unordered_map>
 
 namespace deepinfer::grammar {
 
@@ -171,7 +172,14 @@ Status AutomatonBuilder::build_rule(uint32_t rule) {
   seen_.assign(nfa_.size(), 0);
 
   Automaton& a = *out_;
-  std::map<StateSet, uint32_t> ids;
+  struct SetHash {
+    size_t operator()(const StateSet& v) const {
+      uint64_t h = 0xcbf29ce484222325ull;
+      for (int32_t x : v) h = (h ^ static_cast<uint32_t>(x)) * 0x100000001b3ull;
+      return static_cast<size_t>(h ^ (h >> 32));
+    }
+  };
+  std::unordered_map<StateSet, uint32_t, SetHash> ids;
   std::vector<StateSet> pending;  // by local id
   const auto base = static_cast<uint32_t>(a.states_.size());
   auto intern = [&](StateSet set) -> Result<uint32_t> {
@@ -191,9 +199,10 @@ Status AutomatonBuilder::build_rule(uint32_t rule) {
   a.rule_start_[rule] = start_id;
 
   std::vector<int> points;
+  std::vector<StateSet> per_interval;  // targets of each elementary byte interval
   for (size_t local = 0; local < pending.size(); ++local) {
     if ((local & 255) == 255) DI_RETURN_IF_ERROR(check_time());
-    const StateSet members = pending[local];  // copy: intern() may grow `pending`
+    const StateSet members = std::move(pending[local]);  // intern() may grow `pending`
     const uint32_t id = base + static_cast<uint32_t>(local);
     points.clear();
     bool final = false;
@@ -209,14 +218,19 @@ Status AutomatonBuilder::build_rule(uint32_t rule) {
     std::sort(points.begin(), points.end());
     points.erase(std::unique(points.begin(), points.end()), points.end());
     std::vector<Automaton::Range> ranges;
-    for (size_t k = 0; k + 1 < points.size(); ++k) {
-      const int lo = points[k], hi = points[k + 1] - 1;
-      StateSet targets;
-      for (int32_t m : members) {
-        for (const NEdge& e : nfa_[m].bytes) {
-          if (e.lo <= lo && hi <= e.hi) targets.push_back(e.target);
-        }
+    const size_t n_intervals = points.empty() ? 0 : points.size() - 1;
+    if (per_interval.size() < n_intervals) per_interval.resize(n_intervals);
+    for (size_t k = 0; k < n_intervals; ++k) per_interval[k].clear();
+    for (int32_t m : members) {
+      for (const NEdge& e : nfa_[m].bytes) {
+        size_t k = std::lower_bound(points.begin(), points.end(), static_cast<int>(e.lo)) - points.begin();
+        for (; k < n_intervals && points[k] <= e.hi; ++k) per_interval[k].push_back(e.target);
       }
+    }
+    for (size_t k = 0; k < n_intervals; ++k) {
+      const int lo = points[k], hi = points[k + 1] - 1;
+      StateSet targets = std::move(per_interval[k]);
+      per_interval[k] = StateSet();
       if (targets.empty()) continue;
       DI_ASSIGN_OR_RETURN(uint32_t next, intern(closure(std::move(targets))));
       if (!ranges.empty() && ranges.back().next == next && ranges.back().hi + 1 == lo) {

@@ -15,6 +15,11 @@
 // stack, and most masks touch only precomputed bitmaps. Computing a class costs one trie walk,
 // like one uncached mask; states of shared rules (JSON strings, numbers) are computed once.
 //
+// A state from which no call can be reached (inside a JSON string, a number, an enum literal) has
+// a class that depends only on the DFA below it: such classes are also kept in a process-wide
+// cache keyed by that sub-automaton and the vocabulary, so every grammar that uses a JSON string
+// shares one computation of the string's classes.
+//
 // Thread-safe: matchers on many threads share one CompiledGrammar; a class is computed under a
 // mutex once and read without locking afterwards.
 #pragma once
@@ -59,13 +64,14 @@ class CompiledGrammar {
 
  private:
   TokenClass compute_class(uint32_t state) const;
+  std::shared_ptr<const TokenClass> shared_class(uint32_t state) const;
 
   std::shared_ptr<const Automaton> automaton_;
   std::shared_ptr<const TokenIndex> tokens_;
   MatcherLimits limits_;
   mutable std::mutex mutex_;
   mutable std::unique_ptr<std::atomic<const TokenClass*>[]> classes_;  // [n_states], owned below
-  mutable std::vector<std::unique_ptr<TokenClass>> owned_;
+  mutable std::vector<std::shared_ptr<const TokenClass>> owned_;
 };
 
 }  // namespace deepinfer::grammar

@@ -33,6 +33,15 @@ const std::set<std::string> kUnsupported = {
     "contains", "minContains", "maxContains", "unevaluatedProperties", "unevaluatedItems", "$dynamicRef",
     "$recursiveRef"};
 
+// Every assertion keyword of drafts 4 to 2020-12 (the rest are annotations or unknown).
+const std::set<std::string> kAssertions = {
+    "type", "enum", "const", "multipleOf", "maximum", "exclusiveMaximum", "minimum", "exclusiveMinimum",
+    "maxLength", "minLength", "pattern", "format", "items", "prefixItems", "additionalItems", "maxItems",
+    "minItems", "uniqueItems", "contains", "maxContains", "minContains", "maxProperties", "minProperties",
+    "required", "properties", "patternProperties", "additionalProperties", "dependencies", "dependentRequired",
+    "dependentSchemas", "propertyNames", "allOf", "anyOf", "oneOf", "not", "if", "then", "else", "$ref",
+    "unevaluatedItems", "unevaluatedProperties"};
+
 const std::vector<std::string> kAllTypes = {"null", "boolean", "object", "array", "string", "number"};
 
 class SchemaCompiler {
@@ -559,7 +568,8 @@ class SchemaCompiler {
     static const std::set<std::string> kSiblingsAllowed = {"type", "const", "enum", "minLength", "maxLength",
                                                            "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"};
     for (auto it = s.begin(); it != s.end(); ++it) {
-      if (!kSiblingsAllowed.count(it.key()) && !kAnnotations.count(it.key())) {
+      // Unknown keywords are annotations; known assertions beside enum must be checked.
+      if (!kSiblingsAllowed.count(it.key()) && kAssertions.count(it.key())) {
         return error(path, "enum/const together with '" + it.key() + "' is not supported");
       }
     }
