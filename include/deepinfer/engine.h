@@ -185,8 +185,10 @@ class Engine {
   static Result<std::unique_ptr<Engine>> create(const EngineConfig& config);
 
   // INVALID_ARGUMENT (empty prompt, max_tokens < 1, n < 1, token ids outside the vocabulary,
-  // bad sampling parameters) or OUT_OF_RANGE (prompt + max_tokens beyond the context) before
-  // anything is queued.
+  // bad sampling parameters, a constraint that does not compile, naming what is wrong) or
+  // OUT_OF_RANGE (prompt + max_tokens beyond the context) or RESOURCE_EXHAUSTED (a constraint
+  // past the compile budget) before anything is queued. A constraint compiles here, on the
+  // caller's thread (cached by its text), never on the engine's.
   virtual Result<std::shared_ptr<RequestHandle>> submit(GenerationRequest request) = 0;
   virtual EngineStats stats() const = 0;
   virtual int64_t n_vocab() const = 0;

@@ -5,14 +5,32 @@
 // penalty (prompt and output tokens), then the frequency and presence penalties (output tokens
 // only); then temperature, top-k, top-p and min-p; then one draw. Logprobs report the raw model
 // distribution (log-softmax of the logits before any of this), as vLLM does by default.
+//
+// A constraint (structured output) comes before all of that: tokens the grammar does not allow
+// next get -inf first, so penalties, temperature and the filters only ever see allowed tokens.
+// It outranks min_tokens: where the grammar allows only a stop, the stop is taken.
 #pragma once
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
 namespace deepinfer {
+
+// What the generated text must be (docs/structured-output.md): a whole match of a regular
+// expression, a JSON text valid against a JSON Schema, a sentence of a GBNF grammar (start rule
+// `root`), or exactly one of a list of strings. Plain text here: the engine compiles it.
+enum class ConstraintKind { kNone, kRegex, kJsonSchema, kGbnf, kChoice };
+
+struct Constraint {
+  ConstraintKind kind = ConstraintKind::kNone;
+  std::string text;                  // the regex, the schema (JSON text) or the GBNF grammar
+  std::vector<std::string> choices;  // kChoice
+  // JSON Schema: no whitespace between JSON tokens (else up to a few bytes of it at each place).
+  bool compact_json = false;
+};
 
 struct SamplingParams {
   float temperature = 1.0f;        // 0 = greedy (argmax, ties to the lowest id)
@@ -28,6 +46,7 @@ struct SamplingParams {
   bool ignore_eos = false;         // the tokenizer's end-of-generation ids do not stop
   int32_t logprobs = -1;           // < 0: none; 0: the sampled token's; k <= 20: plus the top k
   int32_t prompt_logprobs = -1;    // the same for each prompt position after the first
+  Constraint constraint;           // kNone: unconstrained
 };
 
 }  // namespace deepinfer

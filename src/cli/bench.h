@@ -29,4 +29,8 @@ double triad_bandwidth(ThreadPool& pool, int reps);
 // harness's perf cases (cmd_bench_ops.cpp); the exit code.
 int bench_ops_command(const std::vector<std::string>& args);
 
+// deepinfer bench grammar --data DIR [...]: JSON Schema compile and mask times over MaskBench-format
+// files (cmd_bench_grammar.cpp); the exit code.
+int bench_grammar_command(const std::vector<std::string>& args);
+
 }  // namespace deepinfer::cli

@@ -24,6 +24,7 @@ namespace {
 
 const char* kBenchUsage = R"(usage: deepinfer bench ops [--backend NAME] [--threads N] [--reps R] [--filter TEXT]
        deepinfer bench model [-m MODEL] [--reps R] [--prompt N] [--gen N] [engine options]
+       deepinfer bench grammar --data DIR [--tokenizer MODEL] [--threads N] [--jsonl OUT] [--limit N]
   ops      the op harness's perf cases on one backend (default cpu): matrix products of every
            weight format (decode: 1 token, GB/s of weights read; prefill: 256 tokens, GFLOP/s),
            batched decode attention (64 sequences x 320 keys, GB/s of KV), elementwise, KV and
@@ -33,6 +34,7 @@ const char* kBenchUsage = R"(usage: deepinfer bench ops [--backend NAME] [--thre
            over the time to the first token) and decode tok/s (the tokens after the first over
            the time they took), median of --reps runs (default 3), and decode against the
            memory-bandwidth bound
+  grammar  structured-output masks over MaskBench-format files (bench grammar --help)
   --threads N  CPU threads (default: all cores)
   --reps R     repetitions; the median is reported
   The kernel tier (avx512, avx2, scalar) is chosen from cpuid; DEEPINFER_ISA=avx2|scalar caps it.
@@ -161,8 +163,9 @@ int bench_command(const std::vector<std::string>& argv) {
     return argv.empty() ? 2 : 0;
   }
   const std::string what = argv[0];
-  if (what != "ops" && what != "model") return fail("unknown bench '" + what + "'\n" + usage(), 2);
+  if (what != "ops" && what != "model" && what != "grammar") return fail("unknown bench '" + what + "'\n" + usage(), 2);
   if (what == "ops") return bench_ops_command(std::vector<std::string>(argv.begin() + 1, argv.end()));
+  if (what == "grammar") return bench_grammar_command(std::vector<std::string>(argv.begin() + 1, argv.end()));
   FlagSpec spec;
   spec.with_value = {"--threads", "--reps", "--prompt", "--gen"};
   spec.switches = {"--help"};

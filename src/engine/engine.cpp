@@ -36,6 +36,7 @@
 #include <unordered_map>
 
 #include "core/check.h"
+#include "engine/constraint.h"
 #include "engine/create_engine.h"
 #include "engine/forward_worker.h"
 #include "engine/kv_cache_dtype.h"
@@ -57,6 +58,7 @@ constexpr int32_t kMaxN = 128;  // the OpenAI API's bound on n
 
 struct Submission {
   GenerationRequest request;
+  std::shared_ptr<const grammar::CompiledGrammar> grammar;  // the constraint, compiled in submit()
   std::shared_ptr<StreamHandle> handle;
   Clock::time_point submitted;
 };
@@ -64,6 +66,7 @@ struct Submission {
 // One submitted request: its sequences share the handle, the prompt and the prompt logprobs.
 struct Group {
   GenerationRequest request;
+  std::shared_ptr<const grammar::CompiledGrammar> grammar;  // null: unconstrained
   std::shared_ptr<StreamHandle> handle;
   std::vector<int32_t> stop_ids;  // end-of-generation ids unless ignore_eos, then stop_token_ids
   Clock::time_point submitted;
@@ -76,6 +79,7 @@ struct Sequence {
   std::shared_ptr<Group> group;
   int32_t index = 0;
   Sampler sampler;
+  std::unique_ptr<SequenceConstraint> constraint;  // with the group's grammar
   bool collects_prompt_logprobs = false;  // until its prompt is computed
   bool first_event_sent = false;
   int64_t n_cached_prompt = -1;           // set when first scheduled
@@ -100,6 +104,7 @@ struct SampleJob {
   int64_t row = 0;
   Sequence* seq = nullptr;   // resolved after the pass: the sequence may have ended meanwhile
   int32_t token = 0;
+  FinishReason finish = FinishReason::kNone;  // the constraint ends the sequence here
   TokenLogprob logprob;
   std::vector<float> last_prompt_logits;  // the sequence's first sample, when its request asks
 };
@@ -182,10 +187,12 @@ class EngineImpl final : public Engine {
 
   Result<std::shared_ptr<RequestHandle>> submit(GenerationRequest request) override {
     DI_RETURN_IF_ERROR(validate(request));
+    // On the caller's thread: a grammar that takes long to compile delays only its own request.
+    DI_ASSIGN_OR_RETURN(auto grammar, constraints_.compile(request.sampling.constraint));
     auto handle = std::make_shared<StreamHandle>(request.detokenize ? tokenizer_ : nullptr, request, wakeup_);
     {
       std::lock_guard<std::mutex> lock(wakeup_->mutex);
-      queue_.push_back({std::move(request), handle, Clock::now()});
+      queue_.push_back({std::move(request), std::move(grammar), handle, Clock::now()});
     }
     wakeup_->cv.notify_all();
     return std::shared_ptr<RequestHandle>(handle);
@@ -250,6 +257,7 @@ class EngineImpl final : public Engine {
     g->stop_ids.insert(g->stop_ids.end(), s.request.stop_token_ids.begin(), s.request.stop_token_ids.end());
     if (s.request.sampling.prompt_logprobs >= 0) g->prompt_logprobs.resize(s.request.prompt.size());
     g->request = std::move(s.request);
+    g->grammar = std::move(s.grammar);
     start_sequences(g, 1);
   }
 
@@ -277,7 +285,8 @@ class EngineImpl final : public Engine {
       r->priority = req.priority;
       const bool collect = index == 0 && req.sampling.prompt_logprobs >= 0;
       r->use_prefix_cache = !collect;
-      seqs_.emplace(r->id, Sequence{g, index, std::move(sampler), collect, false, -1, 0.0});
+      auto constraint = g->grammar ? std::make_unique<SequenceConstraint>(g->grammar, g->stop_ids, n_vocab()) : nullptr;
+      seqs_.emplace(r->id, Sequence{g, index, std::move(sampler), std::move(constraint), collect, false, -1, 0.0});
       scheduler_.add(std::move(r));
     }
   }
@@ -474,7 +483,7 @@ class EngineImpl final : public Engine {
       } else if (c.samples) {
         ++row;
       }
-      if (c.samples) step.sample_jobs.push_back({c.id, c.epoch, row - 1, nullptr, 0, {}, {}});
+      if (c.samples) step.sample_jobs.push_back({c.id, c.epoch, row - 1, nullptr, 0, FinishReason::kNone, {}, {}});
     }
     // The copies are complete: the spans cannot move any more.
     const int32_t* tables = step.block_tables.data();
@@ -517,7 +526,7 @@ class EngineImpl final : public Engine {
         if (j < n_samples) {
           SampleJob& s = step.sample_jobs[static_cast<size_t>(j)];
           const std::span<const float> logits = runner_->logits(s.row);
-          s.token = s.seq->sampler.sample(logits);
+          sample_one(s, logits);
           const int32_t k = s.seq->sampler.params().logprobs;
           if (k >= 0) s.logprob = compute_logprob(logits, s.token, k, scratch);
           copy_last_prompt_logits(s, logits);
@@ -530,7 +539,21 @@ class EngineImpl final : public Engine {
       }
     });
     step.sampled.clear();
-    for (const SampleJob& s : step.sample_jobs) step.sampled.push_back({s.id, s.token, s.epoch});
+    for (const SampleJob& s : step.sample_jobs) step.sampled.push_back({s.id, s.token, s.epoch, s.finish});
+  }
+
+  // The constraint's mask goes into the sampler and the token into the matcher (one sequence
+  // per thread: the sequence's matcher and buffer are its own).
+  static void sample_one(SampleJob& s, std::span<const float> logits) {
+    SequenceConstraint* constraint = s.seq->constraint.get();
+    s.token = s.seq->sampler.sample(logits, constraint ? constraint->mask() : std::span<const uint64_t>());
+    s.finish = FinishReason::kNone;
+    if (constraint == nullptr) return;
+    switch (constraint->accept(s.token)) {
+      case SequenceConstraint::Next::kContinue: break;
+      case SequenceConstraint::Next::kComplete: s.finish = FinishReason::kStop; break;
+      case SequenceConstraint::Next::kRefused: s.finish = FinishReason::kError; break;
+    }
   }
 
   // A sequence's first sample row is its prompt's last position.
@@ -575,15 +598,20 @@ class EngineImpl final : public Engine {
       seq.collects_prompt_logprobs = false;
       TokenEvent e;
       e.index = seq.index;
-      e.tokens = {s.token};
-      if (seq.sampler.params().logprobs >= 0) e.logprobs.push_back(std::move(s.logprob));
+      // A token the grammar refused (it allowed none) is not output.
+      const bool refused = s.finish == FinishReason::kError;
+      if (!refused) e.tokens = {s.token};
+      if (!refused && seq.sampler.params().logprobs >= 0) e.logprobs.push_back(std::move(s.logprob));
+      if (refused) e.error = "the constraint's grammar allows no token here (nesting deeper than its limit)";
       if (!seq.first_event_sent) {
         fill_first_event(&seq, g, &e);
         e.last_prompt_logits = std::move(s.last_prompt_logits);
       }
       if (r->state == RequestState::kFinished) {
         e.finish = r->finish;
-        if (r->finish == FinishReason::kStop) e.stop_token = s.token;
+        const bool stop_id = std::find(r->stop_token_ids.begin(), r->stop_token_ids.end(), s.token) !=
+                             r->stop_token_ids.end();
+        if (r->finish == FinishReason::kStop && stop_id) e.stop_token = s.token;  // else a complete grammar
       }
       g.handle->push(std::move(e));
       // The first sequence's prompt is in the cache now: its siblings start and share it.
@@ -672,6 +700,7 @@ class EngineImpl final : public Engine {
   std::unique_ptr<Model> model_;
   std::shared_ptr<const Tokenizer> tokenizer_;  // null when the model carries none
   std::vector<int32_t> end_of_generation_;
+  ConstraintCompiler constraints_{tokenizer_};  // used by submitters (thread-safe)
   int64_t max_context_;
   std::unique_ptr<backend::KvCache> kv_;
   kv::KvCacheManager kv_manager_;

@@ -195,18 +195,20 @@ int32_t Sampler::argmax(std::span<const float> logits) {
   return it == logits.end() ? 0 : static_cast<int32_t>(it - logits.begin());
 }
 
-int32_t Sampler::sample(std::span<const float> logits) {
+int32_t Sampler::sample(std::span<const float> logits, std::span<const uint64_t> allowed) {
   DI_ICHECK(static_cast<int64_t>(logits.size()) == n_vocab_);
-  process(logits);
+  DI_ICHECK(allowed.empty() || static_cast<int64_t>(allowed.size()) * 64 >= n_vocab_);
+  process(logits, allowed);
   const int32_t token = params_.temperature < kGreedyBelow ? argmax(scratch_) : draw();
   record(token);
   return token;
 }
 
-void Sampler::process(std::span<const float> logits) {
+void Sampler::process(std::span<const float> logits, std::span<const uint64_t> allowed) {
   std::copy(logits.begin(), logits.end(), scratch_.begin());
+  if (!allowed.empty()) apply_mask(allowed);
   for (const auto& [id, bias] : params_.logit_bias) scratch_[static_cast<size_t>(id)] += bias;
-  if (n_generated_ < params_.min_tokens) {
+  if (n_generated_ < params_.min_tokens && (allowed.empty() || allows_a_non_stop(allowed))) {
     for (int32_t id : stop_ids_) scratch_[static_cast<size_t>(id)] = kNegInf;
   }
   if (!has_penalties()) return;
@@ -221,6 +223,34 @@ void Sampler::process(std::span<const float> logits) {
     if (count > 0) x -= frequency * static_cast<float>(count) + presence;
     scratch_[i] = x;
   }
+}
+
+void Sampler::apply_mask(std::span<const uint64_t> allowed) {
+  const auto n = static_cast<size_t>(n_vocab_);
+  for (size_t w = 0; w * 64 < n; ++w) {
+    const uint64_t bits = allowed[w];
+    if (bits == ~uint64_t{0}) continue;
+    const size_t end = std::min(n, w * 64 + 64);
+    for (size_t i = w * 64; i < end; ++i) {
+      if (((bits >> (i - w * 64)) & 1) == 0) scratch_[i] = kNegInf;
+    }
+  }
+}
+
+bool Sampler::allows_a_non_stop(std::span<const uint64_t> allowed) const {
+  const auto n = static_cast<size_t>(n_vocab_);
+  int64_t n_allowed = 0;
+  for (size_t w = 0; w * 64 < n; ++w) {
+    const size_t tail = std::min<size_t>(64, n - w * 64);  // bits past n_vocab do not count
+    n_allowed += std::popcount(tail == 64 ? allowed[w] : allowed[w] & ((uint64_t{1} << tail) - 1));
+  }
+  for (size_t k = 0; k < stop_ids_.size(); ++k) {
+    const int32_t id = stop_ids_[k];
+    const bool first = std::find(stop_ids_.begin(), stop_ids_.begin() + static_cast<ptrdiff_t>(k), id) ==
+                       stop_ids_.begin() + static_cast<ptrdiff_t>(k);  // a stop listed twice counts once
+    if (first) n_allowed -= static_cast<int64_t>((allowed[static_cast<size_t>(id) / 64] >> (id % 64)) & 1);
+  }
+  return n_allowed > 0;
 }
 
 void Sampler::record(int32_t token) {

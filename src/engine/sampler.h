@@ -39,7 +39,10 @@ class Sampler {
   void set_prompt(std::span<const int32_t> prompt);
 
   // Picks the next token from one row of raw logits ([n_vocab]) and records it as generated.
-  int32_t sample(std::span<const float> logits);
+  // `allowed` (a constraint's mask: bit id % 64 of word id / 64, at least n_vocab bits; empty:
+  // every token) sets the other tokens to -inf before anything else applies. Where it allows
+  // only stop tokens, min_tokens does not hold them back (the grammar has ended).
+  int32_t sample(std::span<const float> logits, std::span<const uint64_t> allowed = {});
 
   const SamplingParams& params() const { return params_; }
 
@@ -49,7 +52,10 @@ class Sampler {
   Sampler(const SamplingParams& params, int64_t n_vocab, std::vector<int32_t> stop_ids);
 
   bool has_penalties() const;
-  void process(std::span<const float> logits);  // logits -> scratch_ (bias, min_tokens, penalties)
+  // logits -> scratch_ (mask, bias, min_tokens, penalties)
+  void process(std::span<const float> logits, std::span<const uint64_t> allowed);
+  void apply_mask(std::span<const uint64_t> allowed);
+  bool allows_a_non_stop(std::span<const uint64_t> allowed) const;
   int32_t draw();                               // scratch_ -> temperature, filters, one draw
   size_t collect_candidates(double mass);
   size_t collect_top_k();

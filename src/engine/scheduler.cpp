@@ -200,8 +200,8 @@ std::vector<RequestId> Scheduler::update(const StepPlan& plan, const std::vector
     --r->n_placeholders;
     r->tokens.push_back(s.token);
     const bool stop = std::find(r->stop_token_ids.begin(), r->stop_token_ids.end(), s.token) != r->stop_token_ids.end();
-    if (stop || r->n_generated() >= r->max_tokens) {
-      finish(r, stop ? FinishReason::kStop : FinishReason::kLength);
+    if (s.finish != FinishReason::kNone || stop || r->n_generated() >= r->max_tokens) {
+      finish(r, s.finish != FinishReason::kNone ? s.finish : stop ? FinishReason::kStop : FinishReason::kLength);
       finished.push_back(r->id);
     }
   }

@@ -67,6 +67,9 @@ struct SampledToken {
   RequestId id = 0;
   int32_t token = 0;
   int32_t epoch = 0;  // the sampling chunk's
+  // Set by the engine when the sequence must end after this token for a reason of its own (a
+  // constraint's grammar is complete: kStop; it could not continue: kError).
+  FinishReason finish = FinishReason::kNone;
 };
 
 class Scheduler {

@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include <map>
+
 #include <nlohmann/json.hpp>
 
 namespace {
@@ -329,3 +331,39 @@ TEST(Cli, BenchOpsTimesTheHarnessCases) {
 }
 
 }  // namespace
+
+// bench grammar over three MaskBench-format files of our own: one JSON line per schema with
+// exactly MaskBench's fields, then the summary; the unsupported keyword is a named error.
+TEST_F(DefaultModel, BenchGrammarJudgesInstancesAndTimesMasks) {
+  const std::string jsonl = ::testing::TempDir() + "/bench_grammar_" + std::to_string(::getpid()) + ".jsonl";
+  Outcome o = run("bench grammar --data " + std::string(DEEPINFER_TEST_DATA) + "/cli/data/grammar_bench --jsonl " + jsonl);
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  std::ifstream in(jsonl);
+  std::map<std::string, nlohmann::json> rows;
+  for (std::string line; std::getline(in, line);) {
+    auto row = nlohmann::json::parse(line);
+    std::vector<std::string> keys;
+    for (auto it = row.begin(); it != row.end(); ++it) keys.push_back(it.key());
+    EXPECT_EQ(keys, (std::vector<std::string>{"compiled", "error", "file", "invalid_rejected", "invalid_total", "n_masks",
+                                              "tbm_max_us", "tbm_p50_us", "tbm_p99_us", "tbm_us", "ttfm_us",
+                                              "valid_accepted", "valid_total"}));
+    rows[row["file"]] = row;
+  }
+  std::remove(jsonl.c_str());
+  ASSERT_EQ(rows.size(), 3u);
+  for (const char* f : {"person.json", "tree.json"}) {
+    const auto& r = rows[f];
+    EXPECT_TRUE(r["compiled"].get<bool>()) << r;
+    EXPECT_EQ(r["valid_accepted"], r["valid_total"]) << r;
+    EXPECT_EQ(r["invalid_rejected"], r["invalid_total"]) << r;
+    EXPECT_EQ(r["n_masks"].get<size_t>(), r["tbm_us"].size());
+    EXPECT_GT(r["ttfm_us"].get<double>(), 0.0);
+  }
+  EXPECT_EQ(rows["person.json"]["invalid_total"], 3);
+  EXPECT_FALSE(rows["unsupported.json"]["compiled"].get<bool>());
+  EXPECT_NE(rows["unsupported.json"]["error"].get<std::string>().find("'not'"), std::string::npos);
+  const auto summary = nlohmann::json::parse(o.out)["summary"];
+  EXPECT_EQ(summary["schemas"], 3);
+  EXPECT_EQ(summary["passing"], 2);
+  EXPECT_EQ(summary["invalid_accepted"], 0);
+}

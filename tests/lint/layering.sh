@@ -28,5 +28,11 @@ if [[ $found != "$forward_passes" ]]; then
   echo "layering: BatchRunner is implemented in '$found', expected '$forward_passes'" >&2
   status=1
 fi
+# The grammar layer sits between tokenizer and engine: it includes only core, model (for the
+# tokenizer's metadata), tokenizer and itself, never the engine, recipe, server or cli above it.
+if grep -rnE --include='*.h' --include='*.cpp' '#include "(engine|recipe|server|cli|kv|kvstore|router)/' src/grammar; then
+  echo "layering: the lines above include a higher layer from src/grammar" >&2
+  status=1
+fi
 ((status == 0)) && echo "layering: ok"
 exit $status

@@ -574,5 +574,57 @@ TEST(ComputeLogprob, LargeLogitsDoNotOverflow) {
   EXPECT_EQ(lp.top[0].token, 0);
 }
 
+// A constraint's mask: the tokens it leaves out get -inf before bias, penalties and the
+// filters, so no boost brings them back and every draw is an allowed token.
+TEST(SamplerMask, OnlyAllowedTokensAreDrawn) {
+  SamplingParams p;
+  p.seed = 3;
+  p.logit_bias = {{5, 100.0f}};   // a disallowed token made the favourite
+  p.presence_penalty = -2.0f;     // and every generated token boosted
+  p.top_k = 50;
+  Sampler s = make(p, 130);
+  std::vector<float> logits(130, 0.0f);
+  std::vector<uint64_t> mask(3, 0);
+  for (int32_t id : {7, 64, 129}) mask[static_cast<size_t>(id) / 64] |= uint64_t{1} << (id % 64);
+  std::set<int32_t> seen;
+  for (int i = 0; i < 200; ++i) seen.insert(s.sample(logits, mask));
+  EXPECT_EQ(seen, (std::set<int32_t>{7, 64, 129}));
+  p.temperature = 0.0f;
+  Sampler greedy = make(p, 130);
+  EXPECT_EQ(greedy.sample(logits, mask), 7);
+}
+
+// min_tokens holds stops back only where the grammar allows something else: where it allows
+// only a stop, the grammar has ended and the stop is taken.
+TEST(SamplerMask, MinTokensYieldsWhereOnlyAStopIsAllowed) {
+  SamplingParams p;
+  p.seed = 1;
+  p.min_tokens = 10;
+  std::vector<float> logits(70, 0.0f);
+  logits[66] = 5.0f;
+  std::vector<uint64_t> stop_only(2, 0);
+  stop_only[1] = uint64_t{1} << 2;  // id 66, a stop
+  Sampler s = make(p, 70, {66, 66});
+  EXPECT_EQ(s.sample(logits, stop_only), 66);
+  std::vector<uint64_t> stop_or_other = stop_only;
+  stop_or_other[0] = uint64_t{1} << 9;
+  for (int i = 1; i < 10; ++i) EXPECT_EQ(s.sample(logits, stop_or_other), 9);  // tokens 2..10: held back
+}
+
+TEST(SamplerMask, MaskedSamplingDoesNotAllocate) {
+  SamplingParams p;
+  p.seed = 2;
+  p.top_p = 0.9f;
+  p.frequency_penalty = 0.5f;
+  Sampler s = make(p, 1000);
+  std::vector<float> logits(1000);
+  for (size_t i = 0; i < logits.size(); ++i) logits[i] = static_cast<float>(i % 17) * 0.1f;
+  std::vector<uint64_t> mask(16, 0x5555555555555555ull);
+  s.sample(logits, mask);
+  const int64_t before = g_allocations;
+  for (int i = 0; i < 50; ++i) EXPECT_EQ(s.sample(logits, mask) % 2, 0);
+  EXPECT_EQ(g_allocations, before);
+}
+
 }  // namespace
 }  // namespace deepinfer

@@ -1,0 +1,232 @@
+#include "grammar/compiled_grammar.h"
+
+#include <algorithm>
+#include <unordered_map>
+
+#include "grammar/stacks.h"
+
+namespace deepinfer::grammar {
+
+size_t TokenClass::memory_bytes() const {
+  return sizeof(TokenClass) + accepted_bits.size() * 8 + accepted_list.size() * 4 + uncertain.size() * 4 +
+         uncertain_lcp.size() * 2;
+}
+
+CompiledGrammar::CompiledGrammar(std::shared_ptr<const Automaton> automaton, std::shared_ptr<const TokenIndex> tokens,
+                                 MatcherLimits limits)
+    : automaton_(std::move(automaton)), tokens_(std::move(tokens)), limits_(limits) {
+  const uint32_t n = automaton_->n_states();
+  classes_ = std::make_unique<std::atomic<const TokenClass*>[]>(n);
+  for (uint32_t i = 0; i < n; ++i) classes_[i].store(nullptr, std::memory_order_relaxed);
+}
+
+CompiledGrammar::~CompiledGrammar() = default;
+
+const TokenClass& CompiledGrammar::token_class(uint32_t state) const {
+  if (const TokenClass* c = classes_[state].load(std::memory_order_acquire)) return *c;
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (const TokenClass* c = classes_[state].load(std::memory_order_acquire)) return *c;
+  owned_.push_back(shared_class(state));
+  classes_[state].store(owned_.back().get(), std::memory_order_release);
+  return *owned_.back();
+}
+
+namespace {
+
+constexpr size_t kMaxKeyStates = 256;
+
+// Byte by byte: GCC 12 warns falsely (-Wrestrict) on string appends of a reinterpret_cast.
+void append_u64(std::string& key, uint64_t v) {
+  for (int i = 0; i < 8; ++i) key.push_back(static_cast<char>(v >> (8 * i)));
+}
+constexpr size_t kMaxSharedClasses = 8192;
+
+// The DFA reachable from `start`, renumbered in BFS order, as bytes; empty when a call is
+// reachable or it is too large to be worth a key.
+std::string lexical_key(const Automaton& a, uint32_t start) {
+  std::vector<uint32_t> order = {start};
+  std::unordered_map<uint32_t, uint32_t> index = {{start, 0}};
+  std::string key;
+  for (size_t k = 0; k < order.size(); ++k) {
+    const Automaton::State& s = a.state(order[k]);
+    if (s.n_calls) return {};
+    key.push_back(s.final ? 'F' : 'N');
+    const Automaton::Range* r = a.ranges(s);
+    for (uint32_t i = 0; i < s.n_ranges; ++i) {
+      auto [it, added] = index.emplace(r[i].next, static_cast<uint32_t>(order.size()));
+      if (added) {
+        if (order.size() >= kMaxKeyStates) return {};
+        order.push_back(r[i].next);
+      }
+      key.push_back(static_cast<char>(r[i].lo));
+      key.push_back(static_cast<char>(r[i].hi));
+      append_u64(key, it->second);
+    }
+    key.push_back(';');
+  }
+  return key;
+}
+
+struct SharedClasses {
+  std::mutex mutex;
+  std::unordered_map<std::string, std::shared_ptr<const TokenClass>> map;
+};
+
+SharedClasses& shared_classes() {
+  static SharedClasses* cache = new SharedClasses();  // never destroyed: used until exit
+  return *cache;
+}
+
+}  // namespace
+
+std::shared_ptr<const TokenClass> CompiledGrammar::shared_class(uint32_t state) const {
+  std::string key = lexical_key(*automaton_, state);
+  if (key.empty()) return std::make_shared<const TokenClass>(compute_class(state));
+  append_u64(key, limits_.max_stack_depth);
+  append_u64(key, tokens_->id());
+  SharedClasses& cache = shared_classes();
+  {
+    std::lock_guard<std::mutex> lock(cache.mutex);
+    auto it = cache.map.find(key);
+    if (it != cache.map.end()) return it->second;
+  }
+  auto computed = std::make_shared<const TokenClass>(compute_class(state));
+  std::lock_guard<std::mutex> lock(cache.mutex);
+  if (cache.map.size() >= kMaxSharedClasses) cache.map.clear();  // crude bound; rarely reached
+  cache.map.emplace(std::move(key), computed);
+  return computed;
+}
+
+namespace {
+
+// The walk of one state's token class (see compiled_grammar.h). While the path stays in states
+// without calls it is a plain DFA walk, one range lookup per trie node; below a state with calls
+// the subtree is walked with full stacks.
+class ClassWalk {
+ public:
+  ClassWalk(const Automaton& a, const TokenIndex& tokens, uint32_t max_depth)
+      : a_(a), trie_(tokens.trie()), node_tokens_(tokens.node_tokens()), stacks_(&a, max_depth) {}
+
+  void run(uint32_t start) {
+    std::vector<uint32_t> state_at(2, start);  // [depth]
+    std::vector<uint8_t> escaped(2, 0);        // [depth]: a pop past the start frame after 1..depth bytes
+    for (uint32_t i = 0; i < trie_.size();) {
+      const TokenIndex::TrieNode& n = trie_[i];
+      const uint32_t d = n.depth;
+      if (state_at.size() <= d) {
+        state_at.resize(d + 1);
+        escaped.resize(d + 1);
+      }
+      const uint32_t next = a_.next(a_.state(state_at[d - 1]), n.byte);
+      if (next == Automaton::kNone) {
+        settle_dead(i, false, escaped[d - 1]);
+        i = n.subtree_end;
+        continue;
+      }
+      const Automaton::State& ns = a_.state(next);
+      if (ns.n_calls == 0) {
+        if (ns.n_ranges == 0) {
+          settle_dead(i, ns.final, escaped[d - 1]);
+          i = n.subtree_end;
+          continue;
+        }
+        add(n, &accepted);
+        state_at[d] = next;
+        escaped[d] = escaped[d - 1] | ns.final;
+        ++i;
+        continue;
+      }
+      stacks_.reset(next, Stacks::kBottom);
+      const bool escaped_here = stacks_.escaped();
+      if (stacks_.top().empty()) {
+        settle_dead(i, escaped_here, escaped[d - 1]);
+      } else {
+        add(n, &accepted);
+        walk_stacks(i + 1, n.subtree_end, d, escaped[d - 1] | escaped_here);
+      }
+      i = n.subtree_end;
+    }
+  }
+
+  std::vector<int32_t> accepted, uncertain;
+
+ private:
+  void add(const TokenIndex::TrieNode& n, std::vector<int32_t>* out) {
+    out->insert(out->end(), node_tokens_.begin() + n.first_token, node_tokens_.begin() + n.first_token + n.n_tokens);
+  }
+
+  // Node i's path died here. escaped_here: the start frame's rule ended exactly at this byte (its
+  // tokens are accepted: the caller resumes after them); escaped_before: it ended earlier on the
+  // path. Either way what lies below is the caller's to judge.
+  void settle_dead(uint32_t i, bool escaped_here, bool escaped_before) {
+    const TokenIndex::TrieNode& n = trie_[i];
+    if (!escaped_here && !escaped_before) return;
+    add(n, escaped_here ? &accepted : &uncertain);
+    for (uint32_t j = i + 1; j < n.subtree_end; ++j) add(trie_[j], &uncertain);
+  }
+
+  // Nodes [begin, end) below a node at depth `base`, whose set is stacks_' set 0.
+  void walk_stacks(uint32_t begin, uint32_t end, uint32_t base, uint8_t escaped_base) {
+    escaped_.assign(2, 0);
+    escaped_[0] = escaped_base;
+    for (uint32_t i = begin; i < end;) {
+      const TokenIndex::TrieNode& n = trie_[i];
+      const uint32_t d = n.depth - base;
+      if (escaped_.size() <= d) escaped_.resize(d + 1, 0);
+      stacks_.pop_to(d);
+      const bool alive = stacks_.advance(n.byte);
+      const bool escaped_here = stacks_.escaped();
+      if (alive) {
+        add(n, &accepted);
+        escaped_[d] = escaped_[d - 1] | escaped_here;
+        ++i;
+        continue;
+      }
+      settle_dead(i, escaped_here, escaped_[d - 1]);
+      i = n.subtree_end;
+    }
+  }
+
+  const Automaton& a_;
+  const std::vector<TokenIndex::TrieNode>& trie_;
+  const std::vector<int32_t>& node_tokens_;
+  Stacks stacks_;
+  std::vector<uint8_t> escaped_;
+};
+
+}  // namespace
+
+TokenClass CompiledGrammar::compute_class(uint32_t state) const {
+  ClassWalk walk(*automaton_, *tokens_, limits_.max_stack_depth);
+  walk.run(state);
+  std::vector<int32_t>& accepted = walk.accepted;
+  std::vector<int32_t>& uncertain = walk.uncertain;
+  TokenClass out;
+  const int32_t n_vocab = tokens_->n_vocab();
+  if (accepted.size() * 32 > static_cast<size_t>(n_vocab)) {
+    out.accepted_bits.assign(tokens_->n_words(), 0);
+    for (int32_t id : accepted) out.accepted_bits[id >> 6] |= uint64_t{1} << (id & 63);
+  } else {
+    out.accepted_list = std::move(accepted);
+  }
+  out.uncertain_lcp.reserve(uncertain.size());
+  std::string_view prev;
+  for (int32_t id : uncertain) {
+    const std::string_view t = tokens_->bytes(id);
+    size_t common = 0;
+    while (common < prev.size() && common < t.size() && prev[common] == t[common]) ++common;
+    out.uncertain_lcp.push_back(static_cast<uint16_t>(std::min<size_t>(common, 65535)));
+    prev = t;
+  }
+  out.uncertain = std::move(uncertain);
+  return out;
+}
+
+size_t CompiledGrammar::memory_bytes() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  size_t total = automaton_->memory_bytes() + automaton_->n_states() * sizeof(void*);
+  for (const auto& c : owned_) total += c->memory_bytes();
+  return total;
+}
+
+}  // namespace deepinfer::grammar

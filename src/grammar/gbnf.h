@@ -1,0 +1,24 @@
+// GBNF, the EBNF dialect of llama.cpp's grammars, lowered to the grammar IR.
+//
+//   root   ::= object
+//   object ::= "{" ws ( pair ( "," ws pair )* )? "}"
+//   pair   ::= [a-z]+ ":" ws [0-9]{1,3}
+//   ws     ::= [ \t\n]*   # comment
+//
+// Rules `name ::= alternatives`; a rule's body runs until the next `name ::=`. Terminals:
+// "literal" (escapes \n \r \t \\ \" \xHH \uHHHH \UHHHHHHHH), [classes] and [^negated] with
+// ranges, `.` (any character); grouping ( ), alternation |, quantifiers * + ? {m} {m,} {m,n};
+// # comments. Characters are Unicode code points matched as UTF-8. The start rule is `root`.
+// Errors are INVALID_ARGUMENT with the line; token references (<[id]>) are refused.
+#pragma once
+
+#include <string_view>
+
+#include "deepinfer/status.h"
+#include "grammar/grammar.h"
+
+namespace deepinfer::grammar {
+
+Result<Grammar> parse_gbnf(std::string_view text);
+
+}  // namespace deepinfer::grammar

@@ -1,0 +1,816 @@
+#include "grammar/json_schema.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "grammar/json_schema_formats.h"
+#include "grammar/number_ranges.h"
+#include "grammar/regex.h"
+
+namespace deepinfer::grammar {
+
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+// Keywords with no effect on which instances validate.
+const std::set<std::string> kAnnotations = {
+    "$schema", "$id", "id", "$comment", "title", "description", "default", "examples", "example",
+    "deprecated", "readOnly", "writeOnly", "$defs", "definitions", "contentMediaType", "contentEncoding",
+    "contentSchema", "$anchor", "$dynamicAnchor", "$recursiveAnchor", "$vocabulary", "discriminator",
+    "xml", "externalDocs", "markdownDescription", "enumDescriptions", "errorMessage"};
+
+// Assertions this compiler cannot express exactly: refused by name.
+const std::set<std::string> kUnsupported = {
+    "not", "if", "then", "else", "dependencies", "dependentRequired", "dependentSchemas", "propertyNames",
+    "contains", "minContains", "maxContains", "unevaluatedProperties", "unevaluatedItems", "$dynamicRef",
+    "$recursiveRef"};
+
+// Every assertion keyword of drafts 4 to 2020-12 (the rest are annotations or unknown).
+const std::set<std::string> kAssertions = {
+    "type", "enum", "const", "multipleOf", "maximum", "exclusiveMaximum", "minimum", "exclusiveMinimum",
+    "maxLength", "minLength", "pattern", "format", "items", "prefixItems", "additionalItems", "maxItems",
+    "minItems", "uniqueItems", "contains", "maxContains", "minContains", "maxProperties", "minProperties",
+    "required", "properties", "patternProperties", "additionalProperties", "dependencies", "dependentRequired",
+    "dependentSchemas", "propertyNames", "allOf", "anyOf", "oneOf", "not", "if", "then", "else", "$ref",
+    "unevaluatedItems", "unevaluatedProperties"};
+
+const std::vector<std::string> kAllTypes = {"null", "boolean", "object", "array", "string", "number"};
+
+class SchemaCompiler {
+ public:
+  SchemaCompiler(Json root, const JsonSchemaOptions& options) : root_(std::move(root)), options_(options) {}
+
+  Result<Grammar> run() {
+    ws_ = options_.compact ? g_.empty() : g_.repeat(ws_char(), 0, std::max(options_.max_whitespace, 0));
+    DI_ASSIGN_OR_RETURN(ExprId body, compile(root_, ""));
+    g_.set_root(g_.add_rule(g_.fresh_name("root"), body));
+    DI_RETURN_IF_ERROR(g_.validate());
+    return std::move(g_);
+  }
+
+ private:
+  ExprId ws_char() {
+    ByteSet s;
+    s.add(' ');
+    s.add('\t');
+    s.add('\n');
+    return g_.byte_set(s);
+  }
+  ExprId lit(std::string_view s) { return g_.bytes(s); }
+  ExprId comma() { return g_.seq({ws_, lit(","), ws_}); }
+
+  static Status error(const std::string& path, const std::string& what) {
+    return invalid_argument(what + " at " + (path.empty() ? std::string("/") : path));
+  }
+
+  // ---- shared rules -------------------------------------------------------------------------
+
+  RuleId shared(const std::string& name, auto&& make) {
+    auto it = shared_.find(name);
+    if (it != shared_.end()) return it->second;
+    const RuleId r = g_.declare_rule(g_.fresh_name(name));
+    shared_.emplace(name, r);
+    g_.define_rule(r, make());
+    return r;
+  }
+
+  ExprId string_char() { return any_char_expr(g_, RegexEncoding::kJsonString); }
+
+  ExprId any_string() {
+    return g_.call(shared("string", [&] { return g_.seq({lit("\""), g_.star(string_char()), lit("\"")}); }));
+  }
+
+  ExprId any_number() {
+    return g_.call(shared("number", [&] {
+      const ExprId digits = g_.plus(g_.byte_range('0', '9'));
+      const ExprId integer = g_.seq({g_.optional(lit("-")), g_.alt({lit("0"), g_.seq({g_.byte_range('1', '9'), g_.star(g_.byte_range('0', '9'))})})});
+      ByteSet e, sign;
+      e.add('e');
+      e.add('E');
+      sign.add('+');
+      sign.add('-');
+      const ExprId frac = g_.optional(g_.seq({lit("."), digits}));
+      const ExprId exp = g_.optional(g_.seq({g_.byte_set(e), g_.optional(g_.byte_set(sign)), digits}));
+      return g_.seq({integer, frac, exp});
+    }));
+  }
+
+  ExprId any_integer() {
+    return g_.call(shared("integer", [&] {
+      return g_.seq({g_.optional(lit("-")), g_.alt({lit("0"), g_.seq({g_.byte_range('1', '9'), g_.star(g_.byte_range('0', '9'))})})});
+    }));
+  }
+
+  ExprId any_value() {
+    auto it = shared_.find("value");
+    if (it != shared_.end()) return g_.call(it->second);
+    const RuleId value = g_.declare_rule(g_.fresh_name("value"));
+    shared_.emplace("value", value);
+    const ExprId v = g_.call(value);
+    const ExprId member = g_.seq({any_string(), ws_, lit(":"), ws_, v});
+    const RuleId object = g_.add_rule(g_.fresh_name("object"),
+        g_.seq({lit("{"), ws_, g_.optional(g_.seq({member, g_.star(g_.seq({comma(), member}))})), ws_, lit("}")}));
+    const RuleId array = g_.add_rule(g_.fresh_name("array"),
+        g_.seq({lit("["), ws_, g_.optional(g_.seq({v, g_.star(g_.seq({comma(), v}))})), ws_, lit("]")}));
+    g_.define_rule(value, g_.alt({g_.call(object), g_.call(array), any_string(), any_number(), lit("true"),
+                                  lit("false"), lit("null")}));
+    return v;
+  }
+
+  // ---- references ---------------------------------------------------------------------------
+
+  Result<const Json*> resolve_pointer(const std::string& ref, const std::string& path) {
+    if (ref.empty() || ref[0] != '#') return error(path, "$ref '" + ref + "': only references inside the document (#...) are supported");
+    const Json* cur = &root_;
+    std::string pointer = ref.substr(1);
+    if (!pointer.empty() && pointer[0] != '/') return error(path, "$ref '" + ref + "': anchors are not supported");
+    size_t pos = 1;
+    while (pos <= pointer.size() && !pointer.empty()) {
+      size_t next = pointer.find('/', pos);
+      if (next == std::string::npos) next = pointer.size();
+      std::string token = pointer.substr(pos, next - pos);
+      std::string decoded;
+      for (size_t i = 0; i < token.size(); ++i) {
+        if (token[i] == '~' && i + 1 < token.size()) {
+          decoded += token[i + 1] == '1' ? '/' : '~';
+          ++i;
+        } else if (token[i] == '%' && i + 2 < token.size() + 0 && i + 2 <= token.size() - 1) {
+          decoded += static_cast<char>(std::stoi(token.substr(i + 1, 2), nullptr, 16));
+          i += 2;
+        } else {
+          decoded += token[i];
+        }
+      }
+      if (cur->is_object() && cur->contains(decoded)) {
+        cur = &(*cur)[decoded];
+      } else if (cur->is_array() && !decoded.empty() && std::all_of(decoded.begin(), decoded.end(), ::isdigit) &&
+                 std::stoul(decoded) < cur->size()) {
+        cur = &(*cur)[std::stoul(decoded)];
+      } else {
+        return error(path, "$ref '" + ref + "' does not resolve");
+      }
+      pos = next + 1;
+    }
+    return cur;
+  }
+
+  Result<ExprId> compile_ref(const std::string& ref, const std::string& path) {
+    auto it = ref_rules_.find(ref);
+    if (it != ref_rules_.end()) return g_.call(it->second);
+    DI_ASSIGN_OR_RETURN(const Json* target, resolve_pointer(ref, path));
+    std::string base = ref.substr(ref.find_last_of('/') + 1);
+    std::string name;
+    for (char c : base) name += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+    if (name.empty()) name = "ref";
+    const RuleId r = g_.declare_rule(g_.fresh_name(name));
+    ref_rules_.emplace(ref, r);
+    in_progress_.insert(ref);
+    DI_ASSIGN_OR_RETURN(ExprId body, compile(*target, ref.substr(1)));
+    in_progress_.erase(ref);
+    g_.define_rule(r, body);
+    return g_.call(r);
+  }
+
+  // The schema with its $ref replaced by the target merged with the siblings (for allOf and
+  // analysis); a reference still being compiled (recursion) cannot be merged.
+  Result<Json> inline_ref(const Json& s, const std::string& path, int depth = 0) {
+    if (!s.is_object() || !s.contains("$ref")) return s;
+    if (depth > 32) return error(path, "$ref chain longer than 32");
+    const std::string ref = s["$ref"].is_string() ? s["$ref"].get<std::string>() : "";
+    if (in_progress_.count(ref)) return error(path, "$ref '" + ref + "' is recursive and has sibling keywords");
+    DI_ASSIGN_OR_RETURN(const Json* target, resolve_pointer(ref, path));
+    DI_ASSIGN_OR_RETURN(Json t, inline_ref(*target, path, depth + 1));
+    Json rest = s;
+    rest.erase("$ref");
+    return merge(t, rest, path);
+  }
+
+  // ---- allOf: merging two schemas into one that accepts their intersection ----------------------
+
+  static bool has_assertions(const Json& s) {
+    if (!s.is_object()) return !(s.is_boolean() && s.get<bool>());
+    for (auto it = s.begin(); it != s.end(); ++it) {
+      if (!kAnnotations.count(it.key())) return true;
+    }
+    return false;
+  }
+
+  static std::vector<std::string> types_of(const Json& s) {
+    if (!s.is_object() || !s.contains("type")) return kAllTypes;
+    const Json& t = s["type"];
+    std::vector<std::string> out;
+    if (t.is_string()) out.push_back(t.get<std::string>());
+    if (t.is_array()) {
+      for (const Json& x : t) {
+        if (x.is_string()) out.push_back(x.get<std::string>());
+      }
+    }
+    return out;
+  }
+
+  Result<Json> merge(const Json& a_in, const Json& b_in, const std::string& path) {
+    if (a_in.is_boolean()) return a_in.get<bool>() ? b_in : a_in;
+    if (b_in.is_boolean()) return b_in.get<bool>() ? a_in : b_in;
+    DI_ASSIGN_OR_RETURN(Json a, inline_ref(a_in, path));
+    DI_ASSIGN_OR_RETURN(Json b, inline_ref(b_in, path));
+    if (a.is_boolean() || b.is_boolean()) return merge(a, b, path);
+    Json out = a;
+    for (auto it = b.begin(); it != b.end(); ++it) {
+      const std::string& k = it.key();
+      const Json& v = it.value();
+      if (!out.contains(k)) {
+        out[k] = v;
+        continue;
+      }
+      if (out[k] == v || kAnnotations.count(k)) continue;
+      if (k == "properties" && v.is_object() && out[k].is_object()) {
+        for (auto p = v.begin(); p != v.end(); ++p) {
+          if (out[k].contains(p.key())) {
+            DI_ASSIGN_OR_RETURN(Json m, merge(out[k][p.key()], p.value(), path + "/properties/" + p.key()));
+            out[k][p.key()] = m;
+          } else {
+            out[k][p.key()] = p.value();
+          }
+        }
+      } else if (k == "required" && v.is_array()) {
+        for (const Json& r : v) {
+          if (std::find(out[k].begin(), out[k].end(), r) == out[k].end()) out[k].push_back(r);
+        }
+      } else if (k == "type") {
+        std::vector<std::string> ta = types_of(out), tb = types_of(b), both;
+        for (const std::string& t : ta) {
+          for (const std::string& u : tb) {
+            if (t == u || (t == "integer" && u == "number")) both.push_back(t);
+            else if (t == "number" && u == "integer") both.push_back(u);
+          }
+        }
+        if (both.empty()) return Json(false);
+        out[k] = both.size() == 1 ? Json(both[0]) : Json(both);
+      } else if (k == "minimum" || k == "minLength" || k == "minItems" || k == "minProperties" ||
+                 (k == "exclusiveMinimum" && v.is_number())) {
+        out[k] = std::max(out[k].get<double>(), v.get<double>());
+      } else if (k == "maximum" || k == "maxLength" || k == "maxItems" || k == "maxProperties" ||
+                 (k == "exclusiveMaximum" && v.is_number())) {
+        out[k] = std::min(out[k].get<double>(), v.get<double>());
+      } else if (k == "enum" && v.is_array() && out[k].is_array()) {
+        Json both = Json::array();
+        for (const Json& x : out[k]) {
+          if (std::find(v.begin(), v.end(), x) != v.end()) both.push_back(x);
+        }
+        out[k] = both;
+      } else if (k == "items" && v.is_object() && out[k].is_object()) {
+        DI_ASSIGN_OR_RETURN(Json m, merge(out[k], v, path + "/items"));
+        out[k] = m;
+      } else if (k == "allOf" && v.is_array()) {
+        for (const Json& x : v) out[k].push_back(x);
+      } else {
+        return error(path, "allOf: both branches set '" + k + "' differently, which cannot be merged");
+      }
+    }
+    // One branch's additionalProperties must not be widened by the other's properties.
+    for (const Json* x : {&a, &b}) {
+      const Json* other = x == &a ? &b : &a;
+      if (x->contains("additionalProperties") && (*x)["additionalProperties"] != Json(true) && other->contains("properties")) {
+        for (auto p = (*other)["properties"].begin(); p != (*other)["properties"].end(); ++p) {
+          if (!x->contains("properties") || !(*x)["properties"].contains(p.key())) {
+            return error(path, "allOf: property '" + p.key() + "' is limited by another branch's additionalProperties");
+          }
+        }
+      }
+    }
+    return out;
+  }
+
+  // ---- oneOf: accepted as anyOf when the branches cannot overlap -----------------------------
+
+  struct Shape {
+    std::set<std::string> types;  // "integer" stands for itself, "number" includes integers
+    std::vector<Json> values;     // const/enum, when given
+    bool has_values = false;
+  };
+
+  Result<Shape> shape(const Json& s_in, const std::string& path) {
+    Json s = s_in;
+    if (s.is_object() && s.contains("$ref")) {
+      const std::string ref = s["$ref"].is_string() ? s["$ref"].get<std::string>() : "";
+      DI_ASSIGN_OR_RETURN(const Json* t, resolve_pointer(ref, path));
+      s = *t;
+    }
+    Shape out;
+    if (s.is_boolean()) {
+      if (s.get<bool>()) out.types = {kAllTypes.begin(), kAllTypes.end()};
+      return out;
+    }
+    for (const std::string& t : types_of(s)) out.types.insert(t);
+    if (s.contains("const")) {
+      out.values = {s["const"]};
+      out.has_values = true;
+    } else if (s.contains("enum") && s["enum"].is_array()) {
+      out.values = std::vector<Json>(s["enum"].begin(), s["enum"].end());
+      out.has_values = true;
+    }
+    return out;
+  }
+
+  static bool types_overlap(const std::set<std::string>& a, const std::set<std::string>& b) {
+    for (const std::string& t : a) {
+      for (const std::string& u : b) {
+        if (t == u) return true;
+        if ((t == "number" && u == "integer") || (t == "integer" && u == "number")) return true;
+      }
+    }
+    return false;
+  }
+
+  // A property required in both whose const/enum values do not meet.
+  Result<bool> discriminated(const Json& a, const Json& b, const std::string& path) {
+    if (!a.is_object() || !b.is_object() || !a.contains("properties") || !b.contains("properties")) return false;
+    auto required = [](const Json& s, const std::string& k) {
+      return s.contains("required") && s["required"].is_array() &&
+             std::find(s["required"].begin(), s["required"].end(), Json(k)) != s["required"].end();
+    };
+    for (auto p = a["properties"].begin(); p != a["properties"].end(); ++p) {
+      if (!b["properties"].contains(p.key()) || !required(a, p.key()) || !required(b, p.key())) continue;
+      DI_ASSIGN_OR_RETURN(Shape x, shape(p.value(), path));
+      DI_ASSIGN_OR_RETURN(Shape y, shape(b["properties"][p.key()], path));
+      if (x.has_values && y.has_values && values_disjoint(x.values, y.values)) return true;
+    }
+    return false;
+  }
+
+  static bool values_disjoint(const std::vector<Json>& a, const std::vector<Json>& b) {
+    for (const Json& x : a) {
+      for (const Json& y : b) {
+        if (x == y) return false;
+      }
+    }
+    return true;
+  }
+
+  Result<bool> disjoint(const Json& a_in, const Json& b_in, const std::string& path) {
+    DI_ASSIGN_OR_RETURN(Shape a, shape(a_in, path));
+    DI_ASSIGN_OR_RETURN(Shape b, shape(b_in, path));
+    if (a.types.empty() || b.types.empty()) return true;
+    if (!types_overlap(a.types, b.types)) return true;
+    if (a.has_values && b.has_values && values_disjoint(a.values, b.values)) return true;
+    DI_ASSIGN_OR_RETURN(Json ra, inline_ref(a_in, path));
+    DI_ASSIGN_OR_RETURN(Json rb, inline_ref(b_in, path));
+    // Both must be objects for a discriminator to separate them.
+    if (a.types == std::set<std::string>{"object"} && b.types == std::set<std::string>{"object"}) {
+      return discriminated(ra, rb, path);
+    }
+    return false;
+  }
+
+  // ---- the schema ---------------------------------------------------------------------------
+
+  Result<ExprId> compile(const Json& s, const std::string& path) {
+    if (++depth_ > 256) return error(path, "schema nested more than 256 deep");
+    auto result = compile_inner(s, path);
+    --depth_;
+    return result;
+  }
+
+  Result<ExprId> compile_inner(const Json& s, const std::string& path) {
+    if (s.is_boolean()) return s.get<bool>() ? any_value() : g_.nothing();
+    if (!s.is_object()) return error(path, "a schema must be an object or a boolean");
+    for (auto it = s.begin(); it != s.end(); ++it) {
+      if (kUnsupported.count(it.key())) {
+        if ((it.key() == "then" || it.key() == "else") && !s.contains("if")) continue;  // no effect alone
+        return error(path, "keyword '" + it.key() + "' is not supported");
+      }
+    }
+    if (s.contains("$ref")) {
+      Json rest = s;
+      rest.erase("$ref");
+      const std::string ref = s["$ref"].is_string() ? s["$ref"].get<std::string>() : "";
+      if (!s["$ref"].is_string()) return error(path, "$ref must be a string");
+      if (!has_assertions(rest)) return compile_ref(ref, path);
+      DI_ASSIGN_OR_RETURN(Json merged, inline_ref(s, path));
+      return compile(merged, path);
+    }
+    if (s.contains("allOf")) {
+      if (!s["allOf"].is_array() || s["allOf"].empty()) return error(path, "allOf must be a non-empty array");
+      Json acc = s;
+      acc.erase("allOf");
+      for (const Json& branch : s["allOf"]) {
+        DI_ASSIGN_OR_RETURN(Json m, merge(acc, branch, path + "/allOf"));
+        acc = m;
+      }
+      return compile(acc, path);
+    }
+    for (const char* key : {"anyOf", "oneOf"}) {
+      if (!s.contains(key)) continue;
+      const Json& branches = s[key];
+      if (!branches.is_array() || branches.empty()) return error(path, std::string(key) + " must be a non-empty array");
+      if (std::string(key) == "oneOf") {
+        for (size_t i = 0; i < branches.size(); ++i) {
+          for (size_t j = i + 1; j < branches.size(); ++j) {
+            DI_ASSIGN_OR_RETURN(bool d, disjoint(branches[i], branches[j], path));
+            if (!d) {
+              return error(path, "oneOf: branches " + std::to_string(i) + " and " + std::to_string(j) +
+                                     " may both match (only mutually exclusive branches are supported)");
+            }
+          }
+        }
+      }
+      Json base = s;
+      base.erase(key);
+      std::vector<ExprId> alts;
+      for (size_t i = 0; i < branches.size(); ++i) {
+        const std::string bpath = path + "/" + key + "/" + std::to_string(i);
+        if (!has_assertions(base)) {
+          DI_ASSIGN_OR_RETURN(ExprId e, compile(branches[i], bpath));
+          alts.push_back(e);
+        } else {
+          DI_ASSIGN_OR_RETURN(Json m, merge(base, branches[i], bpath));
+          DI_ASSIGN_OR_RETURN(ExprId e, compile(m, bpath));
+          alts.push_back(e);
+        }
+      }
+      return g_.alt(std::move(alts));
+    }
+    if (s.contains("const") || s.contains("enum")) return compile_enum(s, path);
+    std::vector<std::string> types = types_of(s);
+    if (s.contains("type") && types.empty()) return error(path, "type must be a string or an array of strings");
+    const bool has_number = std::find(types.begin(), types.end(), "number") != types.end();
+    std::vector<ExprId> alts;
+    for (const std::string& t : types) {
+      if (t == "integer" && has_number) continue;
+      DI_ASSIGN_OR_RETURN(ExprId e, compile_type(t, s, path));
+      alts.push_back(e);
+    }
+    return g_.alt(std::move(alts));
+  }
+
+  Result<ExprId> compile_type(const std::string& t, const Json& s, const std::string& path) {
+    if (t == "null") return lit("null");
+    if (t == "boolean") return g_.alt({lit("true"), lit("false")});
+    if (t == "string") return compile_string(s, path);
+    if (t == "number" || t == "integer") return compile_number(s, t == "integer", path);
+    if (t == "object") return memo_rule("object", s, path, [&] { return compile_object(s, path); });
+    if (t == "array") return memo_rule("array", s, path, [&] { return compile_array(s, path); });
+    return error(path, "unknown type '" + t + "'");
+  }
+
+  // Object and array schemas become rules of their own, shared when the same subschema recurs.
+  Result<ExprId> memo_rule(const std::string& kind, const Json& s, const std::string& path, auto&& make) {
+    const std::string key = kind + ":" + s.dump();
+    auto it = memo_.find(key);
+    if (it != memo_.end()) return g_.call(it->second);
+    DI_ASSIGN_OR_RETURN(ExprId body, make());
+    const RuleId r = g_.add_rule(g_.fresh_name(kind), body);
+    memo_.emplace(key, r);
+    return g_.call(r);
+  }
+
+  // ---- scalars ------------------------------------------------------------------------------
+
+  Result<ExprId> compile_string(const Json& s, const std::string& path) {
+    const bool has_len = s.contains("minLength") || s.contains("maxLength");
+    int64_t min_len = 0, max_len = kUnbounded;
+    if (s.contains("minLength")) {
+      if (!s["minLength"].is_number() || s["minLength"].get<double>() < 0) return error(path, "minLength must be a non-negative number");
+      min_len = static_cast<int64_t>(std::ceil(s["minLength"].get<double>()));
+    }
+    if (s.contains("maxLength")) {
+      if (!s["maxLength"].is_number() || s["maxLength"].get<double>() < 0) return error(path, "maxLength must be a non-negative number");
+      max_len = static_cast<int64_t>(std::floor(s["maxLength"].get<double>()));
+    }
+    if (max_len != kUnbounded && max_len < min_len) return g_.nothing();
+    std::string pattern;
+    if (s.contains("format")) {
+      if (!s["format"].is_string()) return error(path, "format must be a string");
+      const std::string f = s["format"].get<std::string>();
+      auto regex = format_regex(f);
+      if (!regex) return error(path, "format '" + f + "' is not supported");
+      pattern = *regex;
+      if (s.contains("pattern")) return error(path, "pattern together with format is not supported");
+    }
+    if (s.contains("pattern")) {
+      if (!s["pattern"].is_string()) return error(path, "pattern must be a string");
+      pattern = s["pattern"].get<std::string>();
+    }
+    if (!pattern.empty() || s.contains("pattern")) {
+      if (has_len) return error(path, "pattern or format together with minLength/maxLength is not supported");
+      const RegexMatch match = s.contains("format") ? RegexMatch::kFull : RegexMatch::kSearch;
+      auto body = compile_regex(g_, pattern, RegexEncoding::kJsonString, match);
+      if (!body.ok()) return error(path, body.status().message());
+      const std::string key = "pattern:" + std::to_string(static_cast<int>(match)) + pattern;
+      return g_.call(shared(key, [&] { return g_.seq({lit("\""), *body, lit("\"")}); }));
+    }
+    if (!has_len) return any_string();
+    if (min_len > (1 << 20) || max_len > (1 << 20)) return error(path, "minLength/maxLength above 1048576");
+    const std::string key = "string_" + std::to_string(min_len) + "_" + (max_len == kUnbounded ? "inf" : std::to_string(max_len));
+    return g_.call(shared(key, [&] {
+      return g_.seq({lit("\""), g_.repeat(string_char(), static_cast<int32_t>(min_len), static_cast<int32_t>(max_len)), lit("\"")});
+    }));
+  }
+
+  Result<ExprId> compile_number(const Json& s, bool integer, const std::string& path) {
+    NumberBounds b;
+    auto num = [&](const char* k, double* out) -> Status {
+      if (!s.contains(k)) return Status::ok_status();
+      if (!s[k].is_number()) return error(path, std::string(k) + " must be a number");
+      *out = s[k].get<double>();
+      return Status::ok_status();
+    };
+    double v;
+    if (s.contains("minimum")) {
+      DI_RETURN_IF_ERROR(num("minimum", &v));
+      b.set_lower(v, s.contains("exclusiveMinimum") && s["exclusiveMinimum"] == Json(true));
+    }
+    if (s.contains("maximum")) {
+      DI_RETURN_IF_ERROR(num("maximum", &v));
+      b.set_upper(v, s.contains("exclusiveMaximum") && s["exclusiveMaximum"] == Json(true));
+    }
+    if (s.contains("exclusiveMinimum") && s["exclusiveMinimum"].is_number()) {
+      b.set_lower(s["exclusiveMinimum"].get<double>(), true);
+    }
+    if (s.contains("exclusiveMaximum") && s["exclusiveMaximum"].is_number()) {
+      b.set_upper(s["exclusiveMaximum"].get<double>(), true);
+    }
+    int32_t frac_digits = -1;  // -1: any
+    if (s.contains("multipleOf")) {
+      if (!s["multipleOf"].is_number() || s["multipleOf"].get<double>() <= 0) return error(path, "multipleOf must be a positive number");
+      const double m = s["multipleOf"].get<double>();
+      if (m == 1.0 || (integer && m == std::floor(m) && m == 1.0)) {
+        integer = true;
+      } else if (!integer && m < 1.0 && decimal_places(m) >= 0) {
+        frac_digits = decimal_places(m);
+      } else {
+        return error(path, "multipleOf " + s["multipleOf"].dump() + " is not supported");
+      }
+    }
+    if (!b.bounded() && frac_digits < 0) return integer ? any_integer() : any_number();
+    auto e = integer ? integer_range_expr(g_, b) : number_range_expr(g_, b, frac_digits);
+    if (!e.ok()) return error(path, e.status().message());
+    return *e;
+  }
+
+  // 10^-k exactly (0.1, 0.01, ...): k; else -1.
+  static int32_t decimal_places(double m) {
+    for (int k = 1; k <= 12; ++k) {
+      if (std::fabs(m - std::pow(10.0, -k)) < 1e-15) return k;
+    }
+    return -1;
+  }
+
+  Result<ExprId> compile_enum(const Json& s, const std::string& path) {
+    static const std::set<std::string> kSiblingsAllowed = {"type", "const", "enum", "minLength", "maxLength",
+                                                           "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"};
+    for (auto it = s.begin(); it != s.end(); ++it) {
+      // Unknown keywords are annotations; known assertions beside enum must be checked.
+      if (!kSiblingsAllowed.count(it.key()) && kAssertions.count(it.key())) {
+        return error(path, "enum/const together with '" + it.key() + "' is not supported");
+      }
+    }
+    std::vector<Json> values;
+    if (s.contains("const")) values.push_back(s["const"]);
+    if (s.contains("enum")) {
+      if (!s["enum"].is_array()) return error(path, "enum must be an array");
+      if (!s.contains("const")) values.assign(s["enum"].begin(), s["enum"].end());
+      else if (std::find(s["enum"].begin(), s["enum"].end(), s["const"]) == s["enum"].end()) values.clear();
+    }
+    const std::vector<std::string> types = types_of(s);
+    std::vector<ExprId> alts;
+    for (const Json& v : values) {
+      if (!value_fits(v, s, types)) continue;
+      alts.push_back(lit(v.dump()));
+    }
+    return g_.alt(std::move(alts));
+  }
+
+  static bool value_fits(const Json& v, const Json& s, const std::vector<std::string>& types) {
+    auto has = [&](const char* t) { return std::find(types.begin(), types.end(), t) != types.end(); };
+    bool type_ok = (v.is_null() && has("null")) || (v.is_boolean() && has("boolean")) || (v.is_object() && has("object")) ||
+                   (v.is_array() && has("array")) || (v.is_string() && has("string")) || (v.is_number() && has("number")) ||
+                   (v.is_number() && has("integer") && std::floor(v.get<double>()) == v.get<double>());
+    if (!type_ok) return false;
+    if (v.is_string()) {
+      size_t n = 0;
+      for (unsigned char c : v.get<std::string>()) n += (c & 0xC0) != 0x80;
+      if (s.contains("minLength") && n < s["minLength"].get<double>()) return false;
+      if (s.contains("maxLength") && n > s["maxLength"].get<double>()) return false;
+    }
+    if (v.is_number()) {
+      const double x = v.get<double>();
+      auto bound = [&](const char* k) { return s.contains(k) && s[k].is_number(); };
+      if (bound("minimum") && x < s["minimum"].get<double>()) return false;
+      if (bound("maximum") && x > s["maximum"].get<double>()) return false;
+      if (bound("exclusiveMinimum") && x <= s["exclusiveMinimum"].get<double>()) return false;
+      if (bound("exclusiveMaximum") && x >= s["exclusiveMaximum"].get<double>()) return false;
+    }
+    return true;
+  }
+
+  // ---- objects ------------------------------------------------------------------------------
+
+  struct Property {
+    std::string name;
+    Json schema;
+    bool required;
+  };
+
+  Result<ExprId> compile_object(const Json& s, const std::string& path) {
+    if (s.contains("patternProperties") && !(s["patternProperties"].is_object() && s["patternProperties"].empty())) {
+      return error(path, "keyword 'patternProperties' is not supported");
+    }
+    std::set<std::string> required;
+    if (s.contains("required")) {
+      if (!s["required"].is_array()) return error(path, "required must be an array");
+      for (const Json& r : s["required"]) {
+        if (!r.is_string()) return error(path, "required must list strings");
+        required.insert(r.get<std::string>());
+      }
+    }
+    Json additional = s.contains("additionalProperties") ? s["additionalProperties"] : Json(true);
+    if (!additional.is_boolean() && !additional.is_object()) return error(path, "additionalProperties must be a schema");
+    const bool additional_allowed = !(additional.is_boolean() && !additional.get<bool>());
+    std::vector<Property> props;
+    std::set<std::string> names;
+    if (s.contains("properties")) {
+      if (!s["properties"].is_object()) return error(path, "properties must be an object");
+      for (auto p = s["properties"].begin(); p != s["properties"].end(); ++p) {
+        names.insert(p.key());
+        if (p.value().is_boolean() && !p.value().get<bool>()) {
+          if (required.count(p.key())) return g_.nothing();
+          continue;  // may not appear
+        }
+        props.push_back({p.key(), p.value(), required.count(p.key()) > 0});
+      }
+    }
+    for (const std::string& r : required) {
+      if (names.count(r)) continue;
+      if (!additional_allowed) return g_.nothing();
+      props.push_back({r, additional, true});
+      names.insert(r);
+    }
+    const size_t n_required = required.size();
+    if (s.contains("minProperties") && s["minProperties"].is_number() && s["minProperties"].get<double>() > n_required) {
+      return error(path, "minProperties above the number of required properties is not supported");
+    }
+    if (s.contains("maxProperties") && s["maxProperties"].is_number() &&
+        (additional_allowed || s["maxProperties"].get<double>() < props.size())) {
+      return error(path, "maxProperties below the number of possible properties is not supported");
+    }
+    std::vector<ExprId> kv;
+    for (const Property& p : props) {
+      DI_ASSIGN_OR_RETURN(ExprId value, compile(p.schema, path + "/properties/" + p.name));
+      kv.push_back(g_.seq({lit(Json(p.name).dump()), ws_, lit(":"), ws_, value}));
+    }
+    ExprId add_kv = g_.nothing();
+    if (additional_allowed) {
+      DI_ASSIGN_OR_RETURN(ExprId key, other_key(names, path));
+      DI_ASSIGN_OR_RETURN(ExprId value, compile(additional, path + "/additionalProperties"));
+      add_kv = g_.seq({key, ws_, lit(":"), ws_, value});
+    }
+    // A_i: members from property i on, none written yet; B_i: the same after a member (each
+    // starts with a comma). Past a few optional properties the suffixes become rules, so the
+    // automaton grows linearly instead of quadratically.
+    const size_t n = props.size();
+    std::vector<ExprId> a(n + 1), b(n + 1);
+    b[n] = additional_allowed ? g_.star(g_.seq({comma(), add_kv})) : g_.empty();
+    a[n] = additional_allowed ? g_.optional(g_.seq({add_kv, b[n]})) : g_.empty();
+    const bool as_rules = n > 6;
+    for (size_t i = n; i-- > 0;) {
+      const ExprId with = g_.seq({comma(), kv[i], b[i + 1]});
+      b[i] = props[i].required ? with : g_.alt({with, b[i + 1]});
+      const ExprId first = g_.seq({kv[i], b[i + 1]});
+      a[i] = props[i].required ? first : g_.alt({first, a[i + 1]});
+      if (as_rules) {
+        b[i] = g_.call(g_.add_rule(g_.fresh_name("members"), b[i]));
+        a[i] = g_.call(g_.add_rule(g_.fresh_name("members"), a[i]));
+      }
+    }
+    return g_.seq({lit("{"), ws_, a[0], ws_, lit("}")});
+  }
+
+  // A JSON string that is none of `names` (the keys additionalProperties covers).
+  Result<ExprId> other_key(const std::set<std::string>& names, const std::string& path) {
+    if (names.empty()) return any_string();
+    for (const std::string& n : names) {
+      for (unsigned char c : n) {
+        if (c < 0x20 || c >= 0x7f || c == '"' || c == '\\') {
+          return error(path, "additionalProperties beside a property name with non-ASCII or escaped characters is not supported");
+        }
+      }
+    }
+    return g_.seq({lit("\""), key_trie(std::vector<std::string>(names.begin(), names.end()), 0)});
+  }
+
+  // Strings (after the opening quote) that are not one of `names`, all of which share their
+  // first `depth` bytes with the text so far.
+  ExprId key_trie(const std::vector<std::string>& names, size_t depth) {
+    bool is_name = false;
+    std::map<char, std::vector<std::string>> children;
+    for (const std::string& n : names) {
+      if (n.size() == depth) is_name = true;
+      else children[n[depth]].push_back(n);
+    }
+    std::vector<ExprId> alts;
+    if (!is_name) alts.push_back(lit("\""));
+    CodepointSet other;
+    other.add_range(0, kMaxCodepoint);
+    for (const auto& [c, _] : children) {
+      CodepointSet one;
+      one.add(static_cast<unsigned char>(c));
+      other = other.minus(one);
+    }
+    alts.push_back(g_.seq({codepoints_expr(g_, other, RegexEncoding::kJsonString), g_.star(string_char()), lit("\"")}));
+    for (const auto& [c, group] : children) alts.push_back(g_.seq({lit(std::string(1, c)), key_trie(group, depth + 1)}));
+    return g_.alt(std::move(alts));
+  }
+
+  // ---- arrays -------------------------------------------------------------------------------
+
+  Result<ExprId> compile_array(const Json& s, const std::string& path) {
+    if (s.contains("uniqueItems") && s["uniqueItems"] == Json(true) &&
+        !(s.contains("maxItems") && s["maxItems"].is_number() && s["maxItems"].get<double>() <= 1)) {
+      return error(path, "keyword 'uniqueItems' is not supported");
+    }
+    std::vector<Json> prefix;
+    Json rest = Json(true);
+    if (s.contains("prefixItems")) {
+      if (!s["prefixItems"].is_array()) return error(path, "prefixItems must be an array");
+      prefix.assign(s["prefixItems"].begin(), s["prefixItems"].end());
+      if (s.contains("items")) rest = s["items"];
+    } else if (s.contains("items") && s["items"].is_array()) {
+      prefix.assign(s["items"].begin(), s["items"].end());
+      if (s.contains("additionalItems")) rest = s["additionalItems"];
+    } else if (s.contains("items")) {
+      rest = s["items"];
+    }
+    int64_t min_items = 0, max_items = kUnbounded;
+    if (s.contains("minItems") && s["minItems"].is_number()) min_items = static_cast<int64_t>(std::ceil(s["minItems"].get<double>()));
+    if (s.contains("maxItems") && s["maxItems"].is_number()) max_items = static_cast<int64_t>(std::floor(s["maxItems"].get<double>()));
+    const bool rest_allowed = !(rest.is_boolean() && !rest.get<bool>());
+    if (!rest_allowed) max_items = max_items == kUnbounded ? static_cast<int64_t>(prefix.size()) : std::min<int64_t>(max_items, prefix.size());
+    if (max_items != kUnbounded && max_items < min_items) return g_.nothing();
+    if (min_items > 100000 || max_items > 100000) return error(path, "minItems/maxItems above 100000");
+    std::vector<ExprId> items;
+    for (size_t i = 0; i < prefix.size(); ++i) {
+      DI_ASSIGN_OR_RETURN(ExprId e, compile(prefix[i], path + "/prefixItems/" + std::to_string(i)));
+      items.push_back(e);
+    }
+    ExprId rest_item = g_.nothing();
+    if (rest_allowed) {
+      DI_ASSIGN_OR_RETURN(rest_item, compile(rest, path + "/items"));
+    }
+    // Elements from index i on: the prefix items one by one, then the rest repeated. Prefix
+    // items past maxItems never appear.
+    const auto n_pre = static_cast<int64_t>(prefix.size());
+    const int64_t n_eff = max_items != kUnbounded && max_items < n_pre ? max_items : n_pre;
+    ExprId tail = g_.empty();
+    const int64_t lo = std::max<int64_t>(0, min_items - n_pre);
+    const int64_t hi = max_items == kUnbounded ? kUnbounded : max_items - n_pre;
+    if (n_eff < n_pre || hi == 0 || !rest_allowed) {
+      tail = lo > 0 && n_eff == n_pre ? g_.nothing() : g_.empty();
+    } else if (n_pre == 0) {
+      const ExprId more = g_.repeat(g_.seq({comma(), rest_item}), static_cast<int32_t>(std::max<int64_t>(lo - 1, 0)),
+                                    hi == kUnbounded ? kUnbounded : static_cast<int32_t>(hi - 1));
+      const ExprId list = g_.seq({rest_item, more});
+      tail = lo > 0 ? list : g_.optional(list);
+    } else {
+      tail = g_.repeat(g_.seq({comma(), rest_item}), static_cast<int32_t>(lo), hi == kUnbounded ? kUnbounded : static_cast<int32_t>(hi));
+    }
+    for (int64_t i = n_eff; i-- > 0;) {
+      const ExprId e = g_.seq({i == 0 ? g_.empty() : comma(), items[i], tail});
+      tail = i < min_items ? e : g_.optional(e);
+    }
+    return g_.seq({lit("["), ws_, tail, ws_, lit("]")});
+  }
+
+  Json root_;
+  JsonSchemaOptions options_;
+  Grammar g_;
+  ExprId ws_ = 0;
+  int depth_ = 0;
+  std::unordered_map<std::string, RuleId> shared_;
+  std::unordered_map<std::string, RuleId> ref_rules_;
+  std::unordered_map<std::string, RuleId> memo_;
+  std::set<std::string> in_progress_;
+};
+
+}  // namespace
+
+Result<Grammar> json_schema_to_grammar(std::string_view schema_text, const JsonSchemaOptions& options) {
+  Json root = Json::parse(schema_text, nullptr, /*allow_exceptions=*/false);
+  if (root.is_discarded()) return invalid_argument("JSON Schema is not valid JSON");
+  try {
+    return SchemaCompiler(std::move(root), options).run();
+  } catch (const nlohmann::json::exception& e) {
+    // A keyword of the wrong JSON type somewhere a number or string was read.
+    return invalid_argument(std::string("JSON Schema has a keyword of the wrong type: ") + e.what());
+  }
+}
+
+}  // namespace deepinfer::grammar

@@ -1,0 +1,84 @@
+#include "grammar/token_index.h"
+
+#include <algorithm>
+#include <atomic>
+#include <numeric>
+
+#include "tokenizer/tokenizer.h"
+
+namespace deepinfer::grammar {
+
+namespace {
+std::atomic<uint64_t> next_index_id{1};
+}
+
+std::shared_ptr<const TokenIndex> TokenIndex::from_pieces(std::vector<std::string> pieces, std::vector<int32_t> stop_ids) {
+  auto index = std::shared_ptr<TokenIndex>(new TokenIndex());
+  index->offsets_.reserve(pieces.size() + 1);
+  index->offsets_.push_back(0);
+  for (const std::string& p : pieces) {
+    index->bytes_ += p;
+    index->offsets_.push_back(static_cast<uint32_t>(index->bytes_.size()));
+  }
+  std::sort(stop_ids.begin(), stop_ids.end());
+  stop_ids.erase(std::unique(stop_ids.begin(), stop_ids.end()), stop_ids.end());
+  index->stop_ids_ = std::move(stop_ids);
+  index->id_ = next_index_id.fetch_add(1);
+  index->build_trie();
+  return index;
+}
+
+std::shared_ptr<const TokenIndex> TokenIndex::build(const Tokenizer& tokenizer) {
+  std::vector<std::string> pieces;
+  std::vector<int32_t> stops;
+  const auto n = static_cast<int32_t>(tokenizer.n_vocab());
+  pieces.reserve(n);
+  for (int32_t id = 0; id < n; ++id) {
+    const bool stop = id == tokenizer.eos_id() || tokenizer.is_end_of_generation(id);
+    if (stop) stops.push_back(id);
+    // A stop or control token produces no text the grammar could check.
+    pieces.push_back(stop || tokenizer.is_control(id) ? std::string() : tokenizer.token_piece(id));
+  }
+  return from_pieces(std::move(pieces), std::move(stops));
+}
+
+bool TokenIndex::is_stop(int32_t id) const { return std::binary_search(stop_ids_.begin(), stop_ids_.end(), id); }
+
+// Tokens sorted by their bytes give the trie's preorder directly: a node per distinct prefix,
+// made when the sorted walk first reaches it; its subtree ends where the prefix stops being
+// shared.
+void TokenIndex::build_trie() {
+  std::vector<int32_t> order;
+  for (int32_t id = 0; id < n_vocab(); ++id) {
+    if (!bytes(id).empty()) order.push_back(id);
+  }
+  std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return bytes(a) < bytes(b); });
+  std::vector<uint32_t> path;  // trie node index per depth of the current prefix
+  std::string_view prev;
+  for (int32_t id : order) {
+    const std::string_view t = bytes(id);
+    size_t common = 0;
+    while (common < prev.size() && common < t.size() && prev[common] == t[common]) ++common;
+    while (path.size() > common) {
+      trie_[path.back()].subtree_end = static_cast<uint32_t>(trie_.size());
+      path.pop_back();
+    }
+    for (size_t d = common; d < t.size(); ++d) {
+      path.push_back(static_cast<uint32_t>(trie_.size()));
+      trie_.push_back({static_cast<uint8_t>(t[d]), static_cast<uint16_t>(std::min<size_t>(d + 1, 65535)), 0, 0, 0});
+    }
+    TrieNode& leaf = trie_[path.back()];
+    if (leaf.n_tokens == 0) leaf.first_token = static_cast<uint32_t>(node_tokens_.size());
+    // Sorted order puts tokens with equal bytes next to each other, so a node's tokens are
+    // contiguous in node_tokens_.
+    node_tokens_.push_back(id);
+    ++leaf.n_tokens;
+    prev = t;
+  }
+  while (!path.empty()) {
+    trie_[path.back()].subtree_end = static_cast<uint32_t>(trie_.size());
+    path.pop_back();
+  }
+}
+
+}  // namespace deepinfer::grammar

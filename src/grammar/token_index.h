@@ -1,0 +1,59 @@
+// A vocabulary prepared for mask computation: every token's bytes, and a trie of them stored in
+// preorder so that a walk can skip a refused prefix's whole subtree with one index jump.
+//
+// Tokens whose bytes are empty (control tokens, which decode to nothing) are not in the trie:
+// a grammar can never produce them. The stop tokens (EOS and the other end-of-generation
+// tokens) are allowed exactly where the grammar may end. Immutable once built; shared by every
+// grammar compiled for the vocabulary.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace deepinfer {
+class Tokenizer;
+}
+
+namespace deepinfer::grammar {
+
+class TokenIndex {
+ public:
+  struct TrieNode {
+    uint8_t byte;
+    uint16_t depth;        // 1 for a first byte
+    uint32_t subtree_end;  // index one past the last node below this one
+    uint32_t first_token, n_tokens;  // into node_tokens(): the tokens whose bytes end here
+  };
+
+  static std::shared_ptr<const TokenIndex> build(const Tokenizer& tokenizer);
+  // `pieces[id]` is token id's bytes (empty: never allowed); for tests and other vocabularies.
+  static std::shared_ptr<const TokenIndex> from_pieces(std::vector<std::string> pieces, std::vector<int32_t> stop_ids);
+
+  int32_t n_vocab() const { return static_cast<int32_t>(offsets_.size() - 1); }
+  int32_t n_words() const { return (n_vocab() + 63) / 64; }  // uint64 words of a bitmask
+  std::string_view bytes(int32_t id) const {
+    return std::string_view(bytes_).substr(offsets_[id], offsets_[id + 1] - offsets_[id]);
+  }
+  const std::vector<TrieNode>& trie() const { return trie_; }
+  const std::vector<int32_t>& node_tokens() const { return node_tokens_; }
+  const std::vector<int32_t>& stop_ids() const { return stop_ids_; }
+  bool is_stop(int32_t id) const;
+  // Bumped for each index built, so that caches keyed by an index never confuse two of them.
+  uint64_t id() const { return id_; }
+
+ private:
+  TokenIndex() = default;
+  void build_trie();
+
+  std::string bytes_;              // all pieces, one after another
+  std::vector<uint32_t> offsets_;  // [n_vocab + 1]
+  std::vector<TrieNode> trie_;
+  std::vector<int32_t> node_tokens_;
+  std::vector<int32_t> stop_ids_;  // sorted
+  uint64_t id_ = 0;
+};
+
+}  // namespace deepinfer::grammar

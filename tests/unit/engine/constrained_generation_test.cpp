@@ -1,0 +1,203 @@
+// Structured output through the engine on the real default model (SmolLM2-135M, whose tokenizer
+// the grammar masks need): constrained generations at temperature 1 always satisfy their
+// constraint and end when it is complete; a bad constraint fails submit(); a constrained
+// request leaves the unconstrained requests batched with it bitwise unchanged; preemption keeps
+// the matcher where the tokens are. One engine serves the suite, so it takes a few seconds.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <memory>
+#include <regex>
+
+#include <nlohmann/json.hpp>
+
+#include "deepinfer/engine.h"
+#include "model/loader/tensor_source.h"
+#include "test_models.h"
+#include "tokenizer/tokenizer.h"
+
+namespace deepinfer {
+namespace {
+
+struct Output {
+  std::vector<int32_t> tokens;
+  std::string text;
+  FinishReason finish = FinishReason::kNone;
+  int32_t stop_token = -1;
+};
+
+Output collect(RequestHandle& h) {
+  Output o;
+  while (auto e = h.next()) {
+    o.tokens.insert(o.tokens.end(), e->tokens.begin(), e->tokens.end());
+    o.text += e->text;
+    if (e->finish != FinishReason::kNone) {
+      o.finish = e->finish;
+      o.stop_token = e->stop_token;
+    }
+  }
+  return o;
+}
+
+std::unique_ptr<Engine> make_engine(int64_t kv_cache_tokens) {
+  EngineConfig cfg;
+  cfg.model_path = testing::real_model();
+  if (cfg.model_path.empty()) return nullptr;
+  cfg.threads = 2;
+  cfg.kv_cache_tokens = kv_cache_tokens;
+  cfg.batch_invariant = true;
+  return std::move(Engine::create(cfg)).value();
+}
+
+class ConstrainedGeneration : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    engine_ = make_engine(8192).release();
+    if (engine_ == nullptr) return;
+    auto source = std::move(open_tensor_source(testing::real_model())).value();
+    tokenizer_ = std::move(Tokenizer::from_metadata(source->metadata())).value();
+  }
+  static void TearDownTestSuite() {
+    delete engine_;
+    engine_ = nullptr;
+    tokenizer_.reset();
+  }
+  void SetUp() override { ASSERT_NE(engine_, nullptr); }
+
+  static GenerationRequest request(const std::string& prompt, Constraint constraint, uint64_t seed) {
+    GenerationRequest r;
+    r.prompt = tokenizer_->encode(prompt, {});
+    r.sampling.temperature = 1.0f;
+    r.sampling.seed = seed;
+    r.sampling.constraint = std::move(constraint);
+    r.max_tokens = 64;
+    return r;
+  }
+
+  // Submits one request per seed, all at once (batched), and collects them.
+  static std::vector<Output> run(const std::string& prompt, const Constraint& constraint, int n_seeds) {
+    std::vector<std::shared_ptr<RequestHandle>> handles;
+    for (int s = 0; s < n_seeds; ++s) {
+      handles.push_back(std::move(engine_->submit(request(prompt, constraint, 1000 + s))).value());
+    }
+    std::vector<Output> out;
+    for (auto& h : handles) out.push_back(collect(*h));
+    return out;
+  }
+
+  static Engine* engine_;
+  static std::shared_ptr<const Tokenizer> tokenizer_;
+};
+
+Engine* ConstrainedGeneration::engine_ = nullptr;
+std::shared_ptr<const Tokenizer> ConstrainedGeneration::tokenizer_;
+
+Constraint regex(std::string text) { return {ConstraintKind::kRegex, std::move(text), {}, false}; }
+
+TEST_F(ConstrainedGeneration, RegexAlwaysMatchesAndEndsWhenComplete) {
+  const std::string pattern = "[a-z]{2,5}@[a-z]{2,4}\\.(com|org)";
+  for (const Output& o : run("Write an email address:", regex(pattern), 5)) {
+    EXPECT_TRUE(std::regex_match(o.text, std::regex(pattern))) << o.text;
+    // Complete after "com" or "org": the sequence ends there, with no stop token sampled.
+    EXPECT_EQ(o.finish, FinishReason::kStop) << o.text;
+    EXPECT_EQ(o.stop_token, -1) << o.text;
+  }
+}
+
+TEST_F(ConstrainedGeneration, JsonSchemaOutputsValidate) {
+  Constraint c;
+  c.kind = ConstraintKind::kJsonSchema;
+  c.text = R"({"type": "object", "properties": {
+      "name": {"type": "string", "maxLength": 6},
+      "age": {"type": "integer", "minimum": 0, "maximum": 99},
+      "pet": {"enum": ["cat", "dog", null]}},
+    "required": ["name", "age", "pet"], "additionalProperties": false})";
+  c.compact_json = true;
+  for (const Output& o : run("A person as JSON:", c, 4)) {
+    EXPECT_EQ(o.finish, FinishReason::kStop) << o.text;
+    const auto j = nlohmann::json::parse(o.text, nullptr, /*allow_exceptions=*/false);
+    ASSERT_TRUE(j.is_object()) << o.text;
+    EXPECT_EQ(j.size(), 3u) << o.text;
+    ASSERT_TRUE(j.contains("name") && j["name"].is_string()) << o.text;
+    const std::string name = j["name"].get<std::string>();
+    EXPECT_LE(std::count_if(name.begin(), name.end(), [](char b) { return (b & 0xC0) != 0x80; }), 6) << o.text;
+    ASSERT_TRUE(j.contains("age") && j["age"].is_number_integer()) << o.text;
+    EXPECT_GE(j["age"].get<int64_t>(), 0) << o.text;
+    EXPECT_LE(j["age"].get<int64_t>(), 99) << o.text;
+    ASSERT_TRUE(j.contains("pet")) << o.text;
+    EXPECT_TRUE(j["pet"] == "cat" || j["pet"] == "dog" || j["pet"].is_null()) << o.text;
+  }
+}
+
+TEST_F(ConstrainedGeneration, ChoiceIsOneOfTheList) {
+  // "no" may end or go on to "not sure": there the stop token is allowed, and nothing else ends it.
+  const Constraint c{ConstraintKind::kChoice, "", {"yes", "no", "not sure"}, false};
+  for (const Output& o : run("Is the sky green? Answer:", c, 5)) {
+    EXPECT_TRUE(o.text == "yes" || o.text == "no" || o.text == "not sure") << o.text;
+    EXPECT_EQ(o.finish, FinishReason::kStop) << o.text;
+  }
+}
+
+TEST_F(ConstrainedGeneration, BadConstraintsFailSubmit) {
+  const auto submit = [](Constraint c) { return engine_->submit(request("Hi", std::move(c), 1)).status(); };
+  const Status unbalanced = submit(regex("(abc"));
+  EXPECT_EQ(unbalanced.code(), StatusCode::kInvalidArgument) << unbalanced.message();
+  EXPECT_NE(unbalanced.message().find("constraint"), std::string::npos) << unbalanced.message();
+  const Status refused_keyword = submit({ConstraintKind::kJsonSchema, R"({"not": {"type": "string"}})", {}, false});
+  EXPECT_EQ(refused_keyword.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(refused_keyword.message().find("not"), std::string::npos) << refused_keyword.message();
+  const Status undefined_rule = submit({ConstraintKind::kGbnf, "root ::= greeting", {}, false});
+  EXPECT_EQ(undefined_rule.code(), StatusCode::kInvalidArgument) << undefined_rule.message();
+  EXPECT_EQ(submit({ConstraintKind::kChoice, "", {}, false}).code(), StatusCode::kInvalidArgument);
+  const Status huge = submit(regex("((a{1000}){1000}){1000}"));
+  EXPECT_EQ(huge.code(), StatusCode::kResourceExhausted) << huge.message();
+  EXPECT_EQ(engine_->stats().n_running + engine_->stats().n_waiting, 0) << "nothing was queued";
+}
+
+TEST_F(ConstrainedGeneration, UnconstrainedNeighboursAreUnchanged) {
+  std::vector<GenerationRequest> plain;
+  for (int i = 0; i < 2; ++i) {
+    GenerationRequest r = request("Once upon a time, number " + std::to_string(i), {}, 50 + i);
+    r.max_tokens = 8;
+    r.sampling.ignore_eos = true;
+    plain.push_back(r);
+  }
+  std::vector<std::vector<int32_t>> alone;
+  for (const GenerationRequest& r : plain) alone.push_back(collect(*std::move(engine_->submit(r)).value()).tokens);
+  std::vector<std::shared_ptr<RequestHandle>> handles;
+  std::vector<std::shared_ptr<RequestHandle>> constrained;
+  for (size_t i = 0; i < plain.size(); ++i) {
+    constrained.push_back(std::move(engine_->submit(request("Digits:", regex("[0-9]{12}"), 7 + i))).value());
+    handles.push_back(std::move(engine_->submit(plain[i])).value());
+  }
+  for (size_t i = 0; i < plain.size(); ++i) {
+    EXPECT_EQ(collect(*handles[i]).tokens, alone[i]) << "request " << i;
+    EXPECT_TRUE(std::regex_match(collect(*constrained[i]).text, std::regex("[0-9]{12}")));
+  }
+}
+
+// Preemption recomputes a request's KV from its tokens and samples nothing again: the matcher,
+// which followed the sampled tokens, stays right, and the outputs are those of a roomy cache.
+TEST_F(ConstrainedGeneration, PreemptionKeepsTheMatcherRight) {
+  auto tight = make_engine(64);  // four blocks: two sequences of 20-odd tokens fill it
+  ASSERT_NE(tight, nullptr);
+  const std::string pattern = "[a-z]{2,5}( [a-z]{2,5}){3} [0-9]{6}";
+  std::vector<std::shared_ptr<RequestHandle>> roomy_h, tight_h;
+  for (int s = 0; s < 4; ++s) {
+    GenerationRequest r = request("Four words and a number:", regex(pattern), 300 + s);
+    r.max_tokens = 40;
+    roomy_h.push_back(std::move(engine_->submit(r)).value());
+    tight_h.push_back(std::move(tight->submit(r)).value());
+  }
+  for (size_t i = 0; i < roomy_h.size(); ++i) {
+    const Output want = collect(*roomy_h[i]);
+    const Output got = collect(*tight_h[i]);
+    EXPECT_EQ(got.tokens, want.tokens) << "request " << i;
+    EXPECT_EQ(want.finish, FinishReason::kStop);
+    EXPECT_TRUE(std::regex_match(want.text, std::regex(pattern))) << want.text;
+  }
+  EXPECT_GT(tight->stats().n_preemptions, 0) << "the cache was meant to be too small for all four";
+}
+
+}  // namespace
+}  // namespace deepinfer

@@ -1,0 +1,179 @@
+#include <gtest/gtest.h>
+
+#include "grammar_test_util.h"
+
+namespace deepinfer::grammar {
+namespace {
+
+using testing::compile_spec;
+using testing::matches;
+
+struct Instance {
+  const char* json;
+  bool valid;
+};
+
+void expect_instances(const char* schema, std::initializer_list<Instance> instances) {
+  auto g = compile_spec(GrammarKind::kJsonSchema, schema);
+  ASSERT_TRUE(g.ok()) << schema << ": " << g.status().to_string();
+  for (const Instance& i : instances) {
+    EXPECT_EQ(matches(*g, i.json), i.valid) << schema << " on " << i.json;
+  }
+}
+
+TEST(JsonSchema, Types) {
+  expect_instances(R"({"type":"string"})", {{R"("a\"b\\c\n")", true}, {R"("é")", true}, {"1", false}, {R"("a)", false}});
+  expect_instances(R"({"type":"integer"})", {{"0", true}, {"-12", true}, {"012", false}, {"1.5", false}, {"-0", true}});
+  expect_instances(R"({"type":"number"})", {{"1.5e-3", true}, {"-0.0", true}, {"1.", false}, {".5", false}, {"1E+2", true}});
+  expect_instances(R"({"type":["null","boolean"]})", {{"null", true}, {"true", true}, {"false", true}, {"0", false}});
+  expect_instances(R"({})", {{R"({"a":[1,{"b":null}]})", true}, {"\"x\"", true}, {"[1,]", false}});
+  expect_instances(R"(false)", {{"null", false}});
+}
+
+TEST(JsonSchema, ObjectsKeepDeclaredOrderAndRequiredProperties) {
+  const char* schema = R"({"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"string"},"c":{"type":"boolean"}},
+                           "required":["b"],"additionalProperties":false})";
+  expect_instances(schema, {{R"({"b":"x"})", true},
+                            {R"({"a":1,"b":"x","c":true})", true},
+                            {R"({"a":1,"b":"x"})", true},
+                            {R"({"b":"x","c":false})", true},
+                            {R"({"a":1})", false},
+                            {R"({"b":"x","a":1})", false},
+                            {R"({"b":"x","d":1})", false},
+                            {R"({"b":1})", false},
+                            {R"({})", false}});
+}
+
+TEST(JsonSchema, AdditionalPropertiesExcludeDeclaredNames) {
+  const char* schema = R"({"type":"object","properties":{"ab":{"type":"integer"}},"additionalProperties":{"type":"string"}})";
+  expect_instances(schema, {{R"({"ab":1})", true},
+                            {R"({"ab":1,"a":"x"})", true},
+                            {R"({"abc":"x"})", true},
+                            {R"({"zz":"x","q":"y"})", true},
+                            {R"({"ab":"x"})", false},
+                            {R"({"a":1})", false},
+                            {R"({"ab":1,"ab":2})", false}});
+  // More than six properties: the member lists become rules; the language is the same.
+  const char* many = R"({"type":"object","properties":{"a":{},"b":{},"c":{},"d":{},"e":{},"f":{},"g":{"type":"null"}},
+                         "required":["d"],"additionalProperties":false})";
+  expect_instances(many, {{R"({"d":1})", true}, {R"({"a":1,"d":2,"g":null})", true}, {R"({"a":1,"g":null})", false},
+                          {R"({"d":1,"g":1})", false}, {R"({"d":1,"a":1})", false}});
+}
+
+TEST(JsonSchema, Arrays) {
+  expect_instances(R"({"type":"array","items":{"type":"integer"},"minItems":2,"maxItems":3})",
+                   {{"[1,2]", true}, {"[1,2,3]", true}, {"[1]", false}, {"[1,2,3,4]", false}, {"[1,\"a\"]", false}});
+  expect_instances(R"({"type":"array","prefixItems":[{"type":"string"},{"type":"integer"}],"items":false})",
+                   {{"[]", true}, {"[\"a\"]", true}, {"[\"a\",1]", true}, {"[\"a\",1,2]", false}, {"[1]", false}});
+  expect_instances(R"({"type":"array","items":[{"type":"string"}],"additionalItems":{"type":"null"},"minItems":2})",
+                   {{"[\"a\",null]", true}, {"[\"a\",null,null]", true}, {"[\"a\"]", false}, {"[\"a\",1]", false}});
+  expect_instances(R"({"type":"array","prefixItems":[{},{},{}],"maxItems":2})", {{"[1,2]", true}, {"[1,2,3]", false}});
+}
+
+TEST(JsonSchema, EnumConstAndStringBounds) {
+  expect_instances(R"({"enum":["red",1,null,{"a":[1]}]})",
+                   {{"\"red\"", true}, {"1", true}, {"null", true}, {R"({"a":[1]})", true}, {"\"blue\"", false}, {"2", false}});
+  expect_instances(R"({"type":"string","enum":["a",1,"bb"],"maxLength":1})", {{"\"a\"", true}, {"1", false}, {"\"bb\"", false}});
+  expect_instances(R"({"const":"x"})", {{"\"x\"", true}, {"\"y\"", false}});
+  expect_instances(R"({"type":"string","minLength":2,"maxLength":3})",
+                   {{"\"ab\"", true}, {"\"abc\"", true}, {"\"a\"", false}, {"\"abcd\"", false}, {"\"\\n\\t\"", true},
+                    {"\"éé\"", true}});
+}
+
+TEST(JsonSchema, PatternsAndFormats) {
+  expect_instances(R"({"type":"string","pattern":"^[a-z]+-\\d+$"})", {{"\"ab-12\"", true}, {"\"ab-\"", false}, {"\"Ab-1\"", false}});
+  expect_instances(R"({"type":"string","pattern":"x"})", {{"\"axb\"", true}, {"\"ab\"", false}});
+  expect_instances(R"({"type":"string","pattern":"^a\"b$"})", {{R"("a\"b")", true}, {R"("a"b")", false}});
+  expect_instances(R"({"type":"string","format":"date"})",
+                   {{"\"2024-02-29\"", true}, {"\"2023-02-29\"", false}, {"\"2000-02-29\"", true}, {"\"1900-02-29\"", false},
+                    {"\"2024-04-31\"", false}, {"\"2024-12-31\"", true}, {"\"2024-13-01\"", false}});
+  expect_instances(R"({"type":"string","format":"date-time"})",
+                   {{"\"2024-01-02T03:04:05Z\"", true}, {"\"2024-01-02T03:04:05.123+01:00\"", true},
+                    {"\"2024-01-02 03:04:05Z\"", false}, {"\"2024-01-02T24:00:00Z\"", false}});
+  expect_instances(R"({"type":"string","format":"ipv4"})", {{"\"192.168.0.1\"", true}, {"\"256.1.1.1\"", false}, {"\"01.1.1.1\"", false}});
+  expect_instances(R"({"type":"string","format":"ipv6"})", {{"\"::1\"", true}, {"\"2001:db8::ff00:42:8329\"", true}, {"\"1:2\"", false}});
+  expect_instances(R"({"type":"string","format":"uuid"})", {{"\"123e4567-e89b-12d3-a456-426614174000\"", true}, {"\"123e4567\"", false}});
+  expect_instances(R"({"type":"string","format":"email"})", {{"\"a.b@c.io\"", true}, {"\"a@b\"", false}, {"\"@b.io\"", false}});
+  expect_instances(R"({"type":"string","format":"uri"})", {{"\"https://x.io/a?b=1#c\"", true}, {"\"x y\"", false}, {"\"/rel\"", false}});
+}
+
+TEST(JsonSchema, NumericBounds) {
+  expect_instances(R"({"type":"integer","minimum":-15,"maximum":137})",
+                   {{"-15", true}, {"-16", false}, {"0", true}, {"137", true}, {"138", false}, {"99", true}, {"100", true}, {"-9", true}});
+  expect_instances(R"({"type":"integer","exclusiveMinimum":0})", {{"0", false}, {"1", true}, {"123456789", true}, {"-1", false}});
+  expect_instances(R"({"type":"integer","minimum":2.5,"exclusiveMaximum":10})", {{"2", false}, {"3", true}, {"9", true}, {"10", false}});
+  expect_instances(R"({"type":"integer","minimum":5,"exclusiveMinimum":true})", {{"5", false}, {"6", true}});  // draft 4
+  expect_instances(R"({"type":"number","minimum":0,"maximum":1})",
+                   {{"0", true}, {"0.5", true}, {"1", true}, {"1.0", true}, {"1.01", false}, {"-0.1", false}, {"2", false}});
+  expect_instances(R"({"type":"number","exclusiveMinimum":-2,"exclusiveMaximum":3})",
+                   {{"-2", false}, {"-1.99", true}, {"-2.5", false}, {"2.999", true}, {"3", false}, {"3.0", false}});
+  expect_instances(R"({"type":"number","multipleOf":0.01})", {{"1.25", true}, {"1.255", false}, {"-3", true}});
+}
+
+TEST(JsonSchema, RefsDefsAndRecursion) {
+  const char* schema = R"({"$defs":{"node":{"type":"object","properties":{"v":{"type":"integer"},
+                           "next":{"anyOf":[{"$ref":"#/$defs/node"},{"type":"null"}]}},"required":["v","next"],
+                           "additionalProperties":false}},"$ref":"#/$defs/node"})";
+  expect_instances(schema, {{R"({"v":1,"next":null})", true},
+                            {R"({"v":1,"next":{"v":2,"next":{"v":3,"next":null}}})", true},
+                            {R"({"v":1,"next":{"v":2}})", false}});
+  expect_instances(R"({"definitions":{"a":{"type":"string"}},"properties":{"x":{"$ref":"#/definitions/a"}},"type":"object","additionalProperties":false})",
+                   {{R"({"x":"s"})", true}, {R"({"x":1})", false}});
+}
+
+TEST(JsonSchema, CombinatorsMergeOrRefuse) {
+  expect_instances(R"({"anyOf":[{"type":"string"},{"type":"integer"}]})", {{"\"a\"", true}, {"1", true}, {"null", false}});
+  expect_instances(R"({"oneOf":[{"type":"string"},{"type":"integer"}]})", {{"\"a\"", true}, {"1", true}, {"1.5", false}});
+  expect_instances(R"({"oneOf":[{"type":"object","properties":{"k":{"const":"a"},"x":{"type":"integer"}},"required":["k"],"additionalProperties":false},
+                                {"type":"object","properties":{"k":{"const":"b"}},"required":["k"],"additionalProperties":false}]})",
+                   {{R"({"k":"a","x":1})", true}, {R"({"k":"b"})", true}, {R"({"k":"b","x":1})", false}});
+  expect_instances(R"({"allOf":[{"type":"object","properties":{"a":{"type":"integer"}},"required":["a"]},
+                                {"properties":{"b":{"type":"string"}},"required":["b"]}]})",
+                   {{R"({"a":1,"b":"x"})", true}, {R"({"a":1})", false}});
+  expect_instances(R"({"type":"object","properties":{"t":{"type":"string"}},"required":["t"],"additionalProperties":false,
+                       "anyOf":[{"properties":{"t":{"const":"x"}}},{"properties":{"t":{"const":"y"}}}]})",
+                   {{R"({"t":"x"})", true}, {R"({"t":"y"})", true}, {R"({"t":"z"})", false}});
+}
+
+TEST(JsonSchema, UnsupportedKeywordsAreErrorsNamingTheKeyword) {
+  const std::pair<const char*, const char*> cases[] = {
+      {R"({"not":{"type":"string"}})", "'not'"},
+      {R"({"type":"array","uniqueItems":true})", "'uniqueItems'"},
+      {R"({"oneOf":[{"type":"string"},{"type":"string","minLength":2}]})", "oneOf: branches 0 and 1 may both match"},
+      {R"({"type":"string","format":"hostname"})", "format 'hostname'"},
+      {R"({"type":"object","patternProperties":{"^a":{}}})", "'patternProperties'"},
+      {R"({"$ref":"other.json#/a"})", "only references inside the document"},
+      {R"({"$ref":"#/$defs/missing"})", "does not resolve"},
+      {R"({"type":"number","minimum":0.5})", "fractional lower bound"},
+      {R"({"type":"integer","multipleOf":7})", "multipleOf 7"},
+      {R"({"allOf":[{"type":"object","properties":{"a":{}},"additionalProperties":false},{"properties":{"b":{}}}]})",
+       "additionalProperties"},
+      {R"({"type":"object","properties":{"p":{"if":{"type":"string"},"then":{"minLength":1}}}})", "'if' is not supported at /properties/p"},
+      {"{not json", "not valid JSON"},
+  };
+  for (const auto& [schema, what] : cases) {
+    auto g = compile_spec(GrammarKind::kJsonSchema, schema);
+    ASSERT_FALSE(g.ok()) << schema;
+    EXPECT_NE(g.status().message().find(what), std::string::npos) << schema << ": " << g.status().message();
+  }
+}
+
+TEST(JsonSchema, WhitespaceIsConfigurable) {
+  GrammarSpec spec;
+  spec.kind = GrammarKind::kJsonSchema;
+  spec.text = R"({"type":"object","properties":{"a":{"type":"array","items":{"type":"integer"}}}})";
+  spec.json.compact = false;
+  spec.json.max_whitespace = 2;
+  auto flexible = compile_grammar(spec, testing::toy_vocab(), {});
+  ASSERT_TRUE(flexible.ok());
+  EXPECT_TRUE(matches(*flexible, "{ \"a\" : [ 1 ,\n2 ] }"));
+  EXPECT_FALSE(matches(*flexible, "{   \"a\":[]}"));  // three spaces: over max_whitespace
+  spec.json.compact = true;
+  auto compact = compile_grammar(spec, testing::toy_vocab(), {});
+  ASSERT_TRUE(compact.ok());
+  EXPECT_TRUE(matches(*compact, "{\"a\":[1,2]}"));
+  EXPECT_FALSE(matches(*compact, "{ \"a\":[1,2]}"));
+}
+
+}  // namespace
+}  // namespace deepinfer::grammar

@@ -1,0 +1,200 @@
+
+#include <gtest/gtest.h>
+
+#include "grammar/gbnf.h"
+#include "grammar_test_util.h"
+#include "model/catalog.h"
+#include "tokenizer/tokenizer_loading.h"
+
+// Heap allocations so far in this process (alloc_counter_test.cpp).
+int64_t allocation_count();
+
+namespace deepinfer::grammar {
+namespace {
+
+using testing::compile_spec;
+using testing::toy_vocab;
+
+std::vector<uint64_t> mask_of(Matcher& m) {
+  std::vector<uint64_t> mask(m.grammar().tokens().n_words());
+  m.fill_mask(mask);
+  return mask;
+}
+
+TEST(Matcher, StopTokenIsAllowedExactlyWhereTheGrammarMayEnd) {
+  auto vocab = toy_vocab();
+  const int32_t stop = vocab->stop_ids()[0];
+  auto g = compile_spec(GrammarKind::kRegex, "ab|abcd", vocab);
+  ASSERT_TRUE(g.ok());
+  Matcher m(*g);
+  EXPECT_FALSE(mask_has(mask_of(m), stop));
+  EXPECT_FALSE(m.accept_token(stop));
+  ASSERT_TRUE(m.accept_token('a'));
+  ASSERT_TRUE(m.accept_token('b'));
+  EXPECT_TRUE(m.can_end());
+  EXPECT_TRUE(mask_has(mask_of(m), stop));
+  EXPECT_TRUE(mask_has(mask_of(m), 'c'));
+  EXPECT_FALSE(m.is_complete());
+  ASSERT_TRUE(m.accept_token('c'));
+  EXPECT_FALSE(mask_has(mask_of(m), stop));
+  ASSERT_TRUE(m.accept_token('d'));
+  EXPECT_TRUE(m.is_complete());
+  const std::vector<uint64_t> only_stop = mask_of(m);
+  for (int32_t id = 0; id < vocab->n_vocab(); ++id) EXPECT_EQ(mask_has(only_stop, id), id == stop) << id;
+  EXPECT_TRUE(m.accept_token(stop));
+  EXPECT_TRUE(m.is_terminated());
+  EXPECT_FALSE(m.accept_token('a'));
+  const std::vector<uint64_t> after = mask_of(m);
+  for (uint64_t w : after) EXPECT_EQ(w, 0u);
+}
+
+TEST(Matcher, RefusedTokensLeaveTheStateUnchanged) {
+  auto g = compile_spec(GrammarKind::kRegex, "abc");
+  ASSERT_TRUE(g.ok());
+  Matcher m(*g);
+  EXPECT_FALSE(m.accept_bytes("abd"));
+  EXPECT_EQ(m.n_steps(), 0);
+  EXPECT_TRUE(m.accept_bytes("ab"));
+  EXPECT_TRUE(m.accept_bytes("c"));
+  EXPECT_TRUE(m.is_complete());
+}
+
+TEST(Matcher, RollbackRestoresMasksAndForkIsIndependent) {
+  auto g = compile_spec(GrammarKind::kJsonSchema,
+                        R"({"type":"object","properties":{"a":{"type":"integer"},"b":{"enum":["x","y"]}},"required":["a","b"],"additionalProperties":false})");
+  ASSERT_TRUE(g.ok()) << g.status().to_string();
+  Matcher m(*g);
+  const std::vector<uint64_t> start = mask_of(m);
+  ASSERT_TRUE(m.accept_bytes("{\"a\":"));
+  const std::vector<uint64_t> at_value = mask_of(m);
+  Matcher fork = m;
+  ASSERT_TRUE(m.accept_bytes("12"));
+  ASSERT_TRUE(m.accept_bytes(",\"b\":"));
+  ASSERT_TRUE(m.accept_bytes("\"x\"}"));
+  EXPECT_TRUE(m.can_end());
+  // The fork stayed where it was.
+  EXPECT_EQ(mask_of(fork), at_value);
+  EXPECT_FALSE(fork.accept_bytes("\"x\""));
+  EXPECT_TRUE(fork.accept_bytes("7,\"b\":\"y\"}"));
+  EXPECT_TRUE(fork.can_end());
+  m.rollback(3);
+  EXPECT_EQ(m.n_steps(), 1);
+  EXPECT_EQ(mask_of(m), at_value);
+  m.rollback(5);  // more than there are: back to the start
+  EXPECT_EQ(m.n_steps(), 0);
+  EXPECT_EQ(mask_of(m), start);
+}
+
+TEST(Matcher, RollbackOverAStopToken) {
+  auto vocab = toy_vocab();
+  auto g = compile_spec(GrammarKind::kRegex, "a+", vocab);
+  ASSERT_TRUE(g.ok());
+  Matcher m(*g);
+  ASSERT_TRUE(m.accept_token('a'));
+  ASSERT_TRUE(m.accept_token(vocab->stop_ids()[0]));
+  EXPECT_TRUE(m.is_terminated());
+  m.rollback(1);
+  EXPECT_FALSE(m.is_terminated());
+  EXPECT_TRUE(m.accept_token('a'));
+}
+
+TEST(Matcher, GbnfGrammarsAndLeftRecursion) {
+  const char* gbnf = R"(
+    root ::= item ("," item)*   # a list
+    item ::= [a-z]+ | num
+    num  ::= "-"? [0-9]{1,3}
+  )";
+  auto g = compile_spec(GrammarKind::kGbnf, gbnf);
+  ASSERT_TRUE(g.ok()) << g.status().to_string();
+  EXPECT_TRUE(testing::matches(*g, "ab,-12,c"));
+  EXPECT_FALSE(testing::matches(*g, "ab,1234"));
+  EXPECT_FALSE(testing::matches(*g, "ab,"));
+  auto left = compile_spec(GrammarKind::kGbnf, "root ::= expr\nexpr ::= expr \"+\" \"1\" | \"1\"\n");
+  ASSERT_FALSE(left.ok());
+  EXPECT_NE(left.status().message().find("left recursion"), std::string::npos) << left.status().message();
+  EXPECT_NE(left.status().message().find("expr"), std::string::npos);
+  auto undefined = compile_spec(GrammarKind::kGbnf, "root ::= missing\n");
+  ASSERT_FALSE(undefined.ok());
+  EXPECT_NE(undefined.status().message().find("'missing'"), std::string::npos);
+  auto no_root = compile_spec(GrammarKind::kGbnf, "a ::= \"x\"\n");
+  EXPECT_FALSE(no_root.ok());
+}
+
+TEST(Matcher, ChoiceLists) {
+  GrammarSpec spec;
+  spec.kind = GrammarKind::kChoice;
+  spec.choices = {"yes", "no", "maybe"};
+  auto g = compile_grammar(spec, toy_vocab(), {});
+  ASSERT_TRUE(g.ok());
+  EXPECT_TRUE(testing::matches(*g, "maybe"));
+  EXPECT_FALSE(testing::matches(*g, "yesno"));
+}
+
+std::shared_ptr<const TokenIndex> smollm2_vocab() {
+  const KnownModel* model = find_known_model(kDefaultModelName);
+  const std::string path = model ? cached_model_path(*model) : std::string();
+  auto tokenizer = load_tokenizer(path, TokenizerPresence::kRequired);
+  if (!tokenizer.ok()) {
+    ADD_FAILURE() << "the default model's tokenizer: " << tokenizer.status().to_string() << "; run `deepinfer pull "
+                  << kDefaultModelName << "` first";
+    return nullptr;
+  }
+  static std::shared_ptr<const Tokenizer> keep;
+  keep = *tokenizer;
+  return TokenIndex::build(**tokenizer);
+}
+
+// Along real tokenizations of valid instances, the class-based mask equals the full trie walk,
+// allows the next token, and (second pass, caches warm) allocates nothing.
+TEST(Matcher, ClassMasksEqualTheFullWalkOnARealVocabulary) {
+  auto vocab = smollm2_vocab();
+  ASSERT_NE(vocab, nullptr);
+  const KnownModel* model = find_known_model(kDefaultModelName);
+  auto tokenizer = load_tokenizer(cached_model_path(*model), TokenizerPresence::kRequired);
+  ASSERT_TRUE(tokenizer.ok());
+  const char* schema = R"({"type":"object","properties":{
+      "name":{"type":"string","maxLength":12},"age":{"type":"integer","minimum":0,"maximum":130},
+      "tags":{"type":"array","items":{"enum":["a","bc","déf"]},"maxItems":3},
+      "when":{"type":"string","format":"date"},"score":{"type":"number"},
+      "extra":{"type":"object","additionalProperties":{"type":"boolean"}}},
+      "required":["name"],"additionalProperties":false})";
+  GrammarSpec spec;
+  spec.kind = GrammarKind::kJsonSchema;
+  spec.text = schema;
+  spec.json.compact = false;
+  spec.json.max_whitespace = 2;
+  auto g = compile_grammar(spec, vocab, {});
+  ASSERT_TRUE(g.ok()) << g.status().to_string();
+  const char* instances[] = {
+      R"({"name":"Zoë \"Z\"","age":42,"tags":["a","déf"],"when":"2024-02-29","score":-1.5e3,"extra":{"x":true,"yy":false}})",
+      R"({ "name": "a\\b\u0001", "age": 130, "tags": [] })",
+      R"({"name":"","score":0,"extra":{}})",
+  };
+  std::vector<uint64_t> mask(vocab->n_words()), walk(vocab->n_words());
+  for (const char* text : instances) {
+    const std::vector<int32_t> ids = (*tokenizer)->encode(text, {});
+    Matcher m(*g);
+    for (int pass = 0; pass < 2; ++pass) {
+      const int64_t allocations_before = allocation_count();
+      for (size_t i = 0; i <= ids.size(); ++i) {
+        m.fill_mask(mask);
+        if (pass == 0) {
+          m.fill_mask_by_walk(walk);
+          ASSERT_EQ(mask, walk) << text << " before token " << i;
+        }
+        const int32_t next = i < ids.size() ? ids[i] : vocab->stop_ids()[0];
+        ASSERT_TRUE(mask_has(mask, next)) << text << ": token " << i << " '" << vocab->bytes(next) << "' masked out";
+        ASSERT_TRUE(m.accept_token(next)) << text << ": token " << i;
+      }
+      if (pass == 0) {
+        EXPECT_GT(allocation_count() - allocations_before, 0) << "the allocation counter is not live";
+      } else {
+        EXPECT_EQ(allocation_count() - allocations_before, 0) << "mask and accept allocated";
+      }
+      m.rollback(m.n_steps());
+    }
+  }
+}
+
+}  // namespace
+}  // namespace deepinfer::grammar
