@@ -38,7 +38,8 @@ ExprId uint_range(Grammar& g, uint64_t a, std::optional<uint64_t> b) {
   std::vector<ExprId> alts;
   const size_t len_b = b ? std::to_string(*b).size() : sa.size();
   for (size_t len = sa.size(); len <= len_b; ++len) {
-    std::string lo = len == sa.size() ? sa : "1" + std::string(len - 1, '0');
+    std::string lo = sa;
+    if (len != sa.size()) lo.assign(len, '0'), lo[0] = '1';  // 10...0; not "1" + string (GCC 12 -Wrestrict)
     std::string hi = b && len == len_b ? std::to_string(*b) : std::string(len, '9');
     alts.push_back(range_eq(g, lo, hi));
   }
