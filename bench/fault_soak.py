@@ -42,6 +42,7 @@ class Client:
 
     def __init__(self, url, args):
         self.url, self.args = url, args
+        self.host = f"{url.hostname}:{url.port or 80}"  # the server checks Host on loopback
 
     def headers(self, key=True, content_type="application/json"):
         h = {}
@@ -119,7 +120,7 @@ def vanish_mid_stream(c, rng, out, overloaded):
     with socket.create_connection((c.url.hostname, c.url.port or 80), timeout=c.args.timeout) as s:
         body = chat_body(c.args, rng, True, max_tokens=256)
         head = "".join(f"{k}: {v}\r\n" for k, v in c.headers().items())
-        s.sendall(f"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n{head}Content-Length: {len(body)}\r\n\r\n"
+        s.sendall(f"POST /v1/chat/completions HTTP/1.1\r\nHost: {c.host}\r\n{head}Content-Length: {len(body)}\r\n\r\n"
                   .encode() + body)
         first = s.recv(256)
         s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")  # RST
@@ -131,7 +132,7 @@ def vanish_mid_body(c, rng, out, overloaded):
     """Announces a body, sends half, leaves."""
     body = chat_body(c.args, rng, False)
     head = "".join(f"{k}: {v}\r\n" for k, v in c.headers().items())
-    c.raw(f"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n{head}Content-Length: {len(body)}\r\n\r\n".encode()
+    c.raw(f"POST /v1/chat/completions HTTP/1.1\r\nHost: {c.host}\r\n{head}Content-Length: {len(body)}\r\n\r\n".encode()
           + body[: len(body) // 2], read=False)
     out.record("vanish_mid_body", 0, True)
 
@@ -179,7 +180,7 @@ def wrong_content_type(c, rng, out, overloaded):
 
 def smuggling(c, rng, out, overloaded):
     key = f"Authorization: Bearer {c.args.api_key}\r\n" if c.args.api_key else ""
-    status = c.raw(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n"
+    status = c.raw(f"POST /v1/chat/completions HTTP/1.1\r\nHost: {c.host}\r\nTransfer-Encoding: gzip\r\n".encode()
                    + key.encode() + b"Content-Type: application/json\r\nContent-Length: 5\r\n\r\nhello")
     out.record("smuggling", status, 400 <= status < 500, "")
 
