@@ -197,14 +197,19 @@ Text Evaluator::render(const Body& body, std::vector<std::pair<std::string, Valu
   root->vars = std::move(variables);
   struct CycleBreaker {  // on success and on error alike
     std::vector<ScopePtr>& scopes;
+    std::vector<std::shared_ptr<Dict>>& namespaces;
+    std::unordered_set<const Dict*>& namespace_set;
     ~CycleBreaker() {
       for (const ScopePtr& scope : scopes) {
         scope->vars.clear();
         scope->parent.reset();  // a macro kept in a namespace closes the cycle through the parent
       }
       scopes.clear();
+      for (const std::shared_ptr<Dict>& ns : namespaces) ns->clear();
+      namespaces.clear();
+      namespace_set.clear();
     }
-  } breaker{closure_scopes_};
+  } breaker{closure_scopes_, assigned_namespaces_, assigned_namespace_set_};
   Text out;
   exec(body, root, out);
   return out;
@@ -348,6 +353,7 @@ void Evaluator::exec_set(const Stmt& s, const ScopePtr& scope) {
   if (!s.attr.empty()) {
     Value target = lookup(s.targets[0], scope);
     if (target.kind != Value::Kind::kNamespace) throw RenderError("cannot assign attribute on non-namespace object");
+    if (assigned_namespace_set_.insert(target.dict.get()).second) assigned_namespaces_.push_back(target.dict);
     for (auto& [k, existing] : *target.dict) {
       if (k.text.str == s.attr) {
         existing = std::move(v);

@@ -4,11 +4,15 @@
 
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <random>
 #include <sstream>
 #include <string>
 
 #include "recipe/chat_template.h"
+#include "recipe/jinja/evaluator.h"
+#include "recipe/jinja/lexer.h"
+#include "recipe/jinja/parser.h"
 
 namespace deepinfer::recipe {
 namespace {
@@ -185,6 +189,23 @@ TEST(JinjaRobustness, ValueSizesAreBounded) {
   expect_render_error("{{ [1]|tojson(indent=9223372036854775807) }}", "template string exceeds");
   expect_render("{{ ('x' * 67108864)|length }} {{ 'a\nb'|indent(-3) }} {{ 'ab' * -2 }}|{{ [1] * 0 }}",
                 "67108864 a\nb |[]");
+}
+
+// Found by jinja_fuzz (LeakSanitizer): a namespace given an attribute that holds the namespace
+// itself is a cycle of shared pointers, which outlived the render: every such render leaked.
+TEST(JinjaRobustness, ANamespaceHoldingItselfIsFreedAfterTheRender) {
+  auto lexed = jinja::lex("{% set ns.me = ns %}{% set ns.d = {'k': [ns]} %}{{ ns.me.me.d['k'][0].me is defined }}");
+  ASSERT_TRUE(lexed.ok()) << lexed.status().message();
+  auto body = jinja::parse(*lexed);
+  ASSERT_TRUE(body.ok()) << body.status().message();
+  std::weak_ptr<jinja::Dict> watched;
+  {
+    jinja::Value ns = jinja::Value::new_namespace();
+    watched = ns.dict;
+    jinja::Evaluator evaluator(jinja::RenderLimits{}, jinja::Clock{});
+    EXPECT_EQ(evaluator.render(*body, {{"ns", ns}}).str, "True");
+  }
+  EXPECT_TRUE(watched.expired());
 }
 
 }  // namespace
