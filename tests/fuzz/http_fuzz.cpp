@@ -220,9 +220,13 @@ std::vector<std::string> check_reply(const Exchange& exchange) {
     }
     if (!parser.is_done()) fail("a logged response is missing or incomplete", line + "\n" + std::string(rest));
     const auto& response = parser.get();
-    if (response.result_int() != static_cast<unsigned>(status)) fail("the response's status is not the logged one", line);
+    if (response.result_int() != static_cast<unsigned>(status)) {
+      fail("the response's status is not the logged one", line);
+    }
     for (const auto& field : response) {
-      if (!allowed_field(field.name_string())) fail("a header field the server does not write", std::string(rest.substr(0, used)));
+      if (!allowed_field(field.name_string())) {
+        fail("a header field the server does not write", std::string(rest.substr(0, used)));
+      }
     }
     responses.emplace_back(rest.substr(0, used));
     rest.remove_prefix(used);

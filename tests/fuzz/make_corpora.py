@@ -65,41 +65,46 @@ def recipe_seeds():
     return out
 
 
-# http_fuzz's first byte: bit 0 an API key, bit 1 CORS off, bit 2 small limits (256-byte
-# headers, 64-byte bodies), bit 3 a CORS origin and an error_body callback; bits 4-7 how the
-# bytes are cut (index into 1, 2, 3, 4, 5, 7, 8, 11, 16, 17, 31, 64, 100, 128, 511, 1024).
+# http_fuzz's first byte: bit 0 an API key, bit 1 no public paths, bit 2 small limits (256-byte
+# headers, 64-byte bodies), bit 3 an error_body callback; bits 4-7 how the bytes are cut (index
+# into 1, 2, 3, 4, 5, 7, 8, 11, 16, 17, 31, 64, 100, 128, 511, 1024). Requests name the host
+# "localhost", which a server on loopback answers whatever its Host check.
 HTTP_KEY = "fuzz-key-1"
+HOST = "Host: localhost\r\n"
+CHUNKED = "Transfer-Encoding: chunked\r\n"
 HTTP_SEEDS = {
-    "get_health": (0x00, "GET /health HTTP/1.1\r\nHost: x\r\n\r\n"),
-    "head_models": (0x60, "HEAD /v1/models HTTP/1.1\r\nHost: x\r\n\r\n"),
-    "echo_keep_alive_pipelined": (0x61, "POST /v1/echo HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + HTTP_KEY +
+    "get_health": (0x00, "GET /health HTTP/1.1\r\n" + HOST + "\r\n"),
+    "head_models": (0x60, "HEAD /v1/models HTTP/1.1\r\n" + HOST + "\r\n"),
+    "echo_keep_alive_pipelined": (0x61, "POST /v1/echo HTTP/1.1\r\n" + HOST + "Authorization: Bearer " + HTTP_KEY +
                                   "\r\nContent-Type: application/json\r\nContent-Length: 13\r\n\r\n{\"a\": [1, 2]}"
-                                  "GET /v1/models HTTP/1.1\r\nHost: x\r\nx-api-key: " + HTTP_KEY + "\r\n\r\n"),
-    "stream_chunked": (0x20, "POST /v1/stream HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+                                  "GET /v1/models HTTP/1.1\r\n" + HOST + "x-api-key: " + HTTP_KEY + "\r\n\r\n"),
+    "stream_chunked": (0x20, "POST /v1/stream HTTP/1.1\r\n" + HOST + CHUNKED + "\r\n"
                        "5;ext=1\r\nhello\r\nA\r\n, chunked!\r\n0\r\nTrailer-Field: v\r\n\r\n"),
-    "expect_continue": (0xb1, "POST /v1/echo HTTP/1.1\r\nHost: x\r\nAuthorization: bearer  " + HTTP_KEY +
+    "expect_continue": (0xb1, "POST /v1/echo HTTP/1.1\r\n" + HOST + "Authorization: bearer  " + HTTP_KEY +
                         "  \r\nExpect: 100-continue\r\nContent-Length: 20\r\n\r\n01234567890123456789"),
-    "preflight": (0x08, "OPTIONS /v1/echo HTTP/1.1\r\nHost: x\r\nOrigin: https://app.example\r\n"
+    "preflight": (0x08, "OPTIONS /v1/echo HTTP/1.1\r\n" + HOST + "Origin: https://app.example\r\n"
                   "Access-Control-Request-Method: POST\r\nAccess-Control-Request-Headers: authorization, content-type"
                   "\r\n\r\n"),
-    "no_key": (0x01, "POST /v1/echo HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer wrong\r\nContent-Length: 2\r\n\r\nhi"),
-    "wrong_method": (0x40, "DELETE /health HTTP/1.1\r\nHost: x\r\n\r\nPUT /v1/echo HTTP/1.1\r\nContent-Length: 0\r\n\r\n"),
-    "unknown_path": (0x02, "GET /nowhere?x=1 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"),
+    "no_key": (0x01, "POST /v1/echo HTTP/1.1\r\n" + HOST + "Authorization: Bearer wrong\r\nContent-Length: 2\r\n\r\nhi"),
+    "wrong_method": (0x40, "DELETE /health HTTP/1.1\r\n" + HOST + "\r\n"
+                     "PUT /v1/echo HTTP/1.1\r\n" + HOST + "Content-Length: 0\r\n\r\n"),
+    "unknown_path": (0x02, "GET /nowhere?x=1 HTTP/1.1\r\n" + HOST + "Connection: close\r\n\r\n"),
     "http10": (0x30, "GET /health HTTP/1.0\r\nConnection: keep-alive\r\n\r\nGET /v1/models HTTP/1.0\r\n\r\n"),
-    "header_over_small_limit": (0x04, "GET /health HTTP/1.1\r\nHost: x\r\nX-Big: " + "a" * 300 + "\r\n\r\n"),
-    "body_over_small_limit": (0x74, "POST /v1/echo HTTP/1.1\r\nContent-Length: 100\r\n\r\n" + "b" * 100),
-    "chunked_over_small_limit": (0x14, "POST /v1/stream HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"
+    "header_over_small_limit": (0x04, "GET /health HTTP/1.1\r\n" + HOST + "X-Big: " + "a" * 300 + "\r\n\r\n"),
+    "body_over_small_limit": (0x74, "POST /v1/echo HTTP/1.1\r\n" + HOST + "Content-Length: 100\r\n\r\n" + "b" * 100),
+    "chunked_over_small_limit": (0x14, "POST /v1/stream HTTP/1.1\r\n" + HOST + CHUNKED + "\r\n"
                                  "40\r\n" + "c" * 64 + "\r\n1\r\nd\r\n0\r\n\r\n"),
-    "transfer_encoding_gzip": (0x00, "POST /v1/echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n"
-                               "GET /health HTTP/1.1\r\n\r\n"),
-    "content_length_twice": (0x50, "POST /v1/echo HTTP/1.1\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\nabcd"),
-    "chunked_and_length": (0x50, "POST /v1/echo HTTP/1.1\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n"
+    "transfer_encoding_gzip": (0x00, "POST /v1/echo HTTP/1.1\r\n" + HOST + "Transfer-Encoding: gzip\r\n\r\n"
+                               "GET /health HTTP/1.1\r\n" + HOST + "\r\n"),
+    "content_length_twice": (0x50, "POST /v1/echo HTTP/1.1\r\n" + HOST +
+                             "Content-Length: 3\r\nContent-Length: 4\r\n\r\nabcd"),
+    "chunked_and_length": (0x50, "POST /v1/echo HTTP/1.1\r\n" + HOST + "Content-Length: 3\r\n" + CHUNKED + "\r\n"
                            "3\r\nabc\r\n0\r\n\r\n"),
-    "bad_chunk_size": (0x10, "POST /v1/stream HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nabc\r\n0\r\n\r\n"),
-    "obs_fold": (0x00, "OPTIONS /v1/echo HTTP/1.1\r\nHost: x\r\nAccess-Control-Request-Headers: a,\r\n b\r\n\r\n"),
-    "bare_lf": (0x00, "GET /health HTTP/1.1\nHost: x\n\n"),
-    "truncated": (0x10, "POST /v1/echo HTTP/1.1\r\nContent-Length: 10\r\n\r\nabc"),
-    "e2e_chat_head": (0x01, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + HTTP_KEY +
+    "bad_chunk_size": (0x10, "POST /v1/stream HTTP/1.1\r\n" + HOST + CHUNKED + "\r\nzz\r\nabc\r\n0\r\n\r\n"),
+    "obs_fold": (0x00, "OPTIONS /v1/echo HTTP/1.1\r\n" + HOST + "Access-Control-Request-Headers: a,\r\n b\r\n\r\n"),
+    "bare_lf": (0x00, "GET /health HTTP/1.1\nHost: localhost\n\n"),
+    "truncated": (0x10, "POST /v1/echo HTTP/1.1\r\n" + HOST + "Content-Length: 10\r\n\r\nabc"),
+    "e2e_chat_head": (0x01, "POST /v1/chat/completions HTTP/1.1\r\n" + HOST + "Authorization: Bearer " + HTTP_KEY +
                       "\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"),
 }
 

@@ -85,27 +85,28 @@ State& state() {
 // Byte ranges [begin, end) of the data each tensor's header entry names, by GGUF name, parsed
 // here independently of the loader; nullopt when the header is not what a loaded file can
 // have (the loader accepted it, so that is a failure at the caller).
-std::optional<std::multimap<std::string, std::pair<uint64_t, uint64_t>>> header_ranges(std::string_view file,
-                                                                                         std::string_view architecture) {
+using Ranges = std::multimap<std::string, std::pair<uint64_t, uint64_t>>;
+
+std::optional<Ranges> header_ranges(std::string_view file, std::string_view architecture) {
   if (file.size() < 8) return std::nullopt;
   uint64_t header_len = 0;
   for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | static_cast<uint8_t>(file[static_cast<size_t>(i)]);
   if (header_len > file.size() - 8) return std::nullopt;
   const auto header = nlohmann::json::parse(file.substr(8, header_len), nullptr, /*allow_exceptions=*/false);
   if (!header.is_object()) return std::nullopt;
-  std::multimap<std::string, std::pair<uint64_t, uint64_t>> ranges;
+  Ranges ranges;
   for (const auto& item : header.items()) {
     if (item.key() == "__metadata__") continue;
     const auto& offsets = item.value().at("data_offsets");
     const auto name = deepinfer::hf_to_gguf_tensor_name(item.key(), architecture);
     if (!name) continue;
-    ranges.emplace(*name, std::pair{8 + header_len + offsets[0].get<uint64_t>(), 8 + header_len + offsets[1].get<uint64_t>()});
+    const uint64_t data_begin = 8 + header_len;
+    ranges.emplace(*name, std::pair{data_begin + offsets[0].get<uint64_t>(), data_begin + offsets[1].get<uint64_t>()});
   }
   return ranges;
 }
 
-void check_view(const TensorView& view, std::string_view file,
-                const std::multimap<std::string, std::pair<uint64_t, uint64_t>>& ranges) {
+void check_view(const TensorView& view, std::string_view file, const Ranges& ranges) {
   const auto [first, last] = ranges.equal_range(view.name);
   if (first == last) fail("a tensor no header entry names", view.name);
   if (std::next(first) != last) fail("two header entries for one tensor were both accepted", view.name);

@@ -168,7 +168,8 @@ std::vector<int64_t> slice_indices(int64_t n, const Value& start, const Value& s
   int64_t hi = clamp(bound(stop), st > 0 ? n : -1);
   // Counted in unsigned steps: lo + st may overflow for a vast step even where no index does.
   const uint64_t stride = st > 0 ? static_cast<uint64_t>(st) : 0 - static_cast<uint64_t>(st);
-  const uint64_t span = st > 0 ? (lo < hi ? static_cast<uint64_t>(hi - lo) : 0) : (lo > hi ? static_cast<uint64_t>(lo - hi) : 0);
+  const uint64_t span = st > 0 ? (lo < hi ? static_cast<uint64_t>(hi - lo) : 0)
+                               : (lo > hi ? static_cast<uint64_t>(lo - hi) : 0);
   const uint64_t count = span == 0 ? 0 : (span - 1) / stride + 1;
   std::vector<int64_t> out;
   for (uint64_t i = 0; i < count; ++i) {

@@ -159,7 +159,8 @@ TEST(JinjaRobustness, SliceWithAVastStep) {
 // range() counted its items in int64, which two far-apart bounds overflow.
 TEST(JinjaRobustness, RangeWithVastBounds) {
   expect_render_error("{{ range(-9223372036854775807 - 1, 9223372036854775807)|length }}", "Range too big");
-  expect_render("{{ range(0, 9223372036854775807, 4611686018427387904)|list }} {{ range(5, -9223372036854775807, -9223372036854775807)|list }}",
+  expect_render("{{ range(0, 9223372036854775807, 4611686018427387904)|list }} "
+                "{{ range(5, -9223372036854775807, -9223372036854775807)|list }}",
                 "[0, 4611686018427387904] [5, -9223372036854775802]");
 }
 
@@ -173,7 +174,8 @@ TEST(JinjaRobustness, IntOfAFloatOutsideInt64) {
 // map(attribute=) read a numeric part with std::stoll, whose out_of_range exception escaped
 // the renderer (it converts only its own errors).
 TEST(JinjaRobustness, AttributeIndexPastInt64) {
-  expect_render("{{ [[1, 2]]|map(attribute='99999999999999999999')|list|length }} {{ [[1, 2]]|map(attribute='1')|list }}",
+  expect_render("{{ [[1, 2]]|map(attribute='99999999999999999999')|list|length }} "
+                "{{ [[1, 2]]|map(attribute='1')|list }}",
                 "1 [2]");
 }
 
