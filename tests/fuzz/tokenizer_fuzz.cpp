@@ -33,6 +33,7 @@
 #include "tokenizer/byte_level.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/utf8.h"
+#include "tokenizer_checks.h"
 
 namespace {
 
@@ -107,23 +108,11 @@ State load() {
 }
 
 void check_ids(const Subject& s, const std::vector<int32_t>& ids, std::string_view text) {
-  for (int32_t id : ids) {
-    if (id < 0 || id >= s.tokenizer->n_vocab()) fail(s, "id outside the vocabulary", text);
-  }
+  if (const char* problem = deepinfer::fuzz::ids_problem(*s.tokenizer, ids)) fail(s, problem, text);
 }
 
 void check_decoding(const Subject& s, const std::vector<int32_t>& ids, std::string_view text) {
-  const std::string decoded = s.tokenizer->decode(ids);
-  if (deepinfer::utf8::sanitize(decoded) != decoded) fail(s, "decode gave invalid UTF-8", text);
-  deepinfer::IncrementalDecoder incremental(*s.tokenizer);
-  std::string streamed;
-  for (int32_t id : ids) {
-    const std::string piece = incremental.push(id);
-    if (deepinfer::utf8::sanitize(piece) != piece) fail(s, "a pushed piece is not valid UTF-8", text);
-    streamed += piece;
-  }
-  streamed += incremental.finish();
-  if (streamed != decoded) fail(s, "incremental decoding differs from decode", text);
+  if (const char* problem = deepinfer::fuzz::decoding_problem(*s.tokenizer, ids)) fail(s, problem, text);
 }
 
 // Text segments split at 0x01 bytes; after each split, a token segment whose id comes from

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <cmath>
 #include <cstdlib>
 #include <ctime>
@@ -22,6 +23,25 @@ const Value& arg(CallArgs& args, size_t index, std::string_view keyword, const V
   return positional_or_keyword(args, index, keyword, fallback);
 }
 
+// `n` spaces (none for n < 1, as Python's ' ' * n), within the bound on a string's size.
+std::string spaces(int64_t n) {
+  check_string_size(repeated_size(1, n));
+  return std::string(static_cast<size_t>(std::max<int64_t>(n, 0)), ' ');
+}
+
+// Python's int(float): toward zero. Beyond int64 Python's integers go on; here the render fails.
+int64_t truncate_float(double d) {
+  if (!(d >= -9223372036854775808.0 && d < 9223372036854775808.0)) {  // [-2^63, 2^63), exactly
+    throw RenderError("integer overflow in int(): " + format_float(d));
+  }
+  return static_cast<int64_t>(d);
+}
+
+Value int_default(CallArgs& args) {
+  const Value& d = arg(args, 0, "default");
+  return d.is_undefined() ? Value::integer(0) : d;
+}
+
 // jinja2's attribute getter for filters: "a.b" walks, integers index.
 Value attribute_path(const Value& v, const std::string& path) {
   Value cur = v;
@@ -30,7 +50,10 @@ Value attribute_path(const Value& v, const std::string& path) {
     size_t dot = path.find('.', pos);
     std::string part = path.substr(pos, dot == std::string::npos ? std::string::npos : dot - pos);
     bool digits = !part.empty() && std::all_of(part.begin(), part.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
-    Value key = digits ? Value::integer(std::stoll(part)) : Value::string(part, true);
+    // An index past int64 is past every list: the lookup by its spelling finds nothing either.
+    int64_t index = 0;
+    const bool fits = digits && std::from_chars(part.data(), part.data() + part.size(), index).ec == std::errc();
+    Value key = fits ? Value::integer(index) : Value::string(part, true);
     Value next = get_item(cur, key);
     if (next.is_undefined() && !digits) next = get_attribute(cur, part);
     cur = next;
@@ -96,7 +119,7 @@ Value tojson_filter(const Value& input, CallArgs& args) {
   JsonOptions o;
   if (indent.kind == Value::Kind::kInt) {
     o.indented = true;
-    o.indent = std::string(std::max<int64_t>(indent.i, 0), ' ');
+    o.indent = spaces(indent.i);
   } else if (indent.is_string()) {
     o.indented = true;
     o.indent = indent.text.str;
@@ -113,7 +136,7 @@ Value tojson_filter(const Value& input, CallArgs& args) {
 
 Value indent_filter(const Value& input, CallArgs& args) {
   const Value& width = arg(args, 0, "width");
-  Text indention = width.is_string() ? width.text : Text(std::string(int_arg(width, 4), ' '), true);
+  Text indention = width.is_string() ? width.text : Text(spaces(int_arg(width, 4)), true);
   bool first = truthy(arg(args, 1, "first"));
   bool blank = truthy(arg(args, 2, "blank"));
   const Text& s = need_string(input, "indent");
@@ -226,17 +249,16 @@ const std::unordered_map<std::string_view, FilterFn>& filters() {
       {"string", [](const Value& v, CallArgs&) { return Value::string(to_text(v)); }},
       {"int", [](const Value& v, CallArgs& a) {
          if (v.kind == Value::Kind::kInt || v.kind == Value::Kind::kBool) return Value::integer(v.kind == Value::Kind::kInt ? v.i : v.b);
-         if (v.kind == Value::Kind::kFloat) return Value::integer(static_cast<int64_t>(v.f));
+         if (v.kind == Value::Kind::kFloat) return std::isnan(v.f) ? int_default(a) : Value::integer(truncate_float(v.f));
          if (v.is_string()) {
            std::string s = strip_text(v.text, kNoValue, true, true).str;
            char* end = nullptr;
            long long n = std::strtoll(s.c_str(), &end, 10);
            if (!s.empty() && *end == '\0') return Value::integer(n);
            double d = std::strtod(s.c_str(), &end);
-           if (!s.empty() && *end == '\0' && std::isfinite(d)) return Value::integer(static_cast<int64_t>(d));
+           if (!s.empty() && *end == '\0' && !std::isnan(d)) return Value::integer(truncate_float(d));
          }
-         const Value& d = arg(a, 0, "default");
-         return d.is_undefined() ? Value::integer(0) : d;
+         return int_default(a);
        }},
       {"float", [](const Value& v, CallArgs& a) {
          if (v.is_number()) return Value::number(as_double(v));
@@ -378,9 +400,12 @@ Value range_fn(CallArgs& args) {
     throw RenderError("range expected at least 1 argument, got 0");
   }
   if (step == 0) throw RenderError("range() arg 3 must not be zero");
-  // jinja2's sandbox refuses ranges above MAX_RANGE (100000) items.
-  int64_t n = step > 0 ? (stop > start ? (stop - start + step - 1) / step : 0)
-                       : (start > stop ? (start - stop - step - 1) / -step : 0);
+  // jinja2's sandbox refuses ranges above MAX_RANGE (100000) items. In 128 bits: the span of
+  // two int64 bounds, or a vast step, overflows int64.
+  const __int128 span = step > 0 ? static_cast<__int128>(stop) - start : static_cast<__int128>(start) - stop;
+  const __int128 stride = step > 0 ? static_cast<__int128>(step) : -static_cast<__int128>(step);
+  const __int128 n128 = span > 0 ? (span + stride - 1) / stride : 0;
+  const auto n = static_cast<int64_t>(std::min<__int128>(n128, 100001));
   if (n > 100000) throw RenderError("Range too big. The sandbox blocks ranges larger than MAX_RANGE (100000).");
   List items;
   items.reserve(n);
@@ -448,8 +473,11 @@ Value make_global(std::string_view name, const Clock& clock) {
   }
   if (name == "strftime_now") {
     return Value::callable([clock](CallArgs& a) {
-      std::string format = need_string(arg(a, 0, "format"), "strftime_now").str;
-      return Value::string(strftime_string(format, clock ? clock() : std::chrono::system_clock::now()), true);
+      const Text& format = need_string(arg(a, 0, "format"), "strftime_now");
+      // The date is the template's, the text around it the format's: a format from the input
+      // (its characters pass through) makes the result untrusted.
+      return Value::string(strftime_string(format.str, clock ? clock() : std::chrono::system_clock::now()),
+                           format.all_trusted());
     });
   }
   return Value::undefined();

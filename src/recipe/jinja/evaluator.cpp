@@ -13,10 +13,70 @@ namespace {
 bool is_int_like(const Value& v) { return v.kind == Value::Kind::kInt || v.kind == Value::Kind::kBool; }
 int64_t int_of(const Value& v) { return v.kind == Value::Kind::kInt ? v.i : (v.b ? 1 : 0); }
 
-int64_t floor_div(int64_t a, int64_t b) {
-  int64_t q = a / b;
-  if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
-  return q;
+// Integer arithmetic as Python's, within int64: where Python's unbounded integers would leave
+// that range the render fails (no chat template needs such numbers; a hostile one must not
+// reach undefined behaviour).
+[[noreturn]] void integer_overflow(const std::string& op) { throw RenderError("integer overflow in '" + op + "'"); }
+
+int64_t checked_add(int64_t x, int64_t y, const std::string& op) {
+  int64_t r = 0;
+  if (__builtin_add_overflow(x, y, &r)) integer_overflow(op);
+  return r;
+}
+
+int64_t checked_sub(int64_t x, int64_t y, const std::string& op) {
+  int64_t r = 0;
+  if (__builtin_sub_overflow(x, y, &r)) integer_overflow(op);
+  return r;
+}
+
+int64_t checked_mul(int64_t x, int64_t y, const std::string& op) {
+  int64_t r = 0;
+  if (__builtin_mul_overflow(x, y, &r)) integer_overflow(op);
+  return r;
+}
+
+// Python's // and % (the quotient rounds down, the remainder takes the divisor's sign); y != 0.
+int64_t floor_div_or_mod(const std::string& op, int64_t x, int64_t y) {
+  if (y == -1) return op == "%" ? 0 : checked_sub(0, x, op);  // x / -1 overflows for INT64_MIN
+  int64_t q = x / y, r = x % y;
+  if (r != 0 && ((r < 0) != (y < 0))) {
+    --q;
+    r += y;
+  }
+  return op == "%" ? r : q;
+}
+
+int64_t power(int64_t base, int64_t exponent) {  // exponent >= 0, by squaring
+  int64_t result = 1;
+  while (exponent > 0) {
+    if (exponent & 1) result = checked_mul(result, base, "**");
+    exponent >>= 1;
+    if (exponent > 0) base = checked_mul(base, base, "**");
+  }
+  return result;
+}
+
+Value repeat(const Value& a, int64_t count) {
+  if (a.is_string()) {
+    const uint64_t total = repeated_size(a.text.str.size(), count);
+    check_string_size(total);
+    if (total == 0) return Value::string(Text());
+    if (a.text.runs.size() > 1) {
+      Text t;
+      for (int64_t k = 0; k < count; ++k) t.append(a.text);
+      return Value::string(std::move(t));
+    }
+    std::string s = a.text.str;  // one run: double the bytes rather than append them count times
+    s.reserve(total);
+    while (s.size() * 2 <= total) s += s;
+    s.append(s, 0, total - s.size());
+    return Value::string(Text(std::move(s), a.text.runs[0].trusted));
+  }
+  check_list_size(repeated_size(a.list->size(), count));
+  List items;
+  for (int64_t k = 0; k < count; ++k) items.insert(items.end(), a.list->begin(), a.list->end());
+  return Value::new_list(std::move(items));
 }
 
 Value arithmetic(const std::string& op, const Value& a, const Value& b) {
@@ -30,18 +90,14 @@ Value arithmetic(const std::string& op, const Value& a, const Value& b) {
     }
     if (ints) {
       int64_t x = int_of(a), y = int_of(b);
-      if (op == "+") return Value::integer(x + y);
-      if (op == "-") return Value::integer(x - y);
-      if (op == "*") return Value::integer(x * y);
+      if (op == "+") return Value::integer(checked_add(x, y, op));
+      if (op == "-") return Value::integer(checked_sub(x, y, op));
+      if (op == "*") return Value::integer(checked_mul(x, y, op));
       if (op == "//" || op == "%") {
         if (y == 0) throw RenderError("integer division or modulo by zero");
-        return Value::integer(op == "//" ? floor_div(x, y) : x - floor_div(x, y) * y);
+        return Value::integer(floor_div_or_mod(op, x, y));
       }
-      if (op == "**" && y >= 0) {
-        int64_t r = 1;
-        for (int64_t k = 0; k < y && k < 64; ++k) r *= x;
-        return Value::integer(r);
-      }
+      if (op == "**" && y >= 0) return Value::integer(power(x, y));
     }
     double x = as_double(a), y = as_double(b);
     if (op == "+") return Value::number(x + y);
@@ -57,6 +113,7 @@ Value arithmetic(const std::string& op, const Value& a, const Value& b) {
     }
   }
   if (op == "+" && a.is_string() && b.is_string()) {
+    check_string_size(a.text.str.size() + b.text.str.size());
     bool markup = a.markup || b.markup;
     Text t = markup && !a.markup ? html_escape(a.text) : a.text;
     t.append(markup && !b.markup ? html_escape(b.text) : b.text);
@@ -65,20 +122,12 @@ Value arithmetic(const std::string& op, const Value& a, const Value& b) {
     return out;
   }
   if (op == "+" && a.is_list() && b.is_list()) {
+    check_list_size(a.list->size() + b.list->size());
     List items = *a.list;
     items.insert(items.end(), b.list->begin(), b.list->end());
     return Value::new_list(std::move(items));
   }
-  if (op == "*" && (a.is_string() || a.is_list()) && is_int_like(b)) {
-    if (a.is_string()) {
-      Text t;
-      for (int64_t k = 0; k < int_of(b); ++k) t.append(a.text);
-      return Value::string(std::move(t));
-    }
-    List items;
-    for (int64_t k = 0; k < int_of(b); ++k) items.insert(items.end(), a.list->begin(), a.list->end());
-    return Value::new_list(std::move(items));
-  }
+  if (op == "*" && (a.is_string() || a.is_list()) && is_int_like(b)) return repeat(a, int_of(b));
   throw RenderError("unsupported operand type(s) for " + op + ": '" + type_name(a) + "' and '" +
                     type_name(b) + "'");
 }
@@ -117,8 +166,16 @@ std::vector<int64_t> slice_indices(int64_t n, const Value& start, const Value& s
   };
   int64_t lo = clamp(bound(start), st > 0 ? 0 : n - 1);
   int64_t hi = clamp(bound(stop), st > 0 ? n : -1);
+  // Counted in unsigned steps: lo + st may overflow for a vast step even where no index does.
+  const uint64_t stride = st > 0 ? static_cast<uint64_t>(st) : 0 - static_cast<uint64_t>(st);
+  const uint64_t span = st > 0 ? (lo < hi ? static_cast<uint64_t>(hi - lo) : 0)
+                               : (lo > hi ? static_cast<uint64_t>(lo - hi) : 0);
+  const uint64_t count = span == 0 ? 0 : (span - 1) / stride + 1;
   std::vector<int64_t> out;
-  for (int64_t k = lo; st > 0 ? k < hi : k > hi; k += st) out.push_back(k);
+  for (uint64_t i = 0; i < count; ++i) {
+    const auto offset = static_cast<int64_t>(i * stride);  // below span, so it fits
+    out.push_back(st > 0 ? lo + offset : lo - offset);
+  }
   return out;
 }
 
@@ -141,14 +198,19 @@ Text Evaluator::render(const Body& body, std::vector<std::pair<std::string, Valu
   root->vars = std::move(variables);
   struct CycleBreaker {  // on success and on error alike
     std::vector<ScopePtr>& scopes;
+    std::vector<std::shared_ptr<Dict>>& namespaces;
+    std::unordered_set<const Dict*>& namespace_set;
     ~CycleBreaker() {
       for (const ScopePtr& scope : scopes) {
         scope->vars.clear();
         scope->parent.reset();  // a macro kept in a namespace closes the cycle through the parent
       }
       scopes.clear();
+      for (const std::shared_ptr<Dict>& ns : namespaces) ns->clear();
+      namespaces.clear();
+      namespace_set.clear();
     }
-  } breaker{closure_scopes_};
+  } breaker{closure_scopes_, assigned_namespaces_, assigned_namespace_set_};
   Text out;
   exec(body, root, out);
   return out;
@@ -292,6 +354,7 @@ void Evaluator::exec_set(const Stmt& s, const ScopePtr& scope) {
   if (!s.attr.empty()) {
     Value target = lookup(s.targets[0], scope);
     if (target.kind != Value::Kind::kNamespace) throw RenderError("cannot assign attribute on non-namespace object");
+    if (assigned_namespace_set_.insert(target.dict.get()).second) assigned_namespaces_.push_back(target.dict);
     for (auto& [k, existing] : *target.dict) {
       if (k.text.str == s.attr) {
         existing = std::move(v);
@@ -419,7 +482,8 @@ Value Evaluator::eval(const Expr& e, const ScopePtr& scope) {
         throw RenderError(std::string("bad operand type for unary ") + e.name + ": '" + type_name(v) + "'");
       }
       if (e.name == "+") return v;
-      return v.kind == Value::Kind::kFloat ? Value::number(-v.f) : Value::integer(-int_of(v));
+      if (v.kind == Value::Kind::kFloat) return Value::number(-v.f);
+      return Value::integer(checked_sub(0, int_of(v), "-"));
     }
     case Expr::Kind::kBinary: return eval_binary(e, scope);
     case Expr::Kind::kAnd: {
@@ -475,7 +539,9 @@ Value Evaluator::eval_binary(const Expr& e, const ScopePtr& scope) {
   if (op == "not in") return Value::boolean(!contains(b, a));
   if (op == "~") {
     Text t = to_text(a);
-    t.append(to_text(b));
+    Text right = to_text(b);
+    check_string_size(t.str.size() + right.str.size());
+    t.append(right);
     return Value::string(std::move(t));
   }
   if (op == "%" && a.is_string()) throw RenderError("printf-style string formatting is not supported");
@@ -497,9 +563,9 @@ Value Evaluator::eval_slice(const Expr& e, const ScopePtr& scope) {
   }
   if (target.is_string()) {
     const std::string& s = target.text.str;
-    std::vector<size_t> starts;  // byte offset of each code point, plus the end
+    std::vector<size_t> starts;  // byte offset of each character (see is_continuation_byte), plus the end
     for (size_t k = 0; k < s.size(); ++k) {
-      if ((static_cast<unsigned char>(s[k]) & 0xC0) != 0x80) starts.push_back(k);
+      if (k == 0 || !is_continuation_byte(s[k])) starts.push_back(k);
     }
     const auto n = static_cast<int64_t>(starts.size());
     starts.push_back(s.size());

@@ -7,6 +7,7 @@
 
 #include <memory>
 #include <string>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -54,6 +55,10 @@ class Evaluator {
   RenderLimits limits_;
   Clock clock_;
   std::vector<ScopePtr> closure_scopes_;  // scopes that macros captured: cleared after the render
+  // Namespaces given an attribute, cleared after the render too: the attribute may hold the
+  // namespace itself (or a value holding it), a cycle of shared pointers that would leak.
+  std::vector<std::shared_ptr<Dict>> assigned_namespaces_;
+  std::unordered_set<const Dict*> assigned_namespace_set_;
   int call_depth_ = 0;
   int64_t loop_iterations_ = 0;
 };

@@ -226,17 +226,23 @@ std::string format_float(double d) {
 
 namespace {
 
-// Decodes one UTF-8 code point at s[i]; advances i. Invalid bytes come back as themselves.
+// Decodes one character at s[i] and advances i past it. A character is a byte with the UTF-8
+// continuation bytes after it, however many (length, indexing, slicing and iteration all count
+// so, and invalid UTF-8 cannot make them disagree); a malformed one decodes as U+FFFD, a lone
+// byte as itself.
 uint32_t next_code_point(std::string_view s, size_t& i) {
   auto c = static_cast<unsigned char>(s[i]);
-  int extra = c >= 0xF0 ? 3 : c >= 0xE0 ? 2 : c >= 0xC0 ? 1 : 0;
-  if (extra == 0 || i + extra >= s.size()) {
-    ++i;
-    return c;
+  const size_t extra = c >= 0xF0 ? 3 : c >= 0xE0 ? 2 : c >= 0xC0 ? 1 : 0;
+  size_t end = i + 1;
+  while (end < s.size() && is_continuation_byte(s[end])) ++end;
+  uint32_t cp = c;
+  if (end - i == extra + 1 && extra > 0) {
+    cp = c & (0x3F >> extra);
+    for (size_t k = i + 1; k < end; ++k) cp = (cp << 6) | (static_cast<unsigned char>(s[k]) & 0x3F);
+  } else if (end - i > 1) {
+    cp = 0xFFFD;
   }
-  uint32_t cp = c & (0x3F >> extra);
-  for (int k = 1; k <= extra; ++k) cp = (cp << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3F);
-  i += extra + 1;
+  i = end;
   return cp;
 }
 
@@ -338,6 +344,9 @@ bool all_strings_trusted(const Value& v) {
 void dump_json(const Value& v, const JsonOptions& o, int depth, std::string& out) {
   auto newline = [&](int level) {
     if (!o.indented) return;
+    const uint64_t pad = repeated_size(o.indent.size(), level);
+    check_string_size(pad);
+    check_string_size(out.size() + 1 + pad);
     out += '\n';
     for (int k = 0; k < level; ++k) out += o.indent;
   };
@@ -528,12 +537,27 @@ List iterate(const Value& v) {
   }
 }
 
+void check_string_size(uint64_t n) {
+  if (n > kMaxStringBytes) throw RenderError("template string exceeds " + std::to_string(kMaxStringBytes) + " bytes");
+}
+
+void check_list_size(uint64_t n) {
+  if (n > kMaxListItems) throw RenderError("template list exceeds " + std::to_string(kMaxListItems) + " items");
+}
+
+uint64_t repeated_size(uint64_t size, int64_t count) {
+  if (count <= 0) return 0;
+  uint64_t total = 0;
+  return __builtin_mul_overflow(size, static_cast<uint64_t>(count), &total) ? UINT64_MAX : total;
+}
+
 int64_t length(const Value& v) {
   switch (v.kind) {
     case Value::Kind::kUndefined: return 0;
     case Value::Kind::kString: {
+      const std::string& s = v.text.str;
       int64_t n = 0;
-      for (char c : v.text.str) n += (static_cast<unsigned char>(c) & 0xC0) != 0x80;
+      for (size_t i = 0; i < s.size(); ++i) n += i == 0 || !is_continuation_byte(s[i]);
       return n;
     }
     case Value::Kind::kList:

@@ -132,6 +132,23 @@ struct Value {
   bool is_list() const { return kind == Kind::kList; }
 };
 
+// Bounds on what one render may build, so that a hostile template (a repetition, a string
+// doubled in a loop, a vast indent) fails with an error before it exhausts memory. Both are far
+// above what a chat prompt needs (a 128K-token prompt is about 0.5 MiB); the string bound is the
+// default output limit (RenderLimits), so nothing a template could print is refused.
+constexpr uint64_t kMaxStringBytes = uint64_t{64} << 20;
+constexpr uint64_t kMaxListItems = uint64_t{1} << 20;
+// RenderError when a string of `n` bytes (a list of `n` items) would pass its bound.
+void check_string_size(uint64_t n);
+void check_list_size(uint64_t n);
+// The size of `count` copies of something of `size` (bytes or items), saturated rather than
+// overflowing, for the checks above; 0 for a count below 1, as Python's repetition gives.
+uint64_t repeated_size(uint64_t size, int64_t count);
+
+// Strings are indexed, sliced, counted and iterated by character: a byte other than a UTF-8
+// continuation byte (or the string's first byte) with the continuation bytes after it.
+inline bool is_continuation_byte(char c) { return (static_cast<unsigned char>(c) & 0xC0) == 0x80; }
+
 // Input data (always untrusted) as template values.
 Value from_json(const nlohmann::ordered_json& j, bool trusted = false);
 
