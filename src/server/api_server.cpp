@@ -1,5 +1,7 @@
 #include "server/api_server.h"
 
+#include "recipe/request_fields.h"
+
 #include "server/api_common.h"
 
 namespace deepinfer::server {
@@ -142,8 +144,13 @@ void ApiServer::tokenize(const HttpRequest& request, ResponseWriter& out) {
   if (!body) return;
   std::vector<int32_t> ids;
   if (body->contains("prompt") && (*body)["prompt"].is_string()) {
+    auto add_special = recipe::FieldReader(*body).boolean("add_special_tokens");
+    if (!add_special.ok()) {
+      send_error(out, ApiFlavor::kOpenAi, api_error_from(add_special.status()));
+      return;
+    }
     EncodeOptions options;
-    options.add_bos = bool_field(*body, "add_special_tokens", true) && prompts_->tokenizer().add_bos_by_default();
+    options.add_bos = add_special->value_or(true) && prompts_->tokenizer().add_bos_by_default();
     ids = prompts_->tokenizer().encode((*body)["prompt"].get<std::string>(), options);
   } else if (body->contains("messages")) {
     Json copy = *body;

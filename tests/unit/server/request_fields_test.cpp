@@ -108,6 +108,12 @@ TEST_F(RequestFields, OutOfRangeValuesAreRejectedNotTruncated) {
             std::string::npos);
 }
 
+TEST_F(RequestFields, TokenizeChecksAddSpecialTokens) {
+  EXPECT_NE(rejected(post("/tokenize", R"({"prompt": "Hi", "add_special_tokens": "no"})")).find("add_special_tokens"),
+            std::string::npos);
+  EXPECT_EQ(post("/tokenize", R"({"prompt": "Hi", "add_special_tokens": false})").status_, 200);
+}
+
 // ---- The property test ----
 
 // One numeric field of one endpoint: `key` is set in `base` (a nested key as "parent.key").
