@@ -10,9 +10,11 @@ and overload bursts, for --minutes. It passes (exit 0) only if
   - the server's resident memory at the end is within --rss-slack-mib of its value after the
     warm-up (the first --warmup-fraction of the run): memory stays flat under faults.
 
-Only the standard library is used. Start the server with a small queue so that bursts reach it:
+Only the standard library is used. Start the server with a small queue so that bursts reach it,
+and a KV cache small enough to be touched whole during the warm-up (the cache's pages are
+first touched as blocks are first used, which reads as growth otherwise):
 
-    build/bin/deepinfer serve --port 8000 --api-key K --max-queue 16 &
+    build/bin/deepinfer serve --port 8000 --api-key K --max-queue 16 --kv-cache-tokens 8192 &
     python3 bench/fault_soak.py --url http://127.0.0.1:8000 --api-key K --minutes 30 --pid $!
 """
 import argparse
@@ -288,6 +290,9 @@ def main():
         "rss_mib_after_warmup": round(rss_after_warmup, 1) if rss_after_warmup else None,
         "rss_mib_end": round(rss_end, 1) if rss_end else None,
         "rss_mib_max": round(rss_max, 1) if rss_max else None,
+        # RSS at each tenth of the run: growth that stops is first touch, growth that goes on a leak.
+        "rss_mib_by_tenth": [round(next((kib for t, kib in rss_samples if t >= elapsed * k / 10), 0) / 1024.0, 1)
+                             for k in range(1, 11)],
         "first_failures": out.failures[:10],
     }
     rss_flat = rss_after_warmup is None or rss_end is None or rss_end - rss_after_warmup <= args.rss_slack_mib
