@@ -7,6 +7,7 @@
 #include <fstream>
 #include <iostream>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "cli/args.h"
@@ -17,6 +18,7 @@
 #include "deepinfer/engine.h"
 #include "engine/create_engine.h"
 #include "tokenizer/tokenizer.h"
+#include "recipe/request_fields.h"
 #include "tokenizer/tokenizer_loading.h"
 
 namespace deepinfer::cli {
@@ -32,7 +34,8 @@ const char* kGenerateUsage = R"(usage: deepinfer generate [-m MODEL] --input FIL
   "temperature" (1.0), "top_p", "top_k", "min_p", "presence_penalty", "frequency_penalty",
   "repetition_penalty", "logit_bias" ({"id": bias}), "seed", "stop" (string or list),
   "stop_token_ids", "include_stop_str_in_output", "min_tokens", "ignore_eos", "logprobs" (true or
-  a count of top tokens), "top_logprobs", "prompt_logprobs" (a count), "cache_salt", "priority".
+  a count of top tokens), "top_logprobs", "prompt_logprobs" (a count), "cache_salt", "priority",
+  with the server's types and ranges (a bad value stops with an error naming the field).
   All requests run concurrently through the engine; results are written one JSON object per
   line, in input order.
   --output FILE              results (default: stdout)
@@ -40,21 +43,25 @@ const char* kGenerateUsage = R"(usage: deepinfer generate [-m MODEL] --input FIL
 
 std::string usage() { return kGenerateUsage + engine_flags_usage(); }
 
-Result<std::vector<int32_t>> render_messages(const nlohmann::json& messages, const ChatRenderer& renderer,
+using Json = nlohmann::ordered_json;
+
+Result<std::vector<int32_t>> render_messages(const Json& messages, const ChatRenderer& renderer,
                                              const std::string& where) {
   if (!messages.is_array() || messages.empty()) return invalid_argument(where + "\"messages\" must be a non-empty array");
   std::vector<recipe::Message> turns;
-  for (const nlohmann::json& m : messages) {
-    const std::string role = m.at("role").get<std::string>();
-    std::string content = m.at("content").get<std::string>();
-    if (role == "system") {
-      turns.push_back(recipe::Message::system(std::move(content)));
-    } else if (role == "user") {
-      turns.push_back(recipe::Message::user(std::move(content)));
-    } else if (role == "assistant") {
-      turns.push_back(recipe::Message::assistant(std::move(content)));
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const recipe::FieldReader m(messages[i], "messages[" + std::to_string(i) + "]");
+    DI_ASSIGN_OR_RETURN(std::optional<std::string> role, m.string("role"));
+    DI_ASSIGN_OR_RETURN(std::optional<std::string> content, m.string("content"));
+    if (!role || !content) return invalid_argument(where + m.path("role") + " and .content must be strings");
+    if (*role == "system") {
+      turns.push_back(recipe::Message::system(std::move(*content)));
+    } else if (*role == "user") {
+      turns.push_back(recipe::Message::user(std::move(*content)));
+    } else if (*role == "assistant") {
+      turns.push_back(recipe::Message::assistant(std::move(*content)));
     } else {
-      return invalid_argument(where + "generate renders system, user and assistant messages; got a '" + role +
+      return invalid_argument(where + "generate renders system, user and assistant messages; got a '" + *role +
                               "' message (use the server for tools)");
     }
   }
@@ -63,84 +70,120 @@ Result<std::vector<int32_t>> render_messages(const nlohmann::json& messages, con
   return ids;
 }
 
-Status parse_sampling(const nlohmann::json& j, GenerationRequest* r) {
+// An array of integers in [lo, hi], or nullopt when absent.
+Result<std::optional<std::vector<int32_t>>> int_list(const recipe::FieldReader& f, std::string_view key, int64_t lo,
+                                                     int64_t hi) {
+  DI_ASSIGN_OR_RETURN(const Json* list, f.array(key));
+  if (!list) return std::optional<std::vector<int32_t>>();
+  std::vector<int32_t> out;
+  for (size_t i = 0; i < list->size(); ++i) {
+    DI_ASSIGN_OR_RETURN(int64_t v, recipe::integer_value((*list)[i], f.path(key) + "[" + std::to_string(i) + "]", lo, hi));
+    out.push_back(static_cast<int32_t>(v));
+  }
+  return std::optional<std::vector<int32_t>>(std::move(out));
+}
+
+// The same fields, types and ranges as the server's (docs/server.md, "Request fields").
+Status parse_sampling(const recipe::FieldReader& f, GenerationRequest* r) {
   SamplingParams& s = r->sampling;
-  s.temperature = j.value("temperature", 1.0f);
-  s.top_p = j.value("top_p", 1.0f);
-  s.top_k = j.value("top_k", 0);
-  s.min_p = j.value("min_p", 0.0f);
-  s.presence_penalty = j.value("presence_penalty", 0.0f);
-  s.frequency_penalty = j.value("frequency_penalty", 0.0f);
-  s.repetition_penalty = j.value("repetition_penalty", 1.0f);
-  if (j.contains("logit_bias")) {
-    for (const auto& [key, bias] : j.at("logit_bias").items()) {
-      size_t used = 0;
-      int64_t id = -1;
-      try {
-        id = std::stoll(key, &used);
-      } catch (const std::exception&) {
-        used = 0;
-      }
-      if (used != key.size() || id < 0 || id > INT32_MAX) {
-        return invalid_argument("logit_bias key '" + key + "' is not a token id");
-      }
-      s.logit_bias.emplace_back(static_cast<int32_t>(id), bias.get<float>());
+  DI_ASSIGN_OR_RETURN(std::optional<double> temperature, f.number(recipe::kTemperatureSpec));
+  DI_ASSIGN_OR_RETURN(std::optional<double> top_p, f.number(recipe::kTopPSpec));
+  DI_ASSIGN_OR_RETURN(std::optional<int64_t> top_k, f.integer({"top_k", -1, INT32_MAX}));
+  DI_ASSIGN_OR_RETURN(std::optional<double> min_p, f.number({"min_p", {0, 1}}));
+  DI_ASSIGN_OR_RETURN(std::optional<double> presence, f.number(recipe::kPresencePenaltySpec));
+  DI_ASSIGN_OR_RETURN(std::optional<double> frequency, f.number(recipe::kFrequencyPenaltySpec));
+  DI_ASSIGN_OR_RETURN(std::optional<double> repetition, f.number({"repetition_penalty", {0, 100, true}}));
+  s.temperature = static_cast<float>(temperature.value_or(1.0));
+  s.top_p = static_cast<float>(top_p.value_or(1.0));
+  s.top_k = static_cast<int32_t>(top_k.value_or(0));
+  s.min_p = static_cast<float>(min_p.value_or(0.0));
+  s.presence_penalty = static_cast<float>(presence.value_or(0.0));
+  s.frequency_penalty = static_cast<float>(frequency.value_or(0.0));
+  s.repetition_penalty = static_cast<float>(repetition.value_or(1.0));
+  DI_ASSIGN_OR_RETURN(const Json* bias, f.object("logit_bias"));
+  if (bias) {
+    for (const auto& item : bias->items()) {
+      const std::string& key = item.key();
+      const bool canonical = !key.empty() && key.size() <= 10 && std::all_of(key.begin(), key.end(), ::isdigit) &&
+                             (key == "0" || key[0] != '0') && std::stoll(key) <= INT32_MAX;
+      if (!canonical) return invalid_argument("logit_bias key '" + key + "' is not a token id");
+      DI_ASSIGN_OR_RETURN(double b, recipe::number_value(item.value(), "logit_bias." + key, {-100, 100}));
+      s.logit_bias.emplace_back(static_cast<int32_t>(std::stoll(key)), static_cast<float>(b));
     }
   }
-  if (j.contains("seed") && !j.at("seed").is_null()) s.seed = j.at("seed").get<uint64_t>();
-  s.min_tokens = j.value("min_tokens", int64_t{0});
-  s.ignore_eos = j.value("ignore_eos", false);
+  DI_ASSIGN_OR_RETURN(std::optional<int64_t> seed, f.integer(recipe::kSeedSpec));
+  if (seed) s.seed = static_cast<uint64_t>(*seed);
+  DI_ASSIGN_OR_RETURN(std::optional<int64_t> min_tokens, f.integer({"min_tokens", 0, INT64_MAX}));
+  s.min_tokens = min_tokens.value_or(0);
+  DI_ASSIGN_OR_RETURN(std::optional<bool> ignore_eos, f.boolean("ignore_eos"));
+  s.ignore_eos = ignore_eos.value_or(false);
   // OpenAI chat style ("logprobs": true, "top_logprobs": k) or completions style ("logprobs": k).
-  if (j.contains("logprobs") && !j.at("logprobs").is_null()) {
-    const nlohmann::json& lp = j.at("logprobs");
-    if (lp.is_boolean()) {
-      s.logprobs = lp.get<bool>() ? j.value("top_logprobs", 0) : -1;
-    } else {
-      s.logprobs = lp.get<int32_t>();
+  if (const Json* lp = f.find("logprobs"); lp && lp->is_boolean()) {
+    DI_ASSIGN_OR_RETURN(std::optional<int64_t> top, f.integer(recipe::kTopLogprobsSpec));
+    s.logprobs = lp->get<bool>() ? static_cast<int32_t>(top.value_or(0)) : -1;
+  } else {
+    DI_ASSIGN_OR_RETURN(std::optional<int64_t> count, f.integer({"logprobs", 0, 20}));
+    if (count) s.logprobs = static_cast<int32_t>(*count);
+  }
+  DI_ASSIGN_OR_RETURN(std::optional<int64_t> prompt_logprobs, f.integer({"prompt_logprobs", 0, 20}));
+  if (prompt_logprobs) s.prompt_logprobs = static_cast<int32_t>(*prompt_logprobs);
+  return {};
+}
+
+Status parse_stops(const recipe::FieldReader& f, GenerationRequest& r) {
+  if (const Json* stop = f.find("stop"); stop && stop->is_string()) {
+    r.stop = {stop->get<std::string>()};
+  } else if (stop) {
+    DI_ASSIGN_OR_RETURN(const Json* list, f.array("stop"));
+    for (size_t i = 0; i < list->size(); ++i) {
+      if (!(*list)[i].is_string()) return recipe::type_error("stop[" + std::to_string(i) + "]", "a string", (*list)[i]);
+      r.stop.push_back((*list)[i].get<std::string>());
     }
   }
-  if (j.contains("prompt_logprobs") && !j.at("prompt_logprobs").is_null()) {
-    s.prompt_logprobs = j.at("prompt_logprobs").get<int32_t>();
-  }
+  DI_ASSIGN_OR_RETURN(std::optional<std::vector<int32_t>> stop_ids, int_list(f, "stop_token_ids", 0, INT32_MAX));
+  r.stop_token_ids = stop_ids.value_or(std::vector<int32_t>{});
+  DI_ASSIGN_OR_RETURN(std::optional<bool> include, f.boolean("include_stop_str_in_output"));
+  r.include_stop_str_in_output = include.value_or(false);
   return {};
 }
 
 // `renderer` null: the model has no tokenizer, so no chat rendering either.
-Result<GenerationRequest> parse_request(const nlohmann::json& j, const Tokenizer* tokenizer,
-                                        const ChatRenderer* renderer, size_t line) {
+Result<GenerationRequest> parse_request(const Json& j, const Tokenizer* tokenizer, const ChatRenderer* renderer,
+                                        size_t line) {
   const std::string where = "input line " + std::to_string(line) + ": ";
   if (!j.is_object()) return invalid_argument(where + "expected a JSON object");
-  GenerationRequest r;
-  try {
-    if (j.contains("prompt_token_ids")) {
-      r.prompt = j.at("prompt_token_ids").get<std::vector<int32_t>>();
-    } else if (j.contains("prompt") || j.contains("messages")) {
-      if (!tokenizer) return invalid_argument(where + "the model has no tokenizer; give prompt_token_ids");
-      if (j.contains("messages")) {
-        DI_ASSIGN_OR_RETURN(r.prompt, render_messages(j.at("messages"), *renderer, where));
+  auto fields = [&]() -> Result<GenerationRequest> {
+    const recipe::FieldReader f(j);
+    GenerationRequest r;
+    DI_ASSIGN_OR_RETURN(std::optional<std::vector<int32_t>> ids, int_list(f, "prompt_token_ids", INT32_MIN, INT32_MAX));
+    DI_ASSIGN_OR_RETURN(std::optional<std::string> prompt, f.string("prompt"));
+    if (ids) {
+      r.prompt = std::move(*ids);  // the engine checks them against the vocabulary
+    } else if (prompt || f.has("messages")) {
+      if (!tokenizer) return invalid_argument("the model has no tokenizer; give prompt_token_ids");
+      if (f.has("messages")) {
+        DI_ASSIGN_OR_RETURN(r.prompt, render_messages(*f.find("messages"), *renderer, ""));
       } else {
         EncodeOptions options;
         options.add_bos = tokenizer->add_bos_by_default();
-        r.prompt = tokenizer->encode(j.at("prompt").get<std::string>(), options);
+        r.prompt = tokenizer->encode(*prompt, options);
       }
     } else {
-      return invalid_argument(where + "needs \"prompt\", \"prompt_token_ids\" or \"messages\"");
+      return invalid_argument("needs \"prompt\", \"prompt_token_ids\" or \"messages\"");
     }
-    r.max_tokens = j.value("max_tokens", int64_t{16});
-    r.n = j.value("n", 1);
-    Status s = parse_sampling(j, &r);
-    if (!s.ok()) return invalid_argument(where + s.message());
-    if (j.contains("stop") && !j.at("stop").is_null()) {
-      const nlohmann::json& stop = j.at("stop");
-      r.stop = stop.is_string() ? std::vector<std::string>{stop.get<std::string>()} : stop.get<std::vector<std::string>>();
-    }
-    r.stop_token_ids = j.value("stop_token_ids", std::vector<int32_t>{});
-    r.include_stop_str_in_output = j.value("include_stop_str_in_output", false);
-    r.cache_salt = j.value("cache_salt", std::string());
-    r.priority = j.value("priority", 0);
-  } catch (const nlohmann::json::exception& e) {
-    return invalid_argument(where + "a field is missing or has the wrong type (" + e.what() + ")");
-  }
+    DI_ASSIGN_OR_RETURN(std::optional<int64_t> max_tokens, f.integer({"max_tokens", 1, INT64_MAX}));
+    r.max_tokens = max_tokens.value_or(16);
+    DI_ASSIGN_OR_RETURN(std::optional<int64_t> n, f.integer({"n", 1, 128}));
+    r.n = static_cast<int32_t>(n.value_or(1));
+    DI_RETURN_IF_ERROR(parse_sampling(f, &r));
+    DI_RETURN_IF_ERROR(parse_stops(f, r));
+    DI_ASSIGN_OR_RETURN(r.cache_salt, f.string_or("cache_salt", ""));
+    DI_ASSIGN_OR_RETURN(std::optional<int64_t> priority, f.integer({"priority", INT32_MIN, INT32_MAX}));
+    r.priority = static_cast<int32_t>(priority.value_or(0));
+    return r;
+  };
+  auto r = fields();
+  if (!r.ok()) return invalid_argument(where + r.status().message());
   return r;
 }
 
@@ -227,7 +270,7 @@ int generate_command(const std::vector<std::string>& argv) {
   std::string line;
   for (size_t n = 1; std::getline(in, line); ++n) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    auto j = Json::parse(line, nullptr, /*allow_exceptions=*/false);
     if (j.is_discarded()) return fail("input line " + std::to_string(n) + " is not valid JSON", 2);
     auto r = parse_request(j, tokenizer->get(), renderer ? &*renderer : nullptr, n);
     if (!r.ok()) return fail(r.status().message(), 2);

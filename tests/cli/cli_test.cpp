@@ -148,6 +148,21 @@ TEST_F(DefaultModel, GenerateRunsABatchInInputOrder) {
   o = run("generate --input " + in);
   EXPECT_EQ(o.exit_code, 2);
   EXPECT_NE(o.err.find("line 2"), std::string::npos) << o.err;
+
+  // Out-of-range and mistyped fields are errors naming the field, never truncated (top_k 2^32
+  // was read as 0) nor answered in the JSON library's words.
+  for (const char* bad : {R"("top_k": 4294967296)", R"("max_tokens": 3.5)", R"("temperature": "x")",
+                          R"("stop": [1])", R"("logprobs": 100)"}) {
+    {
+      std::ofstream f(in);
+      f << R"({"prompt": "fine", )" << bad << "}\n";
+    }
+    o = run("generate --input " + in);
+    EXPECT_EQ(o.exit_code, 2) << bad;
+    const std::string field = std::string(bad).substr(1, std::string(bad).find('"', 1) - 1);
+    EXPECT_NE(o.err.find(field), std::string::npos) << o.err;
+    EXPECT_EQ(o.err.find("json.exception"), std::string::npos) << o.err;
+  }
 }
 
 // The default model's chat template (with its default system message), several turns, /reset
