@@ -290,9 +290,10 @@ def main():
         "rss_mib_after_warmup": round(rss_after_warmup, 1) if rss_after_warmup else None,
         "rss_mib_end": round(rss_end, 1) if rss_end else None,
         "rss_mib_max": round(rss_max, 1) if rss_max else None,
-        # RSS at each tenth of the run: growth that stops is first touch, growth that goes on a leak.
+        # RSS at the start of each tenth of the run: growth that stops is first touch, growth that
+        # goes on is a leak.
         "rss_mib_by_tenth": [round(next((kib for t, kib in rss_samples if t >= elapsed * k / 10), 0) / 1024.0, 1)
-                             for k in range(1, 11)],
+                             for k in range(10)],
         "first_failures": out.failures[:10],
     }
     rss_flat = rss_after_warmup is None or rss_end is None or rss_end - rss_after_warmup <= args.rss_slack_mib
