@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "api_test_server.h"
 #include "engine/create_engine.h"
 #include "sync_hook_backend.h"
 #include "model/catalog.h"
@@ -17,30 +18,7 @@
 namespace deepinfer::server {
 namespace {
 
-// What a handler wrote.
-class RecordingWriter final : public ResponseWriter {
- public:
-  void send(int status, std::string_view, std::string body, const Headers&) override {
-    status_ = status;
-    body_ = std::move(body);
-  }
-  bool start_stream(int status, std::string_view, const Headers&) override {
-    status_ = status;
-    streaming_ = true;
-    return true;
-  }
-  bool write(std::string_view data) override {
-    body_ += data;
-    return true;
-  }
-  void finish() override { finished_ = true; }
-  bool client_gone() override { return false; }
-
-  int status_ = 0;
-  bool streaming_ = false;
-  bool finished_ = false;
-  std::string body_;
-};
+using server::testing::RecordingWriter;
 
 class EngineFailure : public ::testing::Test {
  protected:
@@ -53,7 +31,7 @@ class EngineFailure : public ::testing::Test {
     config.threads = 2;
     auto tokenizer = std::move(load_tokenizer(path, TokenizerPresence::kRequired)).value();
     engine_ = std::move(create_engine(config, tokenizer, [fail_at](std::unique_ptr<backend::Backend> inner) {
-                          return std::unique_ptr<backend::Backend>(new testing::FailingBackend(std::move(inner), fail_at));
+                          return std::unique_ptr<backend::Backend>(new deepinfer::testing::FailingBackend(std::move(inner), fail_at));
                         })).value();
     auto prompts = PromptBuilder::create(tokenizer);
     ApiConfig api;
