@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <charconv>
 #include <cstring>
+#include <limits>
 #include <memory>
 
 namespace deepinfer::server {
@@ -134,7 +135,9 @@ Status HttpClient::request(std::string_view method, std::string_view path, std::
     return Clock::now() >= deadline ? timed_out("sending the request") : unavailable("the server closed the connection while the request was sent");
   }
   http::response_parser<http::buffer_body> parser;
-  parser.body_limit(boost::none);
+  // Not boost::none: Beast 1.74 compares a Content-Length with the optional, and any length
+  // exceeds an empty one.
+  parser.body_limit(std::numeric_limits<uint64_t>::max());
   parser.header_limit(64 * 1024);
   parser.eager(true);
   std::array<char, 64 * 1024> in;  // bytes from the socket, not yet parsed
