@@ -24,7 +24,8 @@ commands:
   render   a Chat Completions / Responses / Messages request (stdin) -> the model's prompt
   parse    raw model output (stdin) -> the protocol's response or its SSE events
   pull     fetch a known model into the local cache (pull --list shows them)
-  bench    kernel (bench ops) and model (bench model) speeds beside the memory bandwidth
+  bench    kernel (bench ops) and model (bench model) speeds beside the memory bandwidth;
+           bench serve: TTFT, TPOT and throughput of a running server, as vllm bench serve
   version  print the version
 )";
 
