@@ -159,6 +159,12 @@ std::optional<PreparedRequest> ApiServer::prepare(const HttpRequest& request, Ap
     return std::nullopt;
   }
   g.sampling.constraint = std::move(constraint).value();
+  if (g.sampling.constraint.kind != ConstraintKind::kNone && prompts_->has_thinking_mode() &&
+      p.converted.conversation.thinking_mode) {
+    // The grammar would shape the reasoning too: it must start after </think> (not built yet).
+    send_error(out, flavor, {400, "structured output with thinking on is not supported yet: turn thinking off", "", ""});
+    return std::nullopt;
+  }
   return p;
 }
 
