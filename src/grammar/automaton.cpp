@@ -4,7 +4,6 @@
 #include <deque>
 #include <map>
 #include <unordered_map>
-#include <unordered_map>
 
 namespace deepinfer::grammar {
 
@@ -39,6 +38,8 @@ class AutomatonBuilder {
   std::chrono::steady_clock::time_point start_time_;
   std::vector<NState> nfa_;  // of the rule being built
   std::vector<char> seen_;   // closure scratch, [nfa_.size()]
+  std::vector<int32_t> closure_work_, closure_visited_;
+  int32_t end_ = -1;         // the rule's final NFA state
   std::shared_ptr<Automaton> out_ = std::make_shared<Automaton>();
   std::deque<uint32_t> rule_queue_;
   std::vector<char> rule_scheduled_;
@@ -147,19 +148,28 @@ Status AutomatonBuilder::build(ExprId id, int32_t from, int32_t to, int depth) {
   return Status::ok_status();
 }
 
+// The epsilon closure of `seeds`, keeping only its important states: those with a byte edge or
+// a call, and the rule's end. A state with epsilons alone adds nothing to a DFA state's edges
+// or finality, so two closures with the same important states are the same DFA state: the sets
+// stay small (Thompson junctions are most NFA states) and equal sets merge.
 AutomatonBuilder::StateSet AutomatonBuilder::closure(StateSet seeds) {
   StateSet out;
-  std::vector<int32_t> work = std::move(seeds);
+  std::vector<int32_t>& work = closure_work_;
+  std::vector<int32_t>& visited = closure_visited_;
+  work.assign(seeds.begin(), seeds.end());
+  visited.clear();
   std::vector<char>& seen = seen_;
   while (!work.empty()) {
     const int32_t s = work.back();
     work.pop_back();
     if (seen[s]) continue;
     seen[s] = 1;
-    out.push_back(s);
-    for (int32_t t : nfa_[s].eps) work.push_back(t);
+    visited.push_back(s);
+    const NState& n = nfa_[s];
+    if (!n.bytes.empty() || !n.calls.empty() || s == end_) out.push_back(s);
+    for (int32_t t : n.eps) work.push_back(t);
   }
-  for (int32_t s : out) seen[s] = 0;
+  for (int32_t s : visited) seen[s] = 0;
   std::sort(out.begin(), out.end());
   return out;
 }
@@ -168,6 +178,7 @@ Status AutomatonBuilder::build_rule(uint32_t rule) {
   nfa_.clear();
   DI_ASSIGN_OR_RETURN(int32_t start, new_state());
   DI_ASSIGN_OR_RETURN(int32_t end, new_state());
+  end_ = end;
   DI_RETURN_IF_ERROR(build(g_.rule(static_cast<RuleId>(rule)).body, start, end, 0));
   seen_.assign(nfa_.size(), 0);
 

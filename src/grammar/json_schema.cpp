@@ -685,16 +685,19 @@ class SchemaCompiler {
     if (additional_allowed) {
       DI_ASSIGN_OR_RETURN(ExprId key, other_key(names, path));
       DI_ASSIGN_OR_RETURN(ExprId value, compile(additional, path + "/additionalProperties"));
-      add_kv = g_.seq({key, ws_, lit(":"), ws_, value});
+      // A rule of its own: the suffixes below use it at every gap, and inlined its key trie and
+      // value would be copied into each (most of a small schema's automaton, measured).
+      add_kv = g_.call(g_.add_rule(g_.fresh_name("additional_member"), g_.seq({key, ws_, lit(":"), ws_, value})));
     }
     // A_i: members from property i on, none written yet; B_i: the same after a member (each
-    // starts with a comma). Past a few optional properties the suffixes become rules, so the
-    // automaton grows linearly instead of quadratically.
+    // starts with a comma). An optional property's suffixes appear in both branches of its
+    // alternative, so inlined they double with each one: past three properties the suffixes
+    // become rules, and the automaton grows linearly.
     const size_t n = props.size();
     std::vector<ExprId> a(n + 1), b(n + 1);
     b[n] = additional_allowed ? g_.star(g_.seq({comma(), add_kv})) : g_.empty();
     a[n] = additional_allowed ? g_.optional(g_.seq({add_kv, b[n]})) : g_.empty();
-    const bool as_rules = n > 6;
+    const bool as_rules = n > 3;
     for (size_t i = n; i-- > 0;) {
       const ExprId with = g_.seq({comma(), kv[i], b[i + 1]});
       b[i] = props[i].required ? with : g_.alt({with, b[i + 1]});
@@ -706,6 +709,13 @@ class SchemaCompiler {
       }
     }
     return g_.seq({lit("{"), ws_, a[0], ws_, lit("}")});
+  }
+
+  static CodepointSet quote_and_backslash() {
+    CodepointSet s;
+    s.add('"');
+    s.add('\\');
+    return s;
   }
 
   // A JSON string that is none of `names` (the keys additionalProperties covers).
@@ -732,14 +742,27 @@ class SchemaCompiler {
     }
     std::vector<ExprId> alts;
     if (!is_name) alts.push_back(lit("\""));
-    CodepointSet other;
-    other.add_range(0, kMaxCodepoint);
+    // A character no name continues with, then any string's rest. Names are ASCII, so only the
+    // ASCII part differs from node to node; the non-ASCII characters and the rest of the string
+    // are rules shared by every node (inlined, they were most of a small schema's automaton).
+    // Names hold no character JSON escapes (other_key checks), so the escapes are shared too.
+    ByteSet other;
+    other.add_range(0x20, 0x7E);
+    for (unsigned char special : {'"', '\\'}) other.words[special >> 6] &= ~(uint64_t{1} << (special & 63));
     for (const auto& [c, _] : children) {
-      CodepointSet one;
-      one.add(static_cast<unsigned char>(c));
-      other = other.minus(one);
+      const auto b = static_cast<unsigned char>(c);
+      other.words[b >> 6] &= ~(uint64_t{1} << (b & 63));
     }
-    alts.push_back(g_.seq({codepoints_expr(g_, other, RegexEncoding::kJsonString), g_.star(string_char()), lit("\"")}));
+    const ExprId not_plain = g_.call(shared("non_ascii_or_escaped_char", [&] {
+      CodepointSet rest;
+      rest.add_range(0, kMaxCodepoint);
+      CodepointSet plain;
+      plain.add_range(0x20, 0x7E);
+      plain = plain.minus(quote_and_backslash());
+      return codepoints_expr(g_, rest.minus(plain), RegexEncoding::kJsonString);
+    }));
+    const ExprId rest = g_.call(shared("string_rest", [&] { return g_.seq({g_.star(string_char()), lit("\"")}); }));
+    alts.push_back(g_.seq({g_.alt({g_.byte_set(other), not_plain}), rest}));
     for (const auto& [c, group] : children) alts.push_back(g_.seq({lit(std::string(1, c)), key_trie(group, depth + 1)}));
     return g_.alt(std::move(alts));
   }
