@@ -689,25 +689,33 @@ class SchemaCompiler {
       // value would be copied into each (most of a small schema's automaton, measured).
       add_kv = g_.call(g_.add_rule(g_.fresh_name("additional_member"), g_.seq({key, ws_, lit(":"), ws_, value})));
     }
-    // A_i: members from property i on, none written yet; B_i: the same after a member (each
-    // starts with a comma). An optional property's suffixes appear in both branches of its
-    // alternative, so inlined they double with each one: past three properties the suffixes
-    // become rules, and the automaton grows linearly.
+    // B_i: the members from property i on, after a member (each starts with a comma); A_0: all
+    // of them, none written yet. A B_i is flat: one branch per property that may come next (up
+    // to the first required one), each followed by the B after it. Nested instead (B_i as "i
+    // or skip to B_{i+1}"), skipping k optional properties pushed k calls for every byte, or
+    // doubled the automaton with each property when inlined. Past three properties the B_i
+    // are rules, so each is built once.
     const size_t n = props.size();
-    std::vector<ExprId> a(n + 1), b(n + 1);
+    std::vector<size_t> next_required(n + 1, n);
+    for (size_t i = n; i-- > 0;) next_required[i] = props[i].required ? i : next_required[i + 1];
+    std::vector<ExprId> b(n + 1);
     b[n] = additional_allowed ? g_.star(g_.seq({comma(), add_kv})) : g_.empty();
-    a[n] = additional_allowed ? g_.optional(g_.seq({add_kv, b[n]})) : g_.empty();
+    const ExprId a_end = additional_allowed ? g_.optional(g_.seq({add_kv, b[n]})) : g_.empty();
     const bool as_rules = n > 3;
-    for (size_t i = n; i-- > 0;) {
-      const ExprId with = g_.seq({comma(), kv[i], b[i + 1]});
-      b[i] = props[i].required ? with : g_.alt({with, b[i + 1]});
-      const ExprId first = g_.seq({kv[i], b[i + 1]});
-      a[i] = props[i].required ? first : g_.alt({first, a[i + 1]});
-      if (as_rules) {
-        b[i] = g_.call(g_.add_rule(g_.fresh_name("members"), b[i]));
-        a[i] = g_.call(g_.add_rule(g_.fresh_name("members"), a[i]));
+    auto members_from = [&](size_t i, bool first) {
+      std::vector<ExprId> alts;
+      for (size_t j = i; j < n && j <= next_required[i]; ++j) {
+        alts.push_back(first ? g_.seq({kv[j], b[j + 1]}) : g_.seq({comma(), kv[j], b[j + 1]}));
       }
+      if (next_required[i] == n) alts.push_back(first ? a_end : b[n]);
+      return g_.alt(std::move(alts));
+    };
+    for (size_t i = n; i-- > 0;) {
+      b[i] = members_from(i, false);
+      if (as_rules) b[i] = g_.call(g_.add_rule(g_.fresh_name("members"), b[i]));
     }
+    const ExprId a0 = members_from(0, true);
+    std::vector<ExprId> a = {as_rules ? g_.call(g_.add_rule(g_.fresh_name("members"), a0)) : a0};
     return g_.seq({lit("{"), ws_, a[0], ws_, lit("}")});
   }
 
