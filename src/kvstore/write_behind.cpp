@@ -31,6 +31,11 @@ bool WriteBehind::submit(const PageKey& key, PageMeta meta, std::shared_ptr<cons
   return true;
 }
 
+bool WriteBehind::has_room(int64_t bytes) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return jobs_.empty() || stats_.pending_bytes + bytes <= max_pending_bytes_;
+}
+
 void WriteBehind::flush() {
   std::unique_lock<std::mutex> lock(mutex_);
   idle_cv_.wait(lock, [&] { return jobs_.empty() && !busy_; });

@@ -32,6 +32,8 @@ class WriteBehind {
 
   // False (counted in dropped) when the queue holds too many bytes to take it.
   bool submit(const PageKey& key, PageMeta meta, std::shared_ptr<const std::vector<uint8_t>> payload);
+  // Whether a page of `bytes` would be taken now (a hint: submit() decides).
+  bool has_room(int64_t bytes) const;
   // Waits until every page accepted so far is written (or failed).
   void flush();
   WriteBehindStats stats() const;
