@@ -75,7 +75,6 @@ bool KvStoreConnector::start_load(const Request& r, int64_t n_hit) {
   Pending p;
   p.tokens.assign(r.tokens.begin(), r.tokens.begin() + n_pages * page);
   p.cache_salt = r.cache_salt;
-  p.n_hit = n_hit;
   p.first_page = first;
   const std::vector<kv::BlockHash> chain = kv_.prefix_keys(p.tokens, p.cache_salt, n_pages * base_per_page_);
   std::vector<kvstore::PageKey> keys;
@@ -116,10 +115,11 @@ std::vector<RequestId> KvStoreConnector::take_loaded() {
     delta.hit_pages += n_found;
     delta.miss_pages += n_found < n_looked;  // the lookup ends at the first page missing
     const int64_t page_start = p.first_page * config_.page_tokens;
-    // The in-process hit may have moved while the pages were read (other requests published
-    // blocks, or the pool evicted some): import from where it is now.
+    // The in-process hit may have moved while the pages were read (another request published
+    // the same prefix, or the pool evicted some): import from where it is now. Below the first
+    // page it must still reach page_start, or the import refuses.
     const int64_t n_cached = kv_.peek_cached_prefix(p.tokens, p.cache_salt).n_tokens;
-    const int64_t n_from = std::max(page_start, std::min(p.n_hit, n_cached));
+    const int64_t n_from = std::max(page_start, n_cached);
     const int64_t n_to = page_start + n_found * config_.page_tokens;
     if (n_found > 0 && n_from < n_to) {
       const size_t writes_before = block_writes_.size();

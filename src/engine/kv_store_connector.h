@@ -93,7 +93,6 @@ class KvStoreConnector final : public AdmissionHook {
   struct Pending {
     std::vector<int32_t> tokens;  // the whole pages looked up, from the prompt's start
     std::string cache_salt;
-    int64_t n_hit = 0;            // the in-process hit when the lookup started
     int64_t first_page = 0;
   };
   void on_load_done(kvstore::LoadResult result);
