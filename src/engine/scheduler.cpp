@@ -190,7 +190,9 @@ void Scheduler::take_loaded() {
     auto it = requests_.find(id);
     if (it == requests_.end() || it->second->state != RequestState::kLoading) continue;
     std::erase(loading_, it->second.get());
-    insert_waiting(it->second.get(), /*at_front=*/true);
+    // In rank order among those waiting: a load finishing does not overtake earlier arrivals
+    // (whose own lookups may still be under way).
+    insert_waiting(it->second.get(), /*at_front=*/false);
   }
 }
 

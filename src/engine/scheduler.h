@@ -37,8 +37,8 @@ enum class SchedulingPolicy { kFcfs, kPriority };
 class AdmissionHook {
  public:
   virtual ~AdmissionHook() = default;
-  // Requests whose loads finished since the last call: they wait again, at the front (FCFS) or
-  // in rank order, and are admitted from the prefix cache.
+  // Requests whose loads finished since the last call: they wait again, in rank order (FCFS:
+  // by arrival), and are admitted from the prefix cache.
   virtual std::vector<RequestId> take_loaded() = 0;
   // A request about to be admitted whose in-process prefix hit is n_hit tokens: true when the
   // hook starts loading more of its prefix; the request then waits in kLoading, holding no
