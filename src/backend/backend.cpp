@@ -66,6 +66,13 @@ std::string_view op_name(Op op) {
     case Op::kMoeGather: return "moe_gather";
     case Op::kGroupedMatmul: return "grouped_matmul";
     case Op::kMoeCombine: return "moe_combine";
+    case Op::kClamp: return "clamp";
+    case Op::kHyperPre: return "hyper_pre";
+    case Op::kHyperPost: return "hyper_post";
+    case Op::kRouteSqrtSoftplus: return "route_sqrt_softplus";
+    case Op::kCompressKv: return "compress_kv";
+    case Op::kIndexTopK: return "index_top_k";
+    case Op::kSparseAttention: return "sparse_attention";
   }
   return "unknown op";
 }
@@ -77,6 +84,9 @@ std::string describe(const OpUse& use) {
     case Op::kGroupedMatmul:
     case Op::kEmbed: return s + " of " + std::string(dtype_name(use.dtype)) + " weights";
     case Op::kAttention:
+    case Op::kCompressKv:
+    case Op::kIndexTopK:
+    case Op::kSparseAttention:
     case Op::kStoreKv: return s + " over a " + std::string(dtype_name(use.dtype)) + " KV cache";
     case Op::kRope:
       return s + (static_cast<RopePairing>(use.variant) == RopePairing::kInterleaved ? " (interleaved pairs)"

@@ -122,8 +122,8 @@ class KvCache {
   // whether blocks written by one process can be read by another (the prefix-cache key).
   virtual std::string_view layout() const = 0;
   // Block `block` of group `group`, every layer of the group, as bytes in the layout above:
-  // for each of the group's layers in order, its K block then its V block
-  // (KvGroupSpec::block_bytes() in all). For moving blocks between caches (a KV store) and for
+  // for each of the group's layers in order, its K block then its V block (K alone in a k_only
+  // group; KvGroupSpec::block_bytes() in all). For moving blocks between caches (a KV store) and for
   // tests; out of range is INVALID_ARGUMENT.
   virtual Status read_block(int group, int32_t block, std::span<uint8_t> out) const = 0;
   virtual Status write_block(int group, int32_t block, std::span<const uint8_t> in) = 0;
@@ -166,6 +166,50 @@ struct RopeParams {
   int64_t head_dim = 0;
   int64_t n_rot = 0;  // rotated channels at the start of each head (== head_dim unless partial)
   RopePairing pairing = RopePairing::kHalf;
+  bool trailing = false;  // rotate the last n_rot channels of each head instead of the first (DeepSeek V4)
+  bool inverse = false;   // rotate by -position: V4 undoes on the attention output the rope its values carried
+};
+
+// ---- DeepSeek V4 ops (model/arch/deepseek_v4.cpp) ----
+
+// mHC, manifold-constrained hyper-connections: n_streams residual streams of width d per token.
+struct HyperParams {
+  int64_t n_streams = 4;
+  int64_t sinkhorn_iters = 20;
+  float eps = 1e-6f;  // hc_eps
+};
+
+// A compressor over one KV group of per-token frontier rows (kCompressorState: K = the token's kv
+// projection, V = its gate projection, `width` each) that emits compressed rows into a group of
+// tokens_per_row = rate. overlap (CSA): width = 2 * head_dim, and entry w pools the first halves
+// of tokens rate*(w-1) .. rate*w - 1 with the second halves of tokens rate*w .. rate*w + rate - 1
+// (2 * rate slots); otherwise (HCA) width = head_dim and entry w pools its own rate tokens.
+struct CompressParams {
+  int64_t rate = 4;
+  int64_t head_dim = 0;
+  bool overlap = false;
+  float eps = 1e-6f;  // of the RMSNorm over each entry
+  int64_t n_rot = 0;  // trailing channels roped (interleaved pairs) at the entry's first position
+};
+
+// The lightning indexer: per query, the top_k compressed entries (of rate tokens each) it may
+// see, by score sum_h weights[h] * relu(q_h . k_w) * scale.
+struct IndexParams {
+  int64_t n_heads = 0;
+  int64_t head_dim = 0;
+  int64_t rate = 4;
+  int64_t top_k = 0;
+  float scale = 1.0f;
+};
+
+// Single-KV-head attention (K = V) with a learned sink per head over a sliding window and, when
+// rate > 0, compressed rows of rate tokens each.
+struct SparseAttentionParams {
+  int64_t n_head = 0;
+  int64_t head_dim = 0;
+  float scale = 1.0f;
+  int64_t window = 0;  // a query at p sees window rows p - window + 1 .. p
+  int64_t rate = 0;    // 0: no compressed rows
 };
 
 struct AttentionParams {
@@ -192,7 +236,7 @@ struct GroupedTarget {
 enum class Op {
   kUpload, kDownload, kEmbed, kMatmul, kRmsNorm, kRope, kGatedActivation, kAdd, kScale, kSoftCap,
   kStoreKv, kAttention, kGatherOutputRows, kRouteTopK, kMoeDispatch, kMoeGather, kGroupedMatmul,
-  kMoeCombine,
+  kMoeCombine, kClamp, kHyperPre, kHyperPost, kRouteSqrtSoftplus, kCompressKv, kIndexTopK, kSparseAttention,
 };
 std::string_view op_name(Op op);
 
@@ -261,6 +305,46 @@ class Queue {
   virtual void moe_gather(const Tensor& x, const Tensor& order, int64_t k, const Tensor& xs) = 0;
   virtual void grouped_matmul(std::span<const GroupedTarget> targets, const Tensor& offsets, const Tensor& x) = 0;
   virtual void moe_combine(const Tensor& ys, const Tensor& order, const Tensor& weights, const Tensor& out) = 0;
+
+  // ---- DeepSeek V4 ----
+  // x = min(max(x, lo), hi), elementwise.
+  virtual void clamp(const Tensor& x, float lo, float hi) = 0;
+  // mHC weights of one site from mixes [n, (2 + s) * s] (fn times the RMS-normalised streams, by
+  // matmul), base [1, (2 + s) * s] and scale [1, 3]:
+  //   pre_i  = sigmoid(scale0 m_i + base_i) + eps,   post_i = 2 sigmoid(scale1 m_{s+i} + base_{s+i}),
+  //   comb   = softmax over each row of scale2 m_{2s..} + base_{2s..} (s x s, row j = input stream),
+  //            + eps, then sinkhorn_iters column/row normalisations (column first, each sum + eps);
+  // collapsed [n, d] = sum_i pre_i streams_i, with streams [n, s * d]. With post and comb empty
+  // it is the final head: mixes, base [.., s] and scale [1, 1] give pre alone.
+  virtual void hyper_pre(const HyperParams& p, const Tensor& streams, const Tensor& mixes, const Tensor& base,
+                         const Tensor& scale, const Tensor& collapsed, const Tensor& post, const Tensor& comb) = 0;
+  // out_streams_k = post_k * x + sum_j comb[j, k] streams_j: streams, out_streams [n, s * d], x [n, d].
+  virtual void hyper_post(const HyperParams& p, const Tensor& streams, const Tensor& x, const Tensor& post,
+                          const Tensor& comb, const Tensor& out_streams) = 0;
+  // V4 routing: scores sqrt(softplus(logits)) [n, n_expert]; ids [n, k] the top k of scores +
+  // bias ([1, n_expert]; ties: lower index), or the given fixed_ids [n, k] (hash routing) when not
+  // empty; weights [n, k] the chosen scores over their sum (+ 1e-20), times `scale`.
+  virtual void route_sqrt_softplus(const Tensor& logits, const Tensor& bias, const Tensor& fixed_ids, int64_t k,
+                                   float scale, const Tensor& ids, const Tensor& weights) = 0;
+  // For each batch token at position p with (p + 1) % rate == 0: entry w = (p + 1) / rate - 1 of
+  // layer `layer` from the state group's rows (CompressParams), each channel a softmax over its
+  // slots of gate + ape[position % rate] weighting kv, RMSNorm with `norm` [1, head_dim], rope
+  // at position w * rate (inv_freq [1, n_rot / 2]), stored in out_group. State rows must hold
+  // every slot's token (stored earlier in the step or in earlier steps).
+  virtual void compress_kv(const CompressParams& p, KvCache& kv, int state_group, int out_group, int32_t layer,
+                           const Tensor& ape, const Tensor& norm, const Tensor& inv_freq) = 0;
+  // ids [n, top_k] (i32): each query's best-scoring visible entries (w < (p + 1) / rate) of
+  // (group, layer), best first (ties: lower index), -1 past the visible count. q [n, n_heads *
+  // head_dim] (roped), weights [n, n_heads].
+  virtual void index_top_k(const IndexParams& p, const Tensor& q, const Tensor& weights, const KvCache& kv,
+                           int group, int32_t layer, const Tensor& ids) = 0;
+  // out [n, n_head * head_dim]: each head's softmax over its window rows of (window_group, layer),
+  // the visible compressed rows of (compressed_group, layer) (w < (p + 1) / rate; only those in
+  // `selected` [n, top_k] when it is not empty, -1 entries skipped) and its sink (sinks [1,
+  // n_head], a logit in the denominator only), weighting the same rows as values.
+  virtual void sparse_attention(const SparseAttentionParams& p, const Tensor& q, const KvCache& kv, int window_group,
+                                int compressed_group, int32_t layer, const Tensor& sinks, const Tensor& selected,
+                                const Tensor& out) = 0;
 
   // Waits for every op enqueued since the last sync and returns the first failure among them
   // (out of memory, a failed launch); after a failure the queue is usable again.

@@ -1016,6 +1016,166 @@ void add_kv(std::vector<OpCase>& cases, bool full) {
   }
 }
 
+// ---- DeepSeek V4 (one implementation today: the CPU's scalar loops are its own reference;
+// these cases hold a future fast path or device to them, and check guards and outputs) ----
+
+OpCase clamp_case(int64_t rows, int64_t cols, float lo, float hi) {
+  OpCase c;
+  c.op = Op::kClamp;
+  c.name = strf("%lldx%lld [%g, %g]", ll(rows), ll(cols), static_cast<double>(lo), static_cast<double>(hi));
+  c.uses = {{Op::kClamp}};
+  c.build = [=](CaseRun& run) -> Result<CaseOps> {
+    const Tensor x = run.inout("x", rows, cols, with_extremes(run.rng(), rows * cols, 20.0f), Tolerance::bitwise());
+    DI_RETURN_IF_ERROR(run.status());
+    return CaseOps{[=](Queue& q) { q.clamp(x, lo, hi); }, {}};
+  };
+  return c;
+}
+
+OpCase hyper_case(int64_t n, int64_t s, int64_t d, int64_t iters, bool head) {
+  OpCase c;
+  c.op = Op::kHyperPre;
+  c.name = strf("%s n%lld s%lld d%lld iters%lld", head ? "head" : "site", ll(n), ll(s), ll(d), ll(iters));
+  c.uses = {{Op::kHyperPre}, {Op::kHyperPost}};
+  c.build = [=](CaseRun& run) -> Result<CaseOps> {
+    const int64_t n_mix = head ? s : (2 + s) * s;
+    const Tensor streams = run.input("streams", n, s * d, run.rng().uniform(static_cast<size_t>(n * s * d), -2, 2));
+    const Tensor mixes = run.input("mixes", n, n_mix, run.rng().uniform(static_cast<size_t>(n * n_mix), -2, 2));
+    const Tensor base = run.input("base", 1, n_mix, run.rng().uniform(static_cast<size_t>(n_mix), -1, 1));
+    const Tensor scale = run.input("scale", 1, head ? 1 : 3, run.rng().uniform(head ? 1 : 3, 0.5f, 1.5f));
+    const Tensor x = run.input("x", n, d, run.rng().uniform(static_cast<size_t>(n * d), -2, 2));
+    const Tensor collapsed = run.output("collapsed", DType::kF32, n, d, kWeightedSum);
+    const Tensor post = head ? Tensor{} : run.output("post", DType::kF32, n, s, kTranscendental);
+    const Tensor comb = head ? Tensor{} : run.output("comb", DType::kF32, n, s * s, kTranscendental);
+    const Tensor out = head ? Tensor{} : run.output("out streams", DType::kF32, n, s * d, kWeightedSum);
+    DI_RETURN_IF_ERROR(run.status());
+    const HyperParams p{s, iters, 1e-6f};
+    return CaseOps{[=](Queue& q) {
+                     q.hyper_pre(p, streams, mixes, base, scale, collapsed, post, comb);
+                     if (!head) q.hyper_post(p, streams, x, post, comb, out);
+                   },
+                   {}};
+  };
+  return c;
+}
+
+OpCase route_sqrt_softplus_case(int64_t n, int64_t n_expert, int64_t k, bool hash) {
+  OpCase c;
+  c.op = Op::kRouteSqrtSoftplus;
+  c.name = strf("n%lld e%lld k%lld%s", ll(n), ll(n_expert), ll(k), hash ? " hash" : "");
+  c.uses = {{Op::kRouteSqrtSoftplus}};
+  c.build = [=](CaseRun& run) -> Result<CaseOps> {
+    const Tensor logits = run.input("logits", n, n_expert, run.rng().uniform(static_cast<size_t>(n * n_expert), -30, 30));
+    const Tensor bias = run.input("bias", 1, n_expert, run.rng().uniform(static_cast<size_t>(n_expert), -0.5f, 0.5f));
+    std::vector<int32_t> fixed;
+    for (int64_t t = 0; t < n * k; ++t) fixed.push_back(static_cast<int32_t>(run.rng().below(n_expert)));
+    const Tensor fixed_ids = hash ? run.input("fixed ids", n, k, fixed) : Tensor{};
+    const Tensor ids = run.output("ids", DType::kI32, n, k, Tolerance::bitwise());
+    const Tensor w = run.output("weights", DType::kF32, n, k, kTranscendental);
+    DI_RETURN_IF_ERROR(run.status());
+    return CaseOps{[=](Queue& q) { q.route_sqrt_softplus(logits, bias, fixed_ids, k, 1.5f, ids, w); }, {}};
+  };
+  return c;
+}
+
+// A CSA layer's KV path on one layer: window and frontier rows stored, both compressors run,
+// the indexer's top-k and the attention over window, selected entries and sinks; two sequences,
+// scattered blocks, the second decoding one token after 19.
+OpCase dsv4_csa_case(DType kv_dtype) {
+  OpCase c;
+  c.op = Op::kSparseAttention;
+  c.name = strf("csa chain %s kv", std::string(dtype_name(kv_dtype)).c_str());
+  c.uses = {{Op::kStoreKv, kv_dtype}, {Op::kCompressKv, kv_dtype}, {Op::kIndexTopK, kv_dtype},
+            {Op::kSparseAttention, kv_dtype}};
+  c.build = [=](CaseRun& run) -> Result<CaseOps> {
+    constexpr int64_t hd = 32, id = 16, ih = 4, H = 4, rate = 4, window = 8, n_rot = 8, top_k = 2, bs = 16;
+    const auto group = [&](const char* name, KvGroupKind kind, int64_t width, int64_t tpr, int64_t win, bool k_only) {
+      KvGroupSpec g;
+      g.name = name;
+      g.kind = kind;
+      g.layers = {0};
+      g.n_head_kv = 1;
+      g.head_dim = width;
+      g.tokens_per_row = tpr;
+      g.window = win;
+      g.k_only = k_only;
+      g.dtype = kv_dtype;
+      g.block_size = bs;
+      g.n_blocks = 6;
+      return g;
+    };
+    std::vector<KvGroupSpec> groups = {
+        group("window", KvGroupKind::kSlidingWindow, hd, 1, window, true),
+        group("csa_kv", KvGroupKind::kCompressed, hd, rate, 0, true),
+        group("csa_index", KvGroupKind::kCompressed, id, rate, 0, true),
+        group("csa_state", KvGroupKind::kCompressorState, 2 * hd, 1, 2 * rate, false),
+        group("csa_index_state", KvGroupKind::kCompressorState, 2 * id, 1, 2 * rate, false)};
+    KvCache* kv = run.kv_cache(groups, CaseRun::KvCheck::kNone);
+    DI_RETURN_IF_ERROR(run.status());
+    const auto spec = [&](int64_t n, int64_t first, std::vector<int32_t> table) {
+      SequenceSpec s{n, first, {}, {}, {}};
+      s.block_tables.assign(groups.size(), std::move(table));
+      return s;
+    };
+    BatchSpec step;
+    step.sequences = {spec(23, 0, {4, 0}), spec(1, 19, {1, 5})};
+    const int64_t n = 24;
+    // The second sequence's first 19 positions, stored first.
+    BatchSpec fill;
+    fill.sequences = {spec(19, 0, {1, 5})};
+    std::vector<float> freq(n_rot / 2);
+    for (int64_t i = 0; i < n_rot / 2; ++i) freq[static_cast<size_t>(i)] = std::pow(160000.0f, -2.0f * i / n_rot);
+    const Tensor inv_freq = run.input("inv_freq", 1, n_rot / 2, freq);
+    const auto rows = [&](const char* name, int64_t r, int64_t cols) {
+      return run.input(name, r, cols, run.rng().uniform(static_cast<size_t>(r * cols), -1, 1));
+    };
+    const Tensor fk = rows("fill kv", 19, hd), fs = rows("fill state k", 19, 2 * hd), fg = rows("fill state v", 19, 2 * hd);
+    const Tensor fik = rows("fill index k", 19, 2 * id), fig = rows("fill index v", 19, 2 * id);
+    const Tensor k = rows("kv", n, hd), sk = rows("state k", n, 2 * hd), sv = rows("state v", n, 2 * hd);
+    const Tensor ik = rows("index k", n, 2 * id), iv = rows("index v", n, 2 * id);
+    const Tensor ape = rows("ape", rate, 2 * hd), iape = rows("index ape", rate, 2 * id);
+    const Tensor norm = rows("norm", 1, hd), inorm = rows("index norm", 1, id);
+    const Tensor q = rows("q", n, H * hd), qi = rows("qi", n, ih * id), w = rows("w", n, ih), sinks = rows("sinks", 1, H);
+    const Tensor ids = run.output("ids", DType::kI32, n, top_k, Tolerance::bitwise());
+    const Tensor out = run.output("out", DType::kF32, n, H * hd, kAttention);
+    DI_RETURN_IF_ERROR(run.status());
+    DI_RETURN_IF_ERROR(run.set_batch(fill));
+    Queue& qq = run.queue();
+    const CompressParams cp{rate, hd, true, 1e-6f, n_rot}, icp{rate, id, true, 1e-6f, n_rot};
+    qq.store_kv(*kv, 0, 0, fk, fk);
+    qq.store_kv(*kv, 3, 0, fs, fg);
+    qq.store_kv(*kv, 4, 0, fik, fig);
+    qq.compress_kv(cp, *kv, 3, 1, 0, ape, norm, inv_freq);
+    qq.compress_kv(icp, *kv, 4, 2, 0, iape, inorm, inv_freq);
+    DI_RETURN_IF_ERROR(qq.sync());
+    DI_RETURN_IF_ERROR(run.set_batch(step));
+    return CaseOps{[=](Queue& qu) {
+                     qu.store_kv(*kv, 0, 0, k, k);
+                     qu.store_kv(*kv, 3, 0, sk, sv);
+                     qu.store_kv(*kv, 4, 0, ik, iv);
+                     qu.compress_kv(cp, *kv, 3, 1, 0, ape, norm, inv_freq);
+                     qu.compress_kv(icp, *kv, 4, 2, 0, iape, inorm, inv_freq);
+                     qu.index_top_k({ih, id, rate, top_k, 0.25f}, qi, w, *kv, 2, 0, ids);
+                     qu.sparse_attention({H, hd, 1.0f / std::sqrt(32.0f), window, rate}, q, *kv, 0, 1, 0, sinks, ids,
+                                         out);
+                   },
+                   {}};
+  };
+  return c;
+}
+
+void add_dsv4(std::vector<OpCase>& cases) {
+  cases.push_back(clamp_case(5, 33, -10.0f, 10.0f));
+  cases.push_back(clamp_case(3, 8, -INFINITY, 10.0f));
+  cases.push_back(hyper_case(5, 4, 24, 20, false));
+  cases.push_back(hyper_case(3, 2, 17, 3, false));
+  cases.push_back(hyper_case(4, 4, 24, 0, true));
+  cases.push_back(route_sqrt_softplus_case(7, 16, 6, false));
+  cases.push_back(route_sqrt_softplus_case(5, 8, 2, true));
+  cases.push_back(dsv4_csa_case(DType::kF32));
+  cases.push_back(dsv4_csa_case(DType::kF16));
+}
+
 std::vector<OpCase> check_cases(CaseSet set) {
   const bool full = set == CaseSet::kFull;
   std::vector<OpCase> cases;
@@ -1023,6 +1183,7 @@ std::vector<OpCase> check_cases(CaseSet set) {
   add_elementwise(cases, full);
   add_moe(cases, full);
   add_kv(cases, full);
+  add_dsv4(cases);
   return cases;
 }
 

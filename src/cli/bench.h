@@ -33,4 +33,8 @@ int bench_ops_command(const std::vector<std::string>& args);
 // files (cmd_bench_grammar.cpp); the exit code.
 int bench_grammar_command(const std::vector<std::string>& args);
 
+// deepinfer bench serve --url URL [...]: the serving benchmark of `vllm bench serve` against a
+// running server (cmd_bench_serve.cpp); the exit code.
+int bench_serve_command(const std::vector<std::string>& args);
+
 }  // namespace deepinfer::cli

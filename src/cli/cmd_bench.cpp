@@ -25,6 +25,7 @@ namespace {
 const char* kBenchUsage = R"(usage: deepinfer bench ops [--backend NAME] [--threads N] [--reps R] [--filter TEXT]
        deepinfer bench model [-m MODEL] [--reps R] [--prompt N] [--gen N] [engine options]
        deepinfer bench grammar --data DIR [--tokenizer MODEL] [--threads N] [--jsonl OUT] [--limit N]
+       deepinfer bench serve [--url URL] [--model NAME] [vllm bench serve's flags]
   ops      the op harness's perf cases on one backend (default cpu): matrix products of every
            weight format (decode: 1 token, GB/s of weights read; prefill: 256 tokens, GFLOP/s),
            batched decode attention (64 sequences x 320 keys, GB/s of KV), elementwise, KV and
@@ -35,6 +36,7 @@ const char* kBenchUsage = R"(usage: deepinfer bench ops [--backend NAME] [--thre
            the time they took), median of --reps runs (default 3), and decode against the
            memory-bandwidth bound
   grammar  structured-output masks over MaskBench-format files (bench grammar --help)
+  serve    TTFT, TPOT, ITL and throughput of a running server under load (bench serve --help)
   --threads N  CPU threads (default: all cores)
   --reps R     repetitions; the median is reported
   The kernel tier (avx512, avx2, scalar) is chosen from cpuid; DEEPINFER_ISA=avx2|scalar caps it.
@@ -163,6 +165,7 @@ int bench_command(const std::vector<std::string>& argv) {
     return argv.empty() ? 2 : 0;
   }
   const std::string what = argv[0];
+  if (what == "serve") return bench_serve_command(std::vector<std::string>(argv.begin() + 1, argv.end()));
   if (what != "ops" && what != "model" && what != "grammar") return fail("unknown bench '" + what + "'\n" + usage(), 2);
   if (what == "ops") return bench_ops_command(std::vector<std::string>(argv.begin() + 1, argv.end()));
   if (what == "grammar") return bench_grammar_command(std::vector<std::string>(argv.begin() + 1, argv.end()));

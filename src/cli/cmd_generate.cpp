@@ -19,6 +19,7 @@
 #include "engine/create_engine.h"
 #include "tokenizer/tokenizer.h"
 #include "recipe/request_fields.h"
+#include "server/structured_fields.h"
 #include "tokenizer/tokenizer_loading.h"
 
 namespace deepinfer::cli {
@@ -177,6 +178,9 @@ Result<GenerationRequest> parse_request(const Json& j, const Tokenizer* tokenize
     r.n = static_cast<int32_t>(n.value_or(1));
     DI_RETURN_IF_ERROR(parse_sampling(f, &r));
     DI_RETURN_IF_ERROR(parse_stops(f, r));
+    // Structured output as /v1/completions reads it (response_format, structured_outputs, ...).
+    DI_ASSIGN_OR_RETURN(server::StructuredField structured, server::read_structured_field(j, /*with_response_format=*/true));
+    r.sampling.constraint = std::move(structured.constraint);
     DI_ASSIGN_OR_RETURN(r.cache_salt, f.string_or("cache_salt", ""));
     DI_ASSIGN_OR_RETURN(std::optional<int64_t> priority, f.integer({"priority", INT32_MIN, INT32_MAX}));
     r.priority = static_cast<int32_t>(priority.value_or(0));

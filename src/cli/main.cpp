@@ -24,8 +24,9 @@ commands:
   render   a Chat Completions / Responses / Messages request (stdin) -> the model's prompt
   parse    raw model output (stdin) -> the protocol's response or its SSE events
   pull     fetch a known model into the local cache (pull --list shows them)
-  bench    kernel (bench ops) and model (bench model) speeds beside the memory bandwidth
-  kvstore  the KV-cache store's directory: stat, verify, gc
+  bench    kernel (bench ops) and model (bench model) speeds beside the memory bandwidth;
+           bench serve: TTFT, TPOT and throughput of a running server, as vllm bench serve
+  kvstore  the KV-cache store's directory: stat, verify, gc, bench
   version  print the version
 )";
 

@@ -40,7 +40,9 @@ Result<std::shared_ptr<const grammar::CompiledGrammar>> ConstraintCompiler::comp
     return invalid_argument("constraint: the choice list is empty");
   }
   auto compiled = cache_.get(to_spec(constraint), tokens(), {});
-  if (!compiled.ok()) return Status(compiled.status().code(), "constraint: " + compiled.status().message());
+  // Past the compile budget the grammar is the request's problem (a 400), not the server's load
+  // (RESOURCE_EXHAUSTED would read as a 429 to retry).
+  if (!compiled.ok()) return invalid_argument("constraint: " + compiled.status().message());
   return compiled;
 }
 

@@ -1,8 +1,10 @@
 #include "grammar/json_schema.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <unordered_map>
@@ -127,6 +129,15 @@ class SchemaCompiler {
 
   // ---- references ---------------------------------------------------------------------------
 
+  // A JSON Pointer array index: decimal digits only, in range.
+  static std::optional<size_t> parse_index(const std::string& token) {
+    size_t index = 0;
+    const char* end = token.data() + token.size();
+    auto [stop, ec] = std::from_chars(token.data(), end, index);
+    if (token.empty() || ec != std::errc() || stop != end) return std::nullopt;
+    return index;
+  }
+
   Result<const Json*> resolve_pointer(const std::string& ref, const std::string& path) {
     if (ref.empty() || ref[0] != '#') return error(path, "$ref '" + ref + "': only references inside the document (#...) are supported");
     const Json* cur = &root_;
@@ -142,8 +153,12 @@ class SchemaCompiler {
         if (token[i] == '~' && i + 1 < token.size()) {
           decoded += token[i + 1] == '1' ? '/' : '~';
           ++i;
-        } else if (token[i] == '%' && i + 2 < token.size() + 0 && i + 2 <= token.size() - 1) {
-          decoded += static_cast<char>(std::stoi(token.substr(i + 1, 2), nullptr, 16));
+        } else if (token[i] == '%' && i + 2 < token.size()) {
+          unsigned byte = 0;
+          const char* hex = token.data() + i + 1;
+          auto [end, ec] = std::from_chars(hex, hex + 2, byte, 16);
+          if (ec != std::errc() || end != hex + 2) return error(path, "$ref '" + ref + "': bad percent escape");
+          decoded += static_cast<char>(byte);
           i += 2;
         } else {
           decoded += token[i];
@@ -151,9 +166,8 @@ class SchemaCompiler {
       }
       if (cur->is_object() && cur->contains(decoded)) {
         cur = &(*cur)[decoded];
-      } else if (cur->is_array() && !decoded.empty() && std::all_of(decoded.begin(), decoded.end(), ::isdigit) &&
-                 std::stoul(decoded) < cur->size()) {
-        cur = &(*cur)[std::stoul(decoded)];
+      } else if (std::optional<size_t> index = parse_index(decoded); cur->is_array() && index && *index < cur->size()) {
+        cur = &(*cur)[*index];
       } else {
         return error(path, "$ref '" + ref + "' does not resolve");
       }

@@ -57,8 +57,12 @@ namespace {
 class SequenceContext final : public InferenceContext {
  public:
   static Result<std::unique_ptr<InferenceContext>> create(const Model& model, int64_t n_ctx, DType kv_dtype) {
-    auto ctx = std::unique_ptr<SequenceContext>(new SequenceContext(model, n_ctx));
-    DI_ASSIGN_OR_RETURN(ctx->kv_, model.new_kv_cache(kBlockSize, kv_dtype, ctx->n_blocks()));
+    // Blocks of 16 tokens, or a multiple that holds whole compressed rows (DeepSeek V4's
+    // HCA rows summarise 128 tokens).
+    int64_t block_size = kBlockSize;
+    for (const KvGroupSpec& g : model.kv_groups()) block_size = std::lcm(block_size, g.tokens_per_row);
+    auto ctx = std::unique_ptr<SequenceContext>(new SequenceContext(model, n_ctx, block_size));
+    DI_ASSIGN_OR_RETURN(ctx->kv_, model.new_kv_cache(block_size, kv_dtype, ctx->n_blocks()));
     return std::unique_ptr<InferenceContext>(std::move(ctx));
   }
 
@@ -104,16 +108,18 @@ class SequenceContext final : public InferenceContext {
   static constexpr int64_t kBlockSize = 16;
   static constexpr size_t kMaxBatch = 512;
 
-  SequenceContext(const Model& model, int64_t n_ctx)
+  SequenceContext(const Model& model, int64_t n_ctx, int64_t block_size)
       : n_ctx_(n_ctx),
+        block_size_(block_size),
         block_table_(static_cast<size_t>(n_blocks())),
         runner_(model.new_batch_runner()),
         n_vocab_(model.config().n_vocab) {
     std::iota(block_table_.begin(), block_table_.end(), 0);
   }
-  int64_t n_blocks() const { return (n_ctx_ + kBlockSize - 1) / kBlockSize; }
+  int64_t n_blocks() const { return (n_ctx_ + block_size_ - 1) / block_size_; }
 
   int64_t n_ctx_;
+  int64_t block_size_;
   std::unique_ptr<backend::KvCache> kv_;  // every group as large as the context
   std::vector<int32_t> block_table_;      // the identity, for every group
   std::unique_ptr<BatchRunner> runner_;

@@ -49,7 +49,7 @@ Status StepInputs::build(std::span<const int32_t> tokens, std::span<const BatchS
     const int64_t end_position = seq.first_position + seq.n_tokens;
     for (size_t g = 0; g < groups.size(); ++g) {
       const KvGroupSpec& group = groups[g];
-      const bool sliding = group.kind == KvGroupKind::kSlidingWindow;
+      const bool sliding = group.windowed();
       // A sliding group's queries read from the oldest position the chunk's first query sees.
       const int64_t first_read =
           sliding ? std::max<int64_t>(0, std::max(seq.first_position - group.window + 1, seq.replay_start)) : 0;
@@ -57,7 +57,7 @@ Status StepInputs::build(std::span<const int32_t> tokens, std::span<const BatchS
       DI_RETURN_IF_ERROR(check_table(s, group, seq.block_tables[g], first_read / group.block_size, n_blocks));
       out.block_tables[g] = seq.block_tables[g];
       out.min_position[g] = sliding ? seq.replay_start : 0;
-      out.first_write[g] = sliding ? 0 : seq.n_shared;
+      out.first_write[g] = group.prefix_cached() ? seq.n_shared : 0;
     }
     for (int64_t i = 0; i < seq.n_tokens; ++i) {
       if (seq.logits == LogitsMode::kAll || (seq.logits == LogitsMode::kLast && i + 1 == seq.n_tokens)) {

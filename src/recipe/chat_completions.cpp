@@ -6,6 +6,7 @@
 #include <string>
 
 #include "recipe/protocol.h"
+#include "recipe/output_format.h"
 #include "recipe/protocol_common.h"
 #include "recipe/request_fields.h"
 
@@ -324,13 +325,24 @@ Status convert_tool_choice(const FieldReader& f, Conversation& conv) {
   return Status();
 }
 
-Status convert_response_format(const FieldReader& f, Conversation& conv) {
+// JSON mode goes into the prompt (deepseek-recipe's rendering) and the output; the schema and the
+// regex only into the constraint.
+Status convert_response_format(const FieldReader& f, Conversation& conv, InferenceOptions& inf) {
   DI_ASSIGN_OR_RETURN(const Json* rf, f.object("response_format"));
   if (rf == nullptr) return Status();
-  DI_ASSIGN_OR_RETURN(std::optional<std::string> type_field,
-                      FieldReader(*rf, "response_format").string("type"));
+  const FieldReader format(*rf, "response_format");
+  DI_ASSIGN_OR_RETURN(std::optional<std::string> type_field, format.string("type"));
   const std::string type = type_field.value_or("");
-  if (type == "json_object") {
+  if (type == "json_schema") {
+    const Json* schema_format = format.find("json_schema");
+    if (schema_format == nullptr) return bad("Missing required parameter: 'response_format.json_schema'.");
+    DI_ASSIGN_OR_RETURN(inf.constraint, openai_json_schema_format(*schema_format, "response_format.json_schema"));
+  } else if (type == "regex") {
+    DI_ASSIGN_OR_RETURN(std::optional<std::string> regex, format.string("regex"));
+    if (!regex) return bad("Missing required parameter: 'response_format.regex'.");
+    inf.constraint.kind = ConstraintKind::kRegex;
+    inf.constraint.text = std::move(*regex);
+  } else if (type == "json_object") {
     bool found = false;
     for (const Message& m : conv.messages) found = found || contains_json_word(m.content);
     if (!found) {
@@ -339,7 +351,8 @@ Status convert_response_format(const FieldReader& f, Conversation& conv) {
           "type 'json_object'.");
     }
     conv.response_format = ResponseFormat::kJsonObject;
-  } else if (type != "text" && type != "json_schema" && type != "regex") {
+    inf.constraint = json_object_constraint();
+  } else if (type != "text") {
     return malformed("unknown variant `" + type +
                      "`, expected one of `json_object`, `json_schema`, `regex`, `text`");
   }
@@ -410,10 +423,9 @@ Result<ConversationRequest> convert(const Json& req, const ConversionOptions& op
   if (conv.thinking_mode && conv.tool_choice == ToolChoice::kRequired) {
     return bad("Thinking mode does not support this tool_choice");
   }
-  DI_RETURN_IF_ERROR(convert_response_format(f, conv));
-
   // Sampling settings the backend gets.
   InferenceOptions& inf = out.inference_options;
+  DI_RETURN_IF_ERROR(convert_response_format(f, conv, inf));
   inf.temperature = !conv.thinking_mode && temperature ? *temperature : 1.0;
   inf.top_p = top_p.value_or(1.0);
 

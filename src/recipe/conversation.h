@@ -12,6 +12,8 @@
 #include <string_view>
 #include <vector>
 
+#include "deepinfer/sampling_params.h"
+
 namespace deepinfer::recipe {
 
 enum class Role { kSystem, kUser, kAssistant, kTool, kLatestReminder };
@@ -84,6 +86,8 @@ struct InferenceOptions {
   std::optional<double> top_p;
   std::optional<int64_t> thinking_budget_tokens;
   bool disable_parallel_tool_use = false;
+  // Structured output the protocol asked for (response_format, text.format, output_format).
+  Constraint constraint;
 };
 
 // Where the output parser starts when thinking is on (recipe-spec.md §3.1).

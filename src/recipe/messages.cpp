@@ -7,6 +7,7 @@
 
 #include "recipe/prompt_json.h"
 #include "recipe/protocol.h"
+#include "recipe/output_format.h"
 #include "recipe/protocol_common.h"
 #include "recipe/request_fields.h"
 
@@ -113,6 +114,34 @@ Result<std::vector<ToolDefinition>> convert_tools(const Json& req, const Convers
   return tools;
 }
 
+// Structured outputs: `output_config.format`, or the beta's `output_format`; both
+// {"type": "json_schema", "schema": {...}}.
+Result<Constraint> convert_output_format(const FieldReader& f, const Json* output_config) {
+  const Json* format = nullptr;
+  std::string path = "output_format";
+  if (output_config != nullptr) {
+    DI_ASSIGN_OR_RETURN(format, FieldReader(*output_config, "output_config").object("format"));
+    path = "output_config.format";
+  }
+  DI_ASSIGN_OR_RETURN(const Json* beta_format, f.object("output_format"));
+  if (format != nullptr && beta_format != nullptr) {
+    return bad("output_format: give either output_format or output_config.format, not both");
+  }
+  if (format == nullptr) {
+    format = beta_format;
+    path = "output_format";
+  }
+  if (format == nullptr) return Constraint{};
+  const FieldReader r(*format, path);
+  DI_ASSIGN_OR_RETURN(std::optional<std::string> type, r.string("type"));
+  if (type.value_or("") != "json_schema") {
+    return bad(r.path("type") + ": Input should be 'json_schema'");
+  }
+  const Json* schema = r.find("schema");
+  if (schema == nullptr) return bad(r.path("schema") + ": Field required");
+  return json_schema_constraint(*schema, r.path("schema"));
+}
+
 Result<ConversationRequest> convert(const Json& req, const ConversionOptions& opts) {
   if (!req.is_object()) return malformed("expected an object");
   const FieldReader f(req);
@@ -137,6 +166,7 @@ Result<ConversationRequest> convert(const Json& req, const ConversionOptions& op
     }
   }
   conv.thinking_mode = effort_word ? true : default_thinking(opts, out.model_version);
+  DI_ASSIGN_OR_RETURN(out.inference_options.constraint, convert_output_format(f, output_config));
   DI_ASSIGN_OR_RETURN(const Json* thinking, f.object("thinking"));
   if (thinking != nullptr) {
     const FieldReader t(*thinking, "thinking");

@@ -9,6 +9,7 @@
 
 #include "recipe/apply_patch_text.h"
 #include "recipe/protocol.h"
+#include "recipe/output_format.h"
 #include "recipe/protocol_common.h"
 #include "recipe/request_fields.h"
 
@@ -410,6 +411,7 @@ Result<ConversationRequest> convert(const Json& req, const ConversionOptions& op
   if (format != nullptr) {
     DI_ASSIGN_OR_RETURN(format_type, FieldReader(*format, "text.format").string_or("type", ""));
   }
+  InferenceOptions& inf = out.inference_options;
   if (format_type == "json_object") {
     bool found = false;
     for (const Message& m : conv.messages) found = found || contains_json_word(m.content);
@@ -419,9 +421,13 @@ Result<ConversationRequest> convert(const Json& req, const ConversionOptions& op
           "'text.format' of type 'json_object'.");
     }
     conv.response_format = ResponseFormat::kJsonObject;
+    inf.constraint = json_object_constraint();
+  } else if (format_type == "json_schema") {
+    DI_ASSIGN_OR_RETURN(inf.constraint, openai_json_schema_format(*format, "text.format"));
+  } else if (!format_type.empty() && format_type != "text") {
+    return bad("Invalid value: '" + format_type + "'. Supported values are: 'text', 'json_object' and 'json_schema'.");
   }
 
-  InferenceOptions& inf = out.inference_options;
   inf.temperature = !conv.thinking_mode && temperature ? *temperature : 1.0;
   inf.top_p = top_p.value_or(1.0);
 

@@ -294,13 +294,13 @@ void append_chat_logprobs(const Tokenizer& tokenizer, const std::vector<TokenLog
 }
 
 OutputShaper::OutputShaper(const BuiltPrompt& prompt)
-    : prefix_(prompt.output_prefix), watch_(prompt.opens_arguments), in_string_(prompt.prefix_in_string) {}
+    : prefix_(prompt.output_prefix), closing_(prompt.output_closing) {}
 
 std::string OutputShaper::shape(std::string_view text) {
   if (done_) return "";
   std::string out = std::move(prefix_);
   prefix_.clear();
-  if (!watch_) {
+  if (closing_.empty()) {
     out += text;
     return out;
   }
@@ -316,7 +316,7 @@ std::string OutputShaper::shape(std::string_view text) {
     else if (c == '{' || c == '[') ++depth_;
     else if ((c == '}' || c == ']') && --depth_ == 0) {
       out += text.substr(0, i + 1);
-      out += "}\n</tool_call>";
+      out += closing_;
       done_ = true;
       return out;
     }

@@ -136,9 +136,9 @@ class OutputShaper {
 
  private:
   std::string prefix_;
-  bool watch_ = false;
+  std::string closing_;  // empty: nothing is watched
   bool done_ = false;
-  int depth_ = 1;  // of the arguments object
+  int depth_ = 0;  // of the object the model writes
   bool in_string_ = false;
   bool escape_ = false;
 };

@@ -3,6 +3,7 @@
 #include "recipe/request_fields.h"
 #include "server/api_common.h"
 #include "server/api_server.h"
+#include "server/structured_fields.h"
 
 namespace deepinfer::server {
 
@@ -158,6 +159,8 @@ void ApiServer::completions(const HttpRequest& request, ResponseWriter& out) {
   if (!extras.ok()) return fail(extras.status());
   auto fields = read_completion_fields(*body, extras->n);
   if (!fields.ok()) return fail(fields.status());
+  auto structured = read_structured_field(*body, /*with_response_format=*/true);
+  if (!structured.ok()) return fail(structured.status());
   const bool stream = fields->stream;
   const bool include_usage = fields->include_usage;
 
@@ -166,6 +169,7 @@ void ApiServer::completions(const HttpRequest& request, ResponseWriter& out) {
   g.max_tokens = fields->max_tokens;
   g.stop = std::move(fields->stop);
   apply_sampling(*extras, fields->temperature, fields->top_p, g);
+  g.sampling.constraint = std::move(structured->constraint);
   const int32_t n = g.n;
   const bool want_logprobs = g.sampling.logprobs >= 0;
   auto handle = submit_or_answer(engine_, std::move(g), ApiFlavor::kOpenAi, out);

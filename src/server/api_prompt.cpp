@@ -1,8 +1,7 @@
 #include "server/api_prompt.h"
 
-#include <nlohmann/json.hpp>
-
 #include "recipe/dsv4_encoding.h"
+#include "server/forced_call.h"
 
 namespace deepinfer::server {
 
@@ -17,26 +16,6 @@ Result<std::unique_ptr<PromptBuilder>> PromptBuilder::create(std::shared_ptr<con
   if (!tmpl.ok()) return invalid_argument("the model's chat template: " + tmpl.status().message());
   return std::unique_ptr<PromptBuilder>(new PromptBuilder(std::move(tokenizer), false, std::move(tmpl).value()));
 }
-
-namespace {
-
-// The first entry of a JSON Schema's "required" whose property is a string, if any.
-std::optional<std::string> first_required_string(const std::string& schema_json) {
-  const nlohmann::json schema = nlohmann::json::parse(schema_json, nullptr, /*allow_exceptions=*/false);
-  if (!schema.is_object() || !schema.contains("required") || !schema["required"].is_array() ||
-      schema["required"].empty() || !schema["required"][0].is_string() || !schema.contains("properties")) {
-    return std::nullopt;
-  }
-  const std::string key = schema["required"][0].get<std::string>();
-  const nlohmann::json& props = schema["properties"];
-  if (!props.is_object() || !props.contains(key) || !props[key].is_object() ||
-      props[key].value("type", nlohmann::json()) != "string") {
-    return std::nullopt;
-  }
-  return key;
-}
-
-}  // namespace
 
 Result<BuiltPrompt> PromptBuilder::build(const recipe::ConversationRequest& request) const {
   return is_deepseek() ? build_deepseek(request) : build_template(request);
@@ -93,21 +72,14 @@ Result<BuiltPrompt> PromptBuilder::build_template(const recipe::ConversationRequ
     const std::vector<int32_t> ids = tokenizer_->encode(piece.text, options);
     out.ids.insert(out.ids.end(), ids.begin(), ids.end());
   }
-  // tool_choice required (or one named function): open the call so the model can only write
-  // one. Few templates offer a prefill of their own; the tagged-JSON form is what the output
-  // parser reads for these models. With one function the name is given, and when its first
-  // required parameter is a string, that key too, so a small model only writes the value.
+  // tool_choice required (or one named function): the prompt opens the call and a grammar
+  // writes the rest, so the model can only write one, with valid arguments. Few templates offer
+  // a prefill of their own; the tagged-JSON form is what the output parser reads for these models.
   if (conversation.tool_choice == recipe::ToolChoice::kRequired && !conversation.tools.empty()) {
-    out.output_prefix = "<tool_call>\n{\"name\": \"";
-    if (conversation.tools.size() == 1) {
-      const recipe::ToolDefinition& tool = conversation.tools[0];
-      out.output_prefix += tool.name + "\", \"arguments\": {";
-      out.opens_arguments = true;
-      if (std::optional<std::string> key = first_required_string(tool.parameters_json)) {
-        out.output_prefix += nlohmann::json(*key).dump() + ": \"";
-        out.prefix_in_string = true;
-      }
-    }
+    DI_ASSIGN_OR_RETURN(ForcedCall call, forced_tagged_call(conversation.tools));
+    out.output_prefix = std::move(call.opening);
+    out.output_closing = std::move(call.closing);
+    out.constraint = std::move(call.constraint);
     const std::vector<int32_t> ids = tokenizer_->encode(out.output_prefix, EncodeOptions{});
     out.ids.insert(out.ids.end(), ids.begin(), ids.end());
   }

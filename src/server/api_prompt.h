@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "deepinfer/sampling_params.h"
 #include "deepinfer/status.h"
 #include "recipe/chat_template.h"
 #include "recipe/protocol.h"
@@ -27,10 +28,11 @@ struct BuiltPrompt {
   // Text the prompt ends with that belongs to the answer (a chat template model's forced
   // "<tool_call>" opening): fed to the output parser before the generated text.
   std::string output_prefix;
-  // The prefix opened the forced call's arguments object ({"name": ..., "arguments": {): the
-  // call is complete once that object closes (see OutputShaper).
-  bool opens_arguments = false;
-  bool prefix_in_string = false;  // ... and ends inside a string value ("city": ")
+  // A forced call (forced_call.h): the answer gets this once the object the model writes
+  // closes, and the call is complete there (see OutputShaper). Empty otherwise.
+  std::string output_closing;
+  // The grammar of a forced call; kNone otherwise.
+  Constraint constraint;
 };
 
 class PromptBuilder {

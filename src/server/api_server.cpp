@@ -3,6 +3,7 @@
 #include "recipe/request_fields.h"
 
 #include "server/api_common.h"
+#include "server/structured_fields.h"
 
 namespace deepinfer::server {
 
@@ -79,6 +80,30 @@ bool ApiServer::check_model(const std::string& body_model, ApiFlavor flavor, Res
   return false;
 }
 
+namespace {
+
+// The protocol field that carries a conversation's structured output, for messages.
+std::string protocol_format_field(const Json& body) {
+  if (body.contains("response_format")) return "response_format";
+  if (body.contains("text")) return "text.format";
+  if (body.contains("output_config")) return "output_config.format";
+  return "output_format";
+}
+
+// A forced tool call's grammar, else the protocol's format or a server field (not both). A
+// forced call has no content for response_format to shape, so that one yields to it.
+Result<Constraint> request_constraint(const PreparedRequest& p, const StructuredField& server) {
+  if (p.prompt.constraint.kind != ConstraintKind::kNone) {
+    if (server.constraint.kind != ConstraintKind::kNone) {
+      return invalid_argument("'" + server.field + "' cannot be combined with a forced tool call (tool_choice)");
+    }
+    return p.prompt.constraint;
+  }
+  return merge_constraints(p.converted.inference_options.constraint, protocol_format_field(p.body), server);
+}
+
+}  // namespace
+
 std::optional<PreparedRequest> ApiServer::prepare(const HttpRequest& request, ApiFlavor flavor, Converter convert,
                                                   bool chat_logprobs, ResponseWriter& out) const {
   PreparedRequest p;
@@ -93,6 +118,11 @@ std::optional<PreparedRequest> ApiServer::prepare(const HttpRequest& request, Ap
   auto extras = read_sampling_extras(p.body, chat_logprobs);
   if (!extras.ok()) {
     send_error(out, flavor, api_error_from(extras.status()));
+    return std::nullopt;
+  }
+  auto structured = read_structured_field(p.body, /*with_response_format=*/false);
+  if (!structured.ok()) {
+    send_error(out, flavor, api_error_from(structured.status()));
     return std::nullopt;
   }
   // The recipe follows DeepSeek's API, which serves n = 1 only; n > 1 is the engine's.
@@ -123,6 +153,18 @@ std::optional<PreparedRequest> ApiServer::prepare(const HttpRequest& request, Ap
   const int64_t room = engine_.max_context() - static_cast<int64_t>(g.prompt.size());
   g.max_tokens = p.converted.inference_options.max_tokens.value_or(std::max<int64_t>(1, room));
   apply_sampling(*extras, p.converted.inference_options.temperature, p.converted.inference_options.top_p, g);
+  auto constraint = request_constraint(p, *structured);
+  if (!constraint.ok()) {
+    send_error(out, flavor, api_error_from(constraint.status()));
+    return std::nullopt;
+  }
+  g.sampling.constraint = std::move(constraint).value();
+  if (g.sampling.constraint.kind != ConstraintKind::kNone && prompts_->has_thinking_mode() &&
+      p.converted.conversation.thinking_mode) {
+    // The grammar would shape the reasoning too: it must start after </think> (not built yet).
+    send_error(out, flavor, {400, "structured output with thinking on is not supported yet: turn thinking off", "", ""});
+    return std::nullopt;
+  }
   return p;
 }
 

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <cctype>
 #include <fstream>
 #include <regex>
 #include <string>
@@ -163,6 +164,41 @@ TEST_F(DefaultModel, GenerateRunsABatchInInputOrder) {
     EXPECT_NE(o.err.find(field), std::string::npos) << o.err;
     EXPECT_EQ(o.err.find("json.exception"), std::string::npos) << o.err;
   }
+}
+
+// Structured output in batch jobs: the fields /v1/completions reads, each line its own grammar,
+// and a bad grammar an error naming its line.
+TEST_F(DefaultModel, GenerateFollowsEachLinesStructuredOutput) {
+  const std::string in = ::testing::TempDir() + "/deepinfer_generate_structured.jsonl";
+  {
+    std::ofstream f(in);
+    f << R"({"prompt": "Phone:", "max_tokens": 12, "seed": 1, "response_format": {"type": "regex", "regex": "[0-9]{3}-[0-9]{4}"}})" << "\n";
+    f << R"({"prompt": "Pick:", "max_tokens": 5, "seed": 2, "structured_outputs": {"choice": ["left", "right"]}})" << "\n";
+    f << R"({"prompt": "Person:", "max_tokens": 40, "seed": 3, "guided_json": {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"], "additionalProperties": false}})" << "\n";
+  }
+  Outcome o = run("generate --input " + in + " --threads 2");
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  std::vector<nlohmann::json> lines;
+  for (size_t pos = 0; pos < o.out.size();) {
+    const size_t nl = o.out.find('\n', pos);
+    lines.push_back(nlohmann::json::parse(o.out.substr(pos, nl - pos)));
+    pos = nl + 1;
+  }
+  ASSERT_EQ(lines.size(), 3u);
+  const std::string phone = lines[0]["text"];
+  EXPECT_EQ(phone.size(), 8u) << phone;
+  for (size_t i = 0; i < phone.size(); ++i) EXPECT_TRUE(i == 3 ? phone[i] == '-' : std::isdigit(static_cast<unsigned char>(phone[i]))) << phone;
+  EXPECT_TRUE(lines[1]["text"] == "left" || lines[1]["text"] == "right") << lines[1]["text"];
+  const nlohmann::json person = nlohmann::json::parse(lines[2]["text"].get<std::string>(), nullptr, false);
+  ASSERT_TRUE(person.is_object()) << lines[2]["text"];
+  EXPECT_TRUE(person.size() == 1 && person["n"].is_number_integer()) << person;
+  {
+    std::ofstream f(in);
+    f << R"({"prompt": "x", "regex": "(ab"})" << "\n";
+  }
+  o = run("generate --input " + in);
+  EXPECT_EQ(o.exit_code, 2) << o.err;
+  EXPECT_NE(o.err.find("constraint"), std::string::npos) << o.err;
 }
 
 // The default model's chat template (with its default system message), several turns, /reset

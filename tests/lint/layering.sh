@@ -22,7 +22,7 @@ if grep -nE '#include "backend/cpu/|\bcpu::' $harness; then
 fi
 # One forward pass per architecture family: the files that implement BatchRunner. A new family
 # (DeepSeek V4) adds its file here; a second copy of an existing pass does not belong.
-forward_passes="src/model/arch/decoder.cpp"
+forward_passes="src/model/arch/decoder.cpp src/model/arch/deepseek_v4.cpp"
 found=$(grep -rlE --include='*.cpp' 'public BatchRunner\b' src/model | sort | tr '\n' ' ' | sed 's/ $//')
 if [[ $found != "$forward_passes" ]]; then
   echo "layering: BatchRunner is implemented in '$found', expected '$forward_passes'" >&2

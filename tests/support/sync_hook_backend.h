@@ -75,6 +75,33 @@ class SyncHookQueue final : public backend::Queue {
                    const backend::Tensor& out) override {
     inner_->moe_combine(ys, order, w, out);
   }
+  void clamp(const backend::Tensor& x, float lo, float hi) override { inner_->clamp(x, lo, hi); }
+  void hyper_pre(const backend::HyperParams& p, const backend::Tensor& s, const backend::Tensor& m,
+                 const backend::Tensor& b, const backend::Tensor& sc, const backend::Tensor& c,
+                 const backend::Tensor& post, const backend::Tensor& comb) override {
+    inner_->hyper_pre(p, s, m, b, sc, c, post, comb);
+  }
+  void hyper_post(const backend::HyperParams& p, const backend::Tensor& s, const backend::Tensor& x,
+                  const backend::Tensor& post, const backend::Tensor& comb, const backend::Tensor& out) override {
+    inner_->hyper_post(p, s, x, post, comb, out);
+  }
+  void route_sqrt_softplus(const backend::Tensor& l, const backend::Tensor& b, const backend::Tensor& f, int64_t k,
+                           float scale, const backend::Tensor& ids, const backend::Tensor& w) override {
+    inner_->route_sqrt_softplus(l, b, f, k, scale, ids, w);
+  }
+  void compress_kv(const backend::CompressParams& p, backend::KvCache& kv, int sg, int og, int32_t layer,
+                   const backend::Tensor& ape, const backend::Tensor& norm, const backend::Tensor& f) override {
+    inner_->compress_kv(p, kv, sg, og, layer, ape, norm, f);
+  }
+  void index_top_k(const backend::IndexParams& p, const backend::Tensor& q, const backend::Tensor& w,
+                   const backend::KvCache& kv, int g, int32_t layer, const backend::Tensor& ids) override {
+    inner_->index_top_k(p, q, w, kv, g, layer, ids);
+  }
+  void sparse_attention(const backend::SparseAttentionParams& p, const backend::Tensor& q, const backend::KvCache& kv,
+                        int wg, int cg, int32_t layer, const backend::Tensor& sinks, const backend::Tensor& sel,
+                        const backend::Tensor& out) override {
+    inner_->sparse_attention(p, q, kv, wg, cg, layer, sinks, sel, out);
+  }
   Status sync() override {
     Status s = inner_->sync();
     return hook_(++*syncs_, std::move(s));

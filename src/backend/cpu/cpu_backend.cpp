@@ -1,15 +1,18 @@
 #include "backend/cpu/cpu_backend.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
 
 #include "backend/cpu/attention.h"
+#include "backend/cpu/dsv4_ops.h"
 #include "backend/cpu/ops.h"
 #include "backend/cpu/packed.h"
 #include "backend/cpu/quant.h"
 #include "core/check.h"
+#include "core/half.h"
 #include "core/page_buffer.h"
 
 namespace deepinfer::cpu {
@@ -77,9 +80,9 @@ class CpuKvCache final : public backend::KvCache {
         return invalid_argument("KV group '" + g.name + "': the CPU backend stores f32 or f16, not " +
                                 std::string(dtype_name(g.dtype)));
       }
-      if (g.tokens_per_row != 1) {
-        return unimplemented("KV group '" + g.name + "': the CPU backend has no compressed rows (" +
-                             std::to_string(g.tokens_per_row) + " tokens per row)");
+      if (g.tokens_per_row < 1 || g.block_size % g.tokens_per_row != 0) {
+        return unimplemented("KV group '" + g.name + "': a block of " + std::to_string(g.block_size) +
+                             " tokens does not hold whole rows of " + std::to_string(g.tokens_per_row) + " tokens");
       }
       if (g.block_size < 1 || g.n_blocks < 0 || g.n_head_kv < 1 || g.head_dim < 1) {
         return invalid_argument("KV group '" + g.name + "' has a non-positive block size, pool or row shape");
@@ -96,8 +99,10 @@ class CpuKvCache final : public backend::KvCache {
       pool.layer_bytes = static_cast<size_t>(g.n_blocks * pool.layout.block_elems()) * dtype_row_bytes(g.dtype, 1);
       const size_t total = pool.layer_bytes * g.layers.size();
       DI_ASSIGN_OR_RETURN(pool.k, PageBuffer::allocate(total));
-      DI_ASSIGN_OR_RETURN(pool.v, PageBuffer::allocate(total));
-      cache->bytes_ += 2 * total;
+      if (!g.k_only) {
+        DI_ASSIGN_OR_RETURN(pool.v, PageBuffer::allocate(total));
+      }
+      cache->bytes_ += (g.k_only ? 1 : 2) * total;
       cache->pools_.push_back(std::move(pool));
     }
     cache->groups_ = std::move(groups);
@@ -126,7 +131,7 @@ class CpuKvCache final : public backend::KvCache {
     const Pool& p = pool(group);
     DI_ICHECK(layer >= 0 && static_cast<size_t>(layer) < p.slot_of_layer.size() && p.slot_of_layer[layer] >= 0);
     const size_t at = static_cast<size_t>(p.slot_of_layer[layer]) * p.layer_bytes;
-    return {p.k.data() + at, p.v.data() + at};
+    return {p.k.data() + at, p.v.data() == nullptr ? nullptr : p.v.data() + at};
   }
 
  private:
@@ -155,8 +160,10 @@ class CpuKvCache final : public backend::KvCache {
     for (size_t i = 0; i < g.layers.size(); ++i) {
       const size_t layer_at = i * p.layer_bytes + static_cast<size_t>(block) * n;
       fn(p.k.data() + layer_at, n, at);
-      fn(p.v.data() + layer_at, n, at + n);
-      at += 2 * n;
+      at += n;
+      if (g.k_only) continue;
+      fn(p.v.data() + layer_at, n, at);
+      at += n;
     }
   }
 
@@ -234,7 +241,8 @@ class CpuQueue final : public backend::Queue {
     DI_ICHECK(x.rows == static_cast<int64_t>(positions_.size()) && x.cols == p.n_heads * p.head_dim);
     cpu::rope(x.f32(), x.rows, p.n_heads, p.head_dim, p.n_rot, positions_,
               std::span<const float>(inv_freq.f32(), static_cast<size_t>(inv_freq.n_elements())),
-              p.pairing == backend::RopePairing::kInterleaved ? RotaryPairing::kInterleaved : RotaryPairing::kHalf);
+              p.pairing == backend::RopePairing::kInterleaved ? RotaryPairing::kInterleaved : RotaryPairing::kHalf,
+              p.trailing ? p.head_dim - p.n_rot : 0, p.inverse ? -1.0f : 1.0f);
   }
 
   void gated_activation(backend::Activation act, const Tensor& gate, const Tensor& up) override {
@@ -269,6 +277,14 @@ class CpuQueue final : public backend::Queue {
     DI_ICHECK(k.cols == row_elems && v.cols == row_elems && k.rows == static_cast<int64_t>(positions_.size()));
     const auto [k_pool, v_pool] = cache.layer_data(group, layer);
     const int64_t bs = p.layout.block_size;
+    if (cache.groups()[static_cast<size_t>(group)].k_only) {
+      for (size_t t = 0; t < positions_.size(); ++t) {
+        const backend::StepSequence& seq = batch_.sequences[static_cast<size_t>(token_seq_[t])];
+        if (positions_[t] < seq.first_write[static_cast<size_t>(group)]) continue;
+        write_k_row(cache, group, k_pool, seq, positions_[t], k.f32() + static_cast<int64_t>(t) * row_elems);
+      }
+      return;
+    }
     for (size_t t = 0; t < positions_.size(); ++t) {
       const backend::StepSequence& seq = batch_.sequences[static_cast<size_t>(token_seq_[t])];
       const int64_t pos = positions_[t];
@@ -370,9 +386,228 @@ class CpuQueue final : public backend::Queue {
     }
   }
 
+  // ---- DeepSeek V4 ----
+
+  void clamp(const Tensor& x, float lo, float hi) override {
+    float* a = x.f32();
+    for (int64_t i = 0; i < x.n_elements(); ++i) a[i] = std::min(std::max(a[i], lo), hi);
+  }
+
+  void hyper_pre(const backend::HyperParams& p, const Tensor& streams, const Tensor& mixes, const Tensor& base,
+                 const Tensor& scale, const Tensor& collapsed, const Tensor& post, const Tensor& comb) override {
+    const int64_t s = p.n_streams, d = collapsed.cols;
+    const bool head = post.empty();
+    DI_ICHECK(streams.cols == s * d && streams.rows == collapsed.rows && mixes.rows == streams.rows);
+    DI_ICHECK(mixes.cols == (head ? s : (2 + s) * s) && base.n_elements() == mixes.cols);
+    DI_ICHECK(head || (post.cols == s && comb.cols == s * s));
+    for (int64_t t = 0; t < streams.rows; ++t) {
+      hyper_pre_row(p, d, streams.f32() + t * s * d, mixes.f32() + t * mixes.cols, base.f32(), scale.f32(),
+                    collapsed.f32() + t * d, head ? nullptr : post.f32() + t * s, head ? nullptr : comb.f32() + t * s * s);
+    }
+  }
+
+  void hyper_post(const backend::HyperParams& p, const Tensor& streams, const Tensor& x, const Tensor& post,
+                  const Tensor& comb, const Tensor& out_streams) override {
+    const int64_t s = p.n_streams, d = x.cols;
+    DI_ICHECK(streams.cols == s * d && out_streams.cols == s * d && streams.rows == x.rows);
+    for (int64_t t = 0; t < x.rows; ++t) {
+      hyper_post_row(p, d, streams.f32() + t * s * d, x.f32() + t * d, post.f32() + t * s, comb.f32() + t * s * s,
+                     out_streams.f32() + t * s * d);
+    }
+  }
+
+  void route_sqrt_softplus(const Tensor& logits, const Tensor& bias, const Tensor& fixed_ids, int64_t k, float scale,
+                           const Tensor& ids, const Tensor& weights) override {
+    DI_ICHECK(ids.rows == logits.rows && ids.cols == k && weights.rows == logits.rows && weights.cols == k);
+    DI_ICHECK(bias.empty() || bias.n_elements() == logits.cols);
+    DI_ICHECK(fixed_ids.empty() || (fixed_ids.rows == logits.rows && fixed_ids.cols == k));
+    for (int64_t t = 0; t < logits.rows; ++t) {
+      route_sqrt_softplus_row(logits.f32() + t * logits.cols, logits.cols, bias.empty() ? nullptr : bias.f32(),
+                              fixed_ids.empty() ? nullptr : fixed_ids.i32() + t * k, k, scale, ids.i32() + t * k,
+                              weights.f32() + t * k);
+    }
+  }
+
+  void compress_kv(const backend::CompressParams& p, backend::KvCache& kv, int state_group, int out_group,
+                   int32_t layer, const Tensor& ape, const Tensor& norm, const Tensor& inv_freq) override {
+    const CpuKvCache& cache = cpu_cache(kv);
+    const KvGroupSpec& sg = cache.groups()[static_cast<size_t>(state_group)];
+    const int64_t width = p.overlap ? 2 * p.head_dim : p.head_dim;
+    DI_ICHECK(sg.row_elems() == width && !sg.k_only && sg.tokens_per_row == 1);
+    DI_ICHECK(cache.groups()[static_cast<size_t>(out_group)].row_elems() == p.head_dim);
+    DI_ICHECK(cache.groups()[static_cast<size_t>(out_group)].tokens_per_row == p.rate);
+    DI_ICHECK(ape.rows == p.rate && ape.cols == width && norm.n_elements() == p.head_dim);
+    const auto [k_pool, v_pool] = cache.layer_data(state_group, layer);
+    const auto out_pool = cache.layer_data(out_group, layer).first;
+    const int64_t n_slots = p.overlap ? 2 * p.rate : p.rate;
+    std::vector<float> kv_rows(static_cast<size_t>(n_slots * width)), gate_rows(kv_rows.size()), entry(p.head_dim);
+    std::vector<const float*> kv_ptr(n_slots), gate_ptr(n_slots);
+    std::vector<char> valid(n_slots);
+    for (size_t t = 0; t < positions_.size(); ++t) {
+      const int64_t pos = positions_[t];
+      if ((pos + 1) % p.rate != 0) continue;
+      const int64_t w = (pos + 1) / p.rate - 1;
+      const backend::StepSequence& seq = batch_.sequences[static_cast<size_t>(token_seq_[t])];
+      for (int64_t s = 0; s < n_slots; ++s) {
+        // Overlap: slots 0..rate-1 are the previous window's first halves, the rest this
+        // window's second halves.
+        const bool previous = p.overlap && s < p.rate;
+        const int64_t token = previous ? p.rate * (w - 1) + s : p.rate * w + (p.overlap ? s - p.rate : s);
+        const int64_t half = p.overlap && !previous ? p.head_dim : 0;
+        valid[s] = token >= 0;
+        if (!valid[s]) continue;
+        float* kr = kv_rows.data() + s * width;
+        float* gr = gate_rows.data() + s * width;
+        read_row(cache, state_group, k_pool, true, seq, token, kr);
+        read_row(cache, state_group, v_pool, false, seq, token, gr);
+        const float* bias = ape.f32() + (token % p.rate) * width;
+        for (int64_t c = 0; c < width; ++c) gr[c] += bias[c];
+        kv_ptr[s] = kr + half;
+        gate_ptr[s] = gr + half;
+      }
+      compress_entry(p.head_dim, n_slots, kv_ptr.data(), gate_ptr.data(), reinterpret_cast<const bool*>(valid.data()),
+                     norm.f32(), p.eps, entry.data());
+      rope_trailing(entry.data(), p.head_dim, p.n_rot, static_cast<float>(w * p.rate), inv_freq.f32(), 1.0f);
+      write_k_row(cache, out_group, out_pool, seq, w * p.rate, entry.data());
+    }
+  }
+
+  void index_top_k(const backend::IndexParams& p, const Tensor& q, const Tensor& weights, const backend::KvCache& kv,
+                   int group, int32_t layer, const Tensor& ids) override {
+    const CpuKvCache& cache = cpu_cache(kv);
+    const KvGroupSpec& g = cache.groups()[static_cast<size_t>(group)];
+    DI_ICHECK(g.row_elems() == p.head_dim && g.tokens_per_row == p.rate);
+    DI_ICHECK(q.cols == p.n_heads * p.head_dim && weights.cols == p.n_heads && ids.cols == p.top_k);
+    const uint8_t* k_pool = cache.layer_data(group, layer).first;
+    pool_.parallel_for(static_cast<int64_t>(positions_.size()), [&](int, int64_t begin, int64_t end) {
+      std::vector<float> key(static_cast<size_t>(p.head_dim));
+      std::vector<std::pair<float, int32_t>> scores;
+      for (int64_t t = begin; t < end; ++t) {
+        const backend::StepSequence& seq = batch_.sequences[static_cast<size_t>(token_seq_[t])];
+        const int64_t n_visible = (positions_[t] + 1) / p.rate;
+        scores.clear();
+        for (int64_t w = 0; w < n_visible; ++w) {
+          read_row(cache, group, k_pool, true, seq, w * p.rate, key.data());
+          float score = 0;
+          for (int64_t h = 0; h < p.n_heads; ++h) {
+            const float* qh = q.f32() + t * q.cols + h * p.head_dim;
+            float dot = 0;
+            for (int64_t i = 0; i < p.head_dim; ++i) dot += qh[i] * key[static_cast<size_t>(i)];
+            score += std::max(dot, 0.0f) * p.scale * weights.f32()[t * p.n_heads + h];
+          }
+          scores.emplace_back(score, static_cast<int32_t>(w));
+        }
+        const int64_t n = std::min<int64_t>(p.top_k, n_visible);
+        std::partial_sort(scores.begin(), scores.begin() + n, scores.end(), [](const auto& a, const auto& b) {
+          return a.first > b.first || (a.first == b.first && a.second < b.second);
+        });
+        for (int64_t j = 0; j < p.top_k; ++j) ids.i32()[t * p.top_k + j] = j < n ? scores[static_cast<size_t>(j)].second : -1;
+      }
+    });
+  }
+
+  void sparse_attention(const backend::SparseAttentionParams& p, const Tensor& q, const backend::KvCache& kv,
+                        int window_group, int compressed_group, int32_t layer, const Tensor& sinks,
+                        const Tensor& selected, const Tensor& out) override {
+    const CpuKvCache& cache = cpu_cache(kv);
+    const int64_t d = p.head_dim;
+    DI_ICHECK(cache.groups()[static_cast<size_t>(window_group)].row_elems() == d);
+    DI_ICHECK(q.cols == p.n_head * d && out.cols == q.cols && sinks.n_elements() == p.n_head);
+    const uint8_t* win_pool = cache.layer_data(window_group, layer).first;
+    const uint8_t* comp_pool = p.rate > 0 ? cache.layer_data(compressed_group, layer).first : nullptr;
+    pool_.parallel_for(static_cast<int64_t>(positions_.size()), [&](int, int64_t begin, int64_t end) {
+      std::vector<float> rows, scores;
+      for (int64_t t = begin; t < end; ++t) {
+        const backend::StepSequence& seq = batch_.sequences[static_cast<size_t>(token_seq_[t])];
+        const int64_t pos = positions_[t];
+        const int64_t first = std::max<int64_t>({0, pos - p.window + 1, seq.min_position[static_cast<size_t>(window_group)]});
+        rows.clear();
+        int64_t n_rows = 0;
+        const auto add_row = [&](int group, const uint8_t* pool, int64_t logical) {
+          rows.resize(static_cast<size_t>((n_rows + 1) * d));
+          read_row(cache, group, pool, true, seq, logical, rows.data() + n_rows * d);
+          ++n_rows;
+        };
+        for (int64_t j = first; j <= pos; ++j) add_row(window_group, win_pool, j);
+        if (p.rate > 0) {
+          const int64_t n_visible = (pos + 1) / p.rate;
+          if (selected.empty()) {
+            for (int64_t w = 0; w < n_visible; ++w) add_row(compressed_group, comp_pool, w * p.rate);
+          } else {
+            for (int64_t j = 0; j < selected.cols; ++j) {
+              const int32_t w = selected.i32()[t * selected.cols + j];
+              if (w >= 0 && w < n_visible) add_row(compressed_group, comp_pool, w * p.rate);
+            }
+          }
+        }
+        scores.resize(static_cast<size_t>(n_rows));
+        for (int64_t h = 0; h < p.n_head; ++h) {
+          const float* qh = q.f32() + t * q.cols + h * d;
+          const float sink = sinks.f32()[h];
+          float mx = sink;
+          for (int64_t r = 0; r < n_rows; ++r) {
+            float dot = 0;
+            for (int64_t i = 0; i < d; ++i) dot += qh[i] * rows[static_cast<size_t>(r * d + i)];
+            scores[static_cast<size_t>(r)] = dot * p.scale;
+            mx = std::max(mx, scores[static_cast<size_t>(r)]);
+          }
+          float denom = std::exp(sink - mx);
+          for (int64_t r = 0; r < n_rows; ++r) denom += scores[static_cast<size_t>(r)] = std::exp(scores[static_cast<size_t>(r)] - mx);
+          float* oh = out.f32() + t * out.cols + h * d;
+          std::fill_n(oh, d, 0.0f);
+          for (int64_t r = 0; r < n_rows; ++r) {
+            const float w = scores[static_cast<size_t>(r)] / denom;
+            for (int64_t i = 0; i < d; ++i) oh[i] += w * rows[static_cast<size_t>(r * d + i)];
+          }
+        }
+      }
+    });
+  }
+
   Status sync() override { return {}; }
 
  private:
+  // Pool row of the row that holds `position` (a token's own row, or the compressed row whose
+  // tokens include it) in one sequence's table of group g.
+  static int64_t pool_row(const KvGroupSpec& g, const backend::StepSequence& seq, int group, int64_t position) {
+    const auto& table = seq.block_tables[static_cast<size_t>(group)];
+    DI_ICHECK(position >= 0 && static_cast<size_t>(position / g.block_size) < table.size());
+    const int32_t block = table[static_cast<size_t>(position / g.block_size)];
+    DI_ICHECK(block >= 0 && block < g.n_blocks);
+    return static_cast<int64_t>(block) * g.rows_per_block() + (position % g.block_size) / g.tokens_per_row;
+  }
+  // Row (K, or V with is_k false) of the row holding `position`, as f32 (row_elems values).
+  static void read_row(const CpuKvCache& cache, int group, const uint8_t* plane, bool is_k,
+                       const backend::StepSequence& seq, int64_t position, float* out) {
+    const KvGroupSpec& g = cache.groups()[static_cast<size_t>(group)];
+    const KvLayout& layout = cache.pool(group).layout;
+    const int64_t row = pool_row(g, seq, group, position);
+    for (int64_t h = 0; h < layout.n_head_kv; ++h) {
+      for (int64_t i = 0; i < layout.head_dim; ++i) {
+        const int64_t at = is_k ? layout.k_index(row, h, i) : layout.v_index(row, h, i);
+        out[h * layout.head_dim + i] = g.dtype == DType::kF16 ? fp16_to_fp32(reinterpret_cast<const uint16_t*>(plane)[at])
+                                                              : reinterpret_cast<const float*>(plane)[at];
+      }
+    }
+  }
+  static void write_k_row(const CpuKvCache& cache, int group, uint8_t* plane, const backend::StepSequence& seq,
+                          int64_t position, const float* k) {
+    const KvGroupSpec& g = cache.groups()[static_cast<size_t>(group)];
+    const KvLayout& layout = cache.pool(group).layout;
+    const int64_t row = pool_row(g, seq, group, position);
+    for (int64_t h = 0; h < layout.n_head_kv; ++h) {
+      for (int64_t i = 0; i < layout.head_dim; ++i) {
+        const int64_t at = layout.k_index(row, h, i);
+        const float v = k[h * layout.head_dim + i];
+        if (g.dtype == DType::kF16) {
+          reinterpret_cast<uint16_t*>(plane)[at] = fp32_to_fp16(v);
+        } else {
+          reinterpret_cast<float*>(plane)[at] = v;
+        }
+      }
+    }
+  }
+
   ThreadPool& pool_;
   bool reference_;
   QuantScratch scratch_;

@@ -228,16 +228,16 @@ void rms_norm(const float* x, const float* w, float eps, int64_t n_rows, int64_t
 
 void rope(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, int64_t n_rot,
           std::span<const int32_t> positions, std::span<const float> inv_freq,
-          RotaryPairing pairing) {
-  DI_ICHECK(static_cast<int64_t>(inv_freq.size()) * 2 == n_rot && n_rot <= head_dim);
+          RotaryPairing pairing, int64_t offset, float sign) {
+  DI_ICHECK(static_cast<int64_t>(inv_freq.size()) * 2 == n_rot && offset >= 0 && offset + n_rot <= head_dim);
   const int64_t half = n_rot / 2;
   for (int64_t t = 0; t < n_tokens; ++t) {
     const float pos = static_cast<float>(positions[t]);
     for (int64_t i = 0; i < half; ++i) {
       const float theta = pos * inv_freq[i];
-      const float c = std::cos(theta), s = std::sin(theta);
+      const float c = std::cos(theta), s = sign * std::sin(theta);
       for (int64_t h = 0; h < n_heads; ++h) {
-        float* xh = x + (t * n_heads + h) * head_dim;
+        float* xh = x + (t * n_heads + h) * head_dim + offset;
         const int64_t a = pairing == RotaryPairing::kInterleaved ? 2 * i : i;
         const int64_t b = pairing == RotaryPairing::kInterleaved ? 2 * i + 1 : i + half;
         const float x0 = xh[a], x1 = xh[b];

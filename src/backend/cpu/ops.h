@@ -58,11 +58,13 @@ void gather_rows(const WeightMatrix& w, std::span<const int32_t> ids, float* y);
 void rms_norm(const float* x, const float* w, float eps, int64_t n_rows, int64_t n, float* out);
 
 // Rotary position embedding applied in place to x: [n_tokens, n_heads, head_dim]. The first
-// n_rot channels of each head rotate with angle positions[t] * inv_freq[i] (inv_freq: n_rot/2).
+// n_rot channels of each head rotate with angle positions[t] * inv_freq[i] (inv_freq: n_rot/2);
+// with `offset` the n_rot channels from there (DeepSeek V4: the trailing ones), and sign -1
+// rotates by -positions[t].
 enum class RotaryPairing { kInterleaved, kHalf };
 void rope(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, int64_t n_rot,
           std::span<const int32_t> positions, std::span<const float> inv_freq,
-          RotaryPairing pairing);
+          RotaryPairing pairing, int64_t offset = 0, float sign = 1.0f);
 
 // gate[i] = silu(gate[i]) * up[i], n elements.
 void silu_mul(float* gate, const float* up, int64_t n);

@@ -32,5 +32,6 @@ Result<std::unique_ptr<Model>> create_llama_model(std::unique_ptr<TensorSource> 
 Result<std::unique_ptr<Model>> create_gemma3_model(std::unique_ptr<TensorSource> source, backend::Backend& backend);
 Result<std::unique_ptr<Model>> create_qwen3_model(std::unique_ptr<TensorSource> source, backend::Backend& backend);
 Result<std::unique_ptr<Model>> create_qwen3_moe_model(std::unique_ptr<TensorSource> source, backend::Backend& backend);
+Result<std::unique_ptr<Model>> create_deepseek_v4_model(std::unique_ptr<TensorSource> source, backend::Backend& backend);
 
 }  // namespace deepinfer

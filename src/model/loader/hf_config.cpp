@@ -150,7 +150,7 @@ Result<const ArchInfo*> find_architecture(const ConfigReader& cfg, const std::st
   }
   return unimplemented(path + ": architecture " + shown +
                        " is not supported (supported: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, "
-                       "Gemma3ForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM)");
+                       "Gemma3ForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM, DeepseekV4ForCausalLM)");
 }
 
 // rope_theta, partial rotation and scaling. transformers 5 writes them together under
@@ -339,13 +339,227 @@ Status read_special_tokens(const ConfigReader& cfg, Metadata* md) {
   return {};
 }
 
+// DeepSeek V4 (DeepseekV4ForCausalLM, model_type deepseek_v4): keys "deepseek_v4.*" that
+// model/arch/deepseek_v4.cpp reads. Both the config transformers writes (layer_types,
+// mlp_layer_types, compress_rates, rope_parameters {main, compress}) and the legacy fields of
+// the official release (compress_ratios, num_hash_layers, compress_rate_csa/hca,
+// qk_rope_head_dim, flat rope_parameters or rope_scaling for the compress rope) are read.
+bool is_deepseek_v4(const ConfigReader& cfg) {
+  if (const json* archs = cfg.get("architectures"); archs && archs->is_array() && !archs->empty() &&
+                                                     (*archs)[0] == "DeepseekV4ForCausalLM") {
+    return true;
+  }
+  const json* mt = cfg.get("model_type");
+  return mt && *mt == "deepseek_v4";
+}
+
+Result<Metadata> parse_deepseek_v4(const json& root, const std::string& path) {
+  ConfigReader cfg(root, path);
+  if (cfg.has("quantization_config")) {
+    return unimplemented(path + ": quantized DeepSeek V4 checkpoints (FP8 / FP4, quantization_config) are not "
+                         "supported yet; convert to BF16 or F32");
+  }
+  Metadata md;
+  const std::string p = "deepseek_v4.";
+  md.set("general.architecture", MetaValue::of_string("deepseek_v4"));
+  std::string name = std::filesystem::path(path).parent_path().filename().string();
+  md.set("general.name", MetaValue::of_string(name.empty() ? "deepseek_v4" : name));
+  md.set("deepinfer.source_format", MetaValue::of_string("safetensors"));
+  const auto set_int = [&](const char* key, const std::string& gguf, std::optional<int64_t> fallback) -> Status {
+    int64_t v = 0;
+    if (fallback) {
+      DI_ASSIGN_OR_RETURN(v, cfg.positive_int_or(key, *fallback));
+    } else {
+      DI_ASSIGN_OR_RETURN(v, cfg.positive_int(key));
+    }
+    md.set(p + gguf, u32(v));
+    return {};
+  };
+  DI_RETURN_IF_ERROR(set_int("hidden_size", "embedding_length", 4096));
+  DI_RETURN_IF_ERROR(set_int("num_hidden_layers", "block_count", 43));
+  DI_RETURN_IF_ERROR(set_int("num_attention_heads", "attention.head_count", 64));
+  DI_RETURN_IF_ERROR(set_int("num_key_value_heads", "attention.head_count_kv", 1));
+  DI_RETURN_IF_ERROR(set_int("head_dim", "attention.key_length", 512));
+  DI_RETURN_IF_ERROR(set_int("vocab_size", "vocab_size", 129280));
+  DI_RETURN_IF_ERROR(set_int("max_position_embeddings", "context_length", 1048576));
+  DI_RETURN_IF_ERROR(set_int("q_lora_rank", "q_lora_rank", 1024));
+  DI_RETURN_IF_ERROR(set_int("o_groups", "o_groups", 8));
+  DI_RETURN_IF_ERROR(set_int("o_lora_rank", "o_lora_rank", 1024));
+  DI_RETURN_IF_ERROR(set_int("sliding_window", "attention.sliding_window", 128));
+  DI_RETURN_IF_ERROR(set_int("n_routed_experts", "expert_count", 256));
+  DI_RETURN_IF_ERROR(set_int("num_experts_per_tok", "expert_used_count", 6));
+  DI_RETURN_IF_ERROR(set_int("moe_intermediate_size", "expert_feed_forward_length", 2048));
+  DI_RETURN_IF_ERROR(set_int("hc_mult", "hc_mult", 4));
+  DI_RETURN_IF_ERROR(set_int("hc_sinkhorn_iters", "hc_sinkhorn_iters", 20));
+  DI_RETURN_IF_ERROR(set_int("index_n_heads", "index_n_heads", 64));
+  DI_RETURN_IF_ERROR(set_int("index_head_dim", "index_head_dim", 128));
+  DI_RETURN_IF_ERROR(set_int("index_topk", "index_topk", 512));
+  DI_ASSIGN_OR_RETURN(std::optional<int64_t> n_shared, cfg.opt_int("n_shared_experts"));
+  md.set(p + "expert_shared_count", u32(n_shared.value_or(1)));
+  DI_ASSIGN_OR_RETURN(std::optional<int64_t> n_mtp, cfg.opt_int("num_nextn_predict_layers"));
+  md.set(p + "nextn_predict_layers", u32(n_mtp.value_or(1)));
+  DI_ASSIGN_OR_RETURN(double eps, cfg.positive_float_or("rms_norm_eps", 1e-6));
+  md.set(p + "attention.layer_norm_rms_epsilon", f32(eps));
+  DI_ASSIGN_OR_RETURN(double hc_eps, cfg.positive_float_or("hc_eps", 1e-6));
+  md.set(p + "hc_eps", f32(hc_eps));
+  DI_ASSIGN_OR_RETURN(double routed_scale, cfg.positive_float_or("routed_scaling_factor", 1.5));
+  md.set(p + "expert_weights_scale", f32(routed_scale));
+  DI_ASSIGN_OR_RETURN(double limit, cfg.positive_float_or("swiglu_limit", 10.0));
+  md.set(p + "swiglu_limit", f32(limit));
+  DI_ASSIGN_OR_RETURN(std::optional<std::string> scoring, cfg.opt_string("scoring_func"));
+  if (scoring.value_or("sqrtsoftplus") != "sqrtsoftplus") {
+    return unimplemented(path + ": DeepSeek V4 scoring_func '" + *scoring + "' is not supported (sqrtsoftplus)");
+  }
+  DI_ASSIGN_OR_RETURN(std::optional<bool> norm_topk, cfg.opt_bool("norm_topk_prob"));
+  if (!norm_topk.value_or(true)) return unimplemented(path + ": DeepSeek V4 with norm_topk_prob false is not supported");
+  DI_ASSIGN_OR_RETURN(std::optional<std::string> act, cfg.opt_string("hidden_act"));
+  if (act.value_or("silu") != "silu") return unimplemented(path + ": hidden_act '" + *act + "' is not supported");
+  DI_ASSIGN_OR_RETURN(std::optional<bool> tied, cfg.opt_bool("tie_word_embeddings"));
+  if (tied.value_or(false)) return unimplemented(path + ": DeepSeek V4 with tied embeddings is not supported");
+  DI_ASSIGN_OR_RETURN(int64_t n_layer, cfg.positive_int_or("num_hidden_layers", 43));
+  DI_ASSIGN_OR_RETURN(int64_t head_dim, cfg.positive_int_or("head_dim", 512));
+
+  // Compress rates.
+  int64_t rate_csa = 4, rate_hca = 128;
+  if (const json* rates = cfg.get("compress_rates")) {
+    if (!rates->is_object()) return cfg.bad("compress_rates", "an object");
+    ConfigReader r(*rates, path, "compress_rates.");
+    DI_ASSIGN_OR_RETURN(rate_csa, r.positive_int_or("compressed_sparse_attention", 4));
+    DI_ASSIGN_OR_RETURN(rate_hca, r.positive_int_or("heavily_compressed_attention", 128));
+  }
+  DI_ASSIGN_OR_RETURN(rate_csa, cfg.positive_int_or("compress_rate_csa", rate_csa));
+  DI_ASSIGN_OR_RETURN(rate_hca, cfg.positive_int_or("compress_rate_hca", rate_hca));
+  md.set(p + "compress_rate_csa", u32(rate_csa));
+  md.set(p + "compress_rate_hca", u32(rate_hca));
+
+  // Layer types: 0 sliding, 1 CSA, 2 HCA.
+  MetaArray kinds{MetaType::kU32, {}};
+  if (const json* types = cfg.get("layer_types")) {
+    if (!types->is_array() || static_cast<int64_t>(types->size()) < n_layer) {
+      return cfg.bad("layer_types", "a list with one entry per layer");
+    }
+    for (int64_t l = 0; l < n_layer; ++l) {
+      const json& t = (*types)[static_cast<size_t>(l)];
+      if (t == "sliding_attention") {
+        kinds.items.push_back(u32(0));
+      } else if (t == "compressed_sparse_attention") {
+        kinds.items.push_back(u32(1));
+      } else if (t == "heavily_compressed_attention") {
+        kinds.items.push_back(u32(2));
+      } else {
+        return cfg.bad("layer_types", "a list of sliding_attention, compressed_sparse_attention and "
+                                      "heavily_compressed_attention");
+      }
+    }
+  } else if (const json* ratios = cfg.get("compress_ratios")) {
+    if (!ratios->is_array() || static_cast<int64_t>(ratios->size()) < n_layer) {
+      return cfg.bad("compress_ratios", "a list with one entry per layer");
+    }
+    for (int64_t l = 0; l < n_layer; ++l) {
+      const json& r = (*ratios)[static_cast<size_t>(l)];
+      if (!r.is_number_integer()) return cfg.bad("compress_ratios", "a list of 0, 4 and 128");
+      const int64_t v = r.get<int64_t>();
+      if (v == 0) {
+        kinds.items.push_back(u32(0));
+      } else if (v == rate_csa) {
+        kinds.items.push_back(u32(1));
+      } else if (v == rate_hca) {
+        kinds.items.push_back(u32(2));
+      } else {
+        return cfg.bad("compress_ratios", "a list of 0 and the CSA and HCA compress rates");
+      }
+    }
+  } else {
+    // transformers' default: two HCA layers, then CSA and HCA alternating (V4-Pro's schedule).
+    for (int64_t l = 0; l < n_layer; ++l) kinds.items.push_back(u32(l < 2 ? 2 : (l - 2) % 2 ? 1 : 2));
+  }
+  md.set(p + "layer_types", MetaValue::of_array(std::move(kinds)));
+
+  MetaArray hash{MetaType::kBool, {}};
+  if (const json* types = cfg.get("mlp_layer_types")) {
+    if (!types->is_array() || static_cast<int64_t>(types->size()) < n_layer) {
+      return cfg.bad("mlp_layer_types", "a list with one entry per layer");
+    }
+    for (int64_t l = 0; l < n_layer; ++l) {
+      const json& t = (*types)[static_cast<size_t>(l)];
+      if (t != "hash_moe" && t != "moe") return cfg.bad("mlp_layer_types", "a list of hash_moe and moe");
+      hash.items.push_back(MetaValue::of_bool(t == "hash_moe"));
+    }
+  } else {
+    DI_ASSIGN_OR_RETURN(std::optional<int64_t> n_hash, cfg.opt_int("num_hash_layers"));
+    for (int64_t l = 0; l < n_layer; ++l) hash.items.push_back(MetaValue::of_bool(l < n_hash.value_or(3)));
+  }
+  md.set(p + "mlp_hash", MetaValue::of_array(std::move(hash)));
+
+  // Rope: partial (trailing channels), main (sliding layers) and compress (CSA/HCA layers).
+  double partial = 64.0 / 512.0;
+  if (cfg.has("partial_rotary_factor")) {
+    DI_ASSIGN_OR_RETURN(partial, cfg.positive_float_or("partial_rotary_factor", partial));
+  } else if (cfg.has("qk_rope_head_dim")) {
+    DI_ASSIGN_OR_RETURN(int64_t rope_dim, cfg.positive_int("qk_rope_head_dim"));
+    partial = static_cast<double>(rope_dim) / static_cast<double>(head_dim);
+  }
+  md.set(p + "rope.dimension_count", u32(static_cast<int64_t>(static_cast<double>(head_dim) * partial)));
+  DI_ASSIGN_OR_RETURN(double theta, cfg.positive_float_or("rope_theta", 10000.0));
+  DI_ASSIGN_OR_RETURN(double compress_theta, cfg.positive_float_or("compress_rope_theta", 160000.0));
+  const json* params = cfg.get("rope_parameters");
+  if (!params) params = cfg.get("rope_scaling");
+  static const json kEmpty = json::object();
+  const json* compress = &kEmpty;
+  if (params && params->is_object()) {
+    if (params->contains("main") && (*params)["main"].is_object()) {
+      ConfigReader main((*params)["main"], path, "rope_parameters.main.");
+      DI_ASSIGN_OR_RETURN(theta, main.positive_float_or("rope_theta", theta));
+      DI_ASSIGN_OR_RETURN(std::optional<std::string> type, main.opt_string("rope_type"));
+      if (type.value_or("default") != "default") {
+        return unimplemented(path + ": rope type '" + *type + "' on DeepSeek V4 sliding layers is not supported");
+      }
+    }
+    compress = params->contains("compress") && (*params)["compress"].is_object() ? &(*params)["compress"] : params;
+  }
+  ConfigReader cr(*compress, path, "rope_parameters.compress.");
+  if (compress != params || cr.has("rope_theta")) {
+    DI_ASSIGN_OR_RETURN(compress_theta, cr.positive_float_or("rope_theta", compress_theta));
+  }
+  md.set(p + "rope.freq_base", f32(theta));
+  md.set(p + "compress_rope.freq_base", f32(compress_theta));
+  DI_ASSIGN_OR_RETURN(std::optional<std::string> ctype, cr.opt_string("rope_type"));
+  if (!ctype) {
+    DI_ASSIGN_OR_RETURN(ctype, cr.opt_string("type"));
+  }
+  if (ctype && *ctype == "yarn") {
+    DI_ASSIGN_OR_RETURN(double factor, cr.positive_float_or("factor", 16.0));
+    DI_ASSIGN_OR_RETURN(int64_t original, cr.positive_int_or("original_max_position_embeddings", 65536));
+    DI_ASSIGN_OR_RETURN(double beta_fast, cr.positive_float_or("beta_fast", 32.0));
+    DI_ASSIGN_OR_RETURN(double beta_slow, cr.positive_float_or("beta_slow", 1.0));
+    DI_ASSIGN_OR_RETURN(double attention_factor, cr.positive_float_or("attention_factor", 1.0));
+    if (attention_factor != 1.0) {
+      return unimplemented(path + ": DeepSeek V4 compress rope with attention_factor != 1 is not supported");
+    }
+    md.set(p + "compress_rope.scaling.type", MetaValue::of_string("yarn"));
+    md.set(p + "compress_rope.scaling.factor", MetaValue::of_float(factor));
+    md.set(p + "compress_rope.scaling.original_context_length", u32(original));
+    md.set(p + "compress_rope.scaling.beta_fast", MetaValue::of_float(beta_fast));
+    md.set(p + "compress_rope.scaling.beta_slow", MetaValue::of_float(beta_slow));
+  } else if (ctype && *ctype != "default") {
+    return unimplemented(path + ": rope type '" + *ctype + "' on DeepSeek V4 compressed layers is not supported");
+  }
+  DI_RETURN_IF_ERROR(read_special_tokens(cfg, &md));
+  return md;
+}
+
 }  // namespace
+
+bool hf_integer_tensor_allowed(std::string_view hf_name, std::string_view architecture) {
+  return architecture == "deepseek_v4" && hf_name.ends_with(".gate.tid2eid");
+}
 
 Result<Metadata> parse_hf_config(std::string_view json_text, const std::string& path) {
   const json root = json::parse(json_text.begin(), json_text.end(), nullptr, /*allow_exceptions=*/false);
   if (root.is_discarded()) return invalid_argument(path + ": config.json is not valid JSON");
   if (!root.is_object()) return invalid_argument(path + ": config.json must hold a JSON object");
   ConfigReader cfg(root, path);
+  if (is_deepseek_v4(cfg)) return parse_deepseek_v4(root, path);
 
   DI_ASSIGN_OR_RETURN(const ArchInfo* arch, find_architecture(cfg, path));
   // A quantized checkpoint (GPTQ, AWQ, fp8, bitsandbytes) stores packed weights the CPU
@@ -443,6 +657,8 @@ std::optional<std::string> hf_to_gguf_tensor_name(std::string_view hf_name, std:
   // Rotary inv_freq buffers were saved by old transformers versions; the forward pass computes
   // the frequencies from the config instead.
   if (hf_name.ends_with("rotary_emb.inv_freq")) return std::nullopt;
+  // DeepSeek V4 keeps its Hugging Face names: GGUF has no vocabulary for its tensors yet.
+  if (architecture == "deepseek_v4") return std::string(hf_name);
   if (hf_name == "model.embed_tokens.weight") return "token_embd.weight";
   if (hf_name == "model.norm.weight") return "output_norm.weight";
   if (hf_name == "lm_head.weight") return "output.weight";

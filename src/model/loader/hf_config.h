@@ -17,7 +17,8 @@ namespace deepinfer {
 
 // Supported "architectures": LlamaForCausalLM and MistralForCausalLM (both become "llama"),
 // Qwen2ForCausalLM ("qwen2"), Gemma3ForCausalLM ("gemma3"), Qwen3ForCausalLM ("qwen3"),
-// Qwen3MoeForCausalLM ("qwen3moe"). Keys written besides the <arch>.* hyperparameters (with
+// Qwen3MoeForCausalLM ("qwen3moe"), DeepseekV4ForCausalLM ("deepseek_v4": its own keys,
+// deepseek_v4.*, and its tensors keep their Hugging Face names). Keys written besides the <arch>.* hyperparameters (with
 // llama.cpp's names where it has one: gemma3.rope.freq_base_swa,
 // gemma3.attention.sliding_window_pattern (bool per layer, true = sliding),
 // gemma3.final_logit_softcapping, qwen3moe.expert_count / expert_used_count /
@@ -43,6 +44,10 @@ Result<Metadata> read_hf_config(const std::string& path);
 // names whose meaning differs by model: Gemma 3's post_attention_layernorm is a sandwich norm
 // (post_attention_norm), not the FFN's input norm. MoE experts become
 // blk.N.ffn_{gate,up,down}_exps.E.weight, one matrix per expert as stored.
+// Integer tensors a model reads as data, not weights (DeepSeek V4's hash-routing table
+// layers.N.ffn.gate.tid2eid, I32 or I64); every other integer tensor is refused.
+bool hf_integer_tensor_allowed(std::string_view hf_name, std::string_view architecture);
+
 std::optional<std::string> hf_to_gguf_tensor_name(std::string_view hf_name, std::string_view architecture = {});
 
 }  // namespace deepinfer

@@ -31,11 +31,12 @@ struct SafetensorsDType {
   std::string_view name;
   size_t element_bytes;
   std::optional<DType> dtype;  // nullopt: a valid safetensors dtype that is not a model weight here
+  std::optional<DType> integer = std::nullopt;  // for the integer tables hf_integer_tensor_allowed names
 };
 
 constexpr SafetensorsDType kDTypes[] = {
     {"F32", 4, DType::kF32},  {"F16", 2, DType::kF16},  {"BF16", 2, DType::kBF16},
-    {"F64", 8, std::nullopt}, {"I64", 8, std::nullopt}, {"I32", 4, std::nullopt},
+    {"F64", 8, std::nullopt}, {"I64", 8, std::nullopt, DType::kI64}, {"I32", 4, std::nullopt, DType::kI32},
     {"I16", 2, std::nullopt}, {"I8", 1, std::nullopt},  {"U8", 1, std::nullopt},
     {"U16", 2, std::nullopt}, {"U32", 4, std::nullopt}, {"U64", 8, std::nullopt},
     {"BOOL", 1, std::nullopt}, {"F8_E4M3", 1, std::nullopt}, {"F8_E5M2", 1, std::nullopt},
@@ -222,7 +223,8 @@ Status SafetensorsSource::add_file(const fs::path& path, std::set<std::string>* 
     hf_names->insert(hf_name);
     std::optional<std::string> gguf_name = hf_to_gguf_tensor_name(hf_name, architecture);
     if (!gguf_name) continue;
-    if (!dt->dtype) {
+    const bool integer_table = dt->integer && hf_integer_tensor_allowed(hf_name, architecture);
+    if (!dt->dtype && !integer_table) {
       return unimplemented(name + ": tensor '" + hf_name + "' has dtype " + dtype_name_str +
                            "; only F32, F16 and BF16 weights are supported");
     }
@@ -232,7 +234,7 @@ Status SafetensorsSource::add_file(const fs::path& path, std::set<std::string>* 
     origin_.emplace(*gguf_name, name);
     TensorView view;
     view.name = std::move(*gguf_name);
-    view.dtype = *dt->dtype;
+    view.dtype = integer_table ? *dt->integer : *dt->dtype;
     view.shape = std::move(shape);
     view.data = data + begin;
     view.n_bytes = static_cast<size_t>(end - begin);
@@ -247,6 +249,8 @@ Status SafetensorsSource::add_file(const fs::path& path, std::set<std::string>* 
 // if the checkpoint also stores an lm_head, so a stored one is dropped to compute the same
 // thing; the forward pass ties when output.weight is absent.
 Status SafetensorsSource::apply_tied_embeddings(const fs::path& config_path) {
+  // DeepSeek V4 keeps its own tensor names and is never tied: its model binds head.weight.
+  if (!metadata_.has("deepinfer.tied_embeddings")) return {};
   DI_ASSIGN_OR_RETURN(bool tied, metadata_.get_bool("deepinfer.tied_embeddings"));
   auto output = std::find_if(tensors_.begin(), tensors_.end(),
                              [](const TensorView& t) { return t.name == "output.weight"; });

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <optional>
 #include <unordered_map>
 
@@ -208,8 +209,14 @@ static Value format_method(const Value& self, CallArgs& args) {
     std::string field = f.str.substr(k + 1, end - k - 1);
     if (field.find_first_of(":!.[") != std::string::npos) throw RenderError("str.format field '" + field + "' is not supported");
     const Value* v = nullptr;
-    if (field.empty() || std::isdigit(static_cast<unsigned char>(field[0]))) {
-      size_t index = field.empty() ? auto_index++ : std::stoul(field);
+    bool is_index = std::all_of(field.begin(), field.end(), [](char d) { return d >= '0' && d <= '9'; });
+    if (is_index) {
+      size_t index = auto_index;
+      if (field.empty()) {
+        ++auto_index;
+      } else if (std::from_chars(field.data(), field.data() + field.size(), index).ec != std::errc()) {
+        throw RenderError("Replacement index " + field + " out of range for positional args tuple");
+      }
       if (index >= args.positional.size()) throw RenderError("Replacement index " + std::to_string(index) + " out of range for positional args tuple");
       v = &args.positional[index];
     } else {

@@ -72,6 +72,16 @@ TEST(JinjaErrors, TypeErrors) {
             "chat template error: cannot assign attribute on non-namespace object");
 }
 
+TEST(JinjaErrors, FormatIndexPastAnyIntegerIsAnIndexError) {
+  // Python: IndexError: Replacement index ... out of range. A 23-digit index overflowed
+  // std::stoul and terminated the process (found by the jinja fuzzer).
+  EXPECT_EQ(render_error("{{ '{99999999999999999999999}'.format(1) }}"),
+            "chat template error: Replacement index 99999999999999999999999 out of range for positional args tuple");
+  EXPECT_EQ(render_error("{{ '{1}'.format(1) }}"),
+            "chat template error: Replacement index 1 out of range for positional args tuple");
+  EXPECT_EQ(render_error("{{ '{0a}'.format(1) }}"), "chat template error: '0a'");
+}
+
 TEST(JinjaErrors, RunawayRecursionIsBounded) {
   EXPECT_EQ(render_error("{% macro r(k) %}{{ r(k + 1) }}{% endmacro %}{{ r(0) }}"),
             "chat template error: maximum recursion depth exceeded in macro 'r'");

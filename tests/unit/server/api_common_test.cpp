@@ -154,18 +154,29 @@ TEST(ApiOutputShaper, PrefixGoesFirstAndPlainTextPassesThrough) {
 
 TEST(ApiOutputShaper, ForcedCallEndsWhereItsArgumentsClose) {
   BuiltPrompt prompt;
-  prompt.output_prefix = "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"city\": \"";
-  prompt.opens_arguments = true;
-  prompt.prefix_in_string = true;
+  prompt.output_prefix = "<tool_call>\n{\"name\": \"f\", \"arguments\": ";
+  prompt.output_closing = "}\n</tool_call>";
   OutputShaper shaper(prompt);
-  std::string fed = shaper.shape("Pa{r}\\\"is");  // braces and an escaped quote inside the string
+  std::string fed = shaper.shape("{\"city\": \"Pa{r}\\\"is");  // braces and an escaped quote inside the string
   EXPECT_FALSE(shaper.done());
   fed += shaper.shape("\", \"n\": [1, {\"x\": 2}]");
   EXPECT_FALSE(shaper.done());
   fed += shaper.shape("} and then more text");
   EXPECT_TRUE(shaper.done());
-  EXPECT_EQ(fed, prompt.output_prefix + "Pa{r}\\\"is\", \"n\": [1, {\"x\": 2}]}}\n</tool_call>");
+  EXPECT_EQ(fed, prompt.output_prefix + "{\"city\": \"Pa{r}\\\"is\", \"n\": [1, {\"x\": 2}]}}\n</tool_call>");
   EXPECT_EQ(shaper.shape("ignored"), "");
+}
+
+TEST(ApiOutputShaper, ForcedCallOfSeveralToolsClosesTheBlock) {
+  BuiltPrompt prompt;
+  prompt.output_prefix = "<tool_call>\n";
+  prompt.output_closing = "\n</tool_call>";
+  OutputShaper shaper(prompt);
+  std::string fed = shaper.shape("{\"name\": \"g\", \"arguments\": {}");
+  EXPECT_FALSE(shaper.done());
+  fed += shaper.shape("}\n\n");
+  EXPECT_TRUE(shaper.done());
+  EXPECT_EQ(fed, "<tool_call>\n{\"name\": \"g\", \"arguments\": {}}\n</tool_call>");
 }
 
 }  // namespace

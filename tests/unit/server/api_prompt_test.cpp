@@ -96,7 +96,10 @@ TEST(ApiPrompt, ForcedToolOpensTheCall) {
       "tool_choice": {"type": "function", "function": {"name": "get_weather"}}})");
   auto prompt = (*builder)->build(request);
   ASSERT_TRUE(prompt.ok()) << prompt.status().message();
-  EXPECT_EQ(prompt->output_prefix, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {");
+  EXPECT_EQ(prompt->output_prefix, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": ");
+  EXPECT_EQ(prompt->output_closing, "}\n</tool_call>");
+  EXPECT_EQ(prompt->constraint.kind, ConstraintKind::kJsonSchema);
+  EXPECT_EQ(prompt->constraint.text, R"({"type":"object","properties":{"city":{"type":"string"}}})");
   const std::vector<int32_t> tail = tok->encode(prompt->output_prefix, {});
   ASSERT_GE(prompt->ids.size(), tail.size());
   EXPECT_TRUE(std::equal(tail.begin(), tail.end(), prompt->ids.end() - static_cast<ptrdiff_t>(tail.size())));

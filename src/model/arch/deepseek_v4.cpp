@@ -1,0 +1,724 @@
+// DeepSeek V4 (Hugging Face DeepseekV4ForCausalLM, config model_type "deepseek_v4"), BF16/F32
+// safetensors, on the backend seam. Exact to transformers' implementation (tests/golden/dsv4_*);
+// the facts are in ../shared/reference/model-arch.md §1.
+//
+// Per token the residual is hc_mult streams of n_embd (mHC). Each layer has two sites
+// (attention, then MoE), each: weights from the streams (hyper_pre: pre / post / Sinkhorn comb),
+// the sublayer on the collapsed, RMS-normed input, and the streams mixed with its output
+// (hyper_post). The end: the hyper head collapses the streams, RMSNorm, lm_head.
+//
+// Attention, every layer: q = Wqb·RMSNorm(Wqa·x) (per-head unweighted RMS rescale), one K=V
+// head kv = RMSNorm(Wkv·x); rope on the trailing n_rot channels (interleaved pairs); the query
+// sees its window of kv rows, and on CSA / HCA layers compressed rows, plus a learned sink per
+// head; the output's rope channels are rotated back by -position, then the grouped low-rank
+// output projection (o_groups blocks of Woa, then Wob). Sliding layers rope with rope_theta;
+// CSA / HCA layers with compress_rope_theta and YaRN (no magnitude scaling).
+//   HCA: a compressor pools each closed window of m tokens (per-channel softmax over the
+//        window's gate + position bias, weighting its kv), RMSNorm, rope at the window's first
+//        position; every closed window is visible.
+//   CSA: the same at m = 4 with overlapping windows (each entry also pools the previous
+//        window's first halves), and a lightning indexer (its own compressor at index_head_dim,
+//        queries from the attention's q latent) that keeps the top index_topk entries.
+// MoE, every layer: sqrt(softplus) scores, top-k of scores + correction bias (or tid2eid[token]
+// on hash layers), weights normalised and scaled by routed_scaling_factor; SwiGLU experts whose
+// gate is clamped above at swiglu_limit and up to ±swiglu_limit; one shared expert alike.
+//
+// KV (kv_groups()): a sliding ring of K=V rows over every layer; per CSA layer compressed rows
+// (1 per m_csa tokens) and index keys; per HCA layer compressed rows (1 per m_hca tokens); and each
+// compressor's frontier as per-token rows of (kv, gate) projections kept for the last 2m (CSA)
+// or m (HCA) positions. Everything is a function of positions, so chunked prefill and decode
+// compute the same rows. No group is prefix-cached yet.
+//
+// Not yet: V4.1, FP8 / FP4 weights, MTP layers (their tensors, when present, are ignored), and
+// the official checkpoint's QAT round-trips (transformers omits them too).
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <string>
+
+#include "core/check.h"
+#include "core/log.h"
+#include "model/arch/registry.h"
+#include "model/step_inputs.h"
+
+namespace deepinfer {
+
+namespace {
+
+using backend::Matrix;
+using backend::Tensor;
+
+enum class LayerKind { kSliding = 0, kCsa = 1, kHca = 2 };
+
+struct V4Params {
+  int64_t q_lora = 0, o_groups = 0, o_lora = 0, window = 0;
+  int64_t rate_csa = 4, rate_hca = 128;
+  int64_t hc = 4, sinkhorn = 20;
+  float hc_eps = 1e-6f;
+  int64_t n_expert = 0, n_used = 0, n_ff = 0;
+  float routed_scale = 1.5f, swiglu_limit = 10.0f;
+  int64_t index_heads = 0, index_dim = 0, index_topk = 0;
+  double compress_theta = 160000.0;
+  bool yarn = false;
+  double yarn_factor = 1, yarn_beta_fast = 32, yarn_beta_slow = 1;
+  int64_t yarn_original = 65536;
+  std::vector<LayerKind> kinds;
+  std::vector<bool> hash;
+};
+
+struct HyperWeights {
+  Matrix fn;          // [(2 + hc) * hc, hc * n_embd] (head: [hc, hc * n_embd])
+  Tensor base, scale;
+};
+
+struct Compressor {
+  Matrix kv, gate;    // [width, n_embd]
+  Tensor ape;         // [rate, width]
+  Tensor norm;        // [head_dim]
+};
+
+struct Layer {
+  LayerKind kind = LayerKind::kSliding;
+  bool hash = false;
+  HyperWeights attn_hc, ffn_hc;
+  Tensor attn_norm, ffn_norm;
+  Matrix q_a, q_b, kv, o_b;
+  std::vector<Matrix> o_a;  // [o_groups] of [o_lora, n_head * head_dim / o_groups]
+  Tensor q_a_norm, kv_norm, sinks;
+  Compressor comp, index_comp;  // index_comp: CSA only
+  Matrix index_q_b, index_w;    // CSA only
+  Matrix router;
+  Tensor router_bias;           // non-hash layers
+  std::vector<int32_t> tid2eid; // hash layers: [n_vocab * n_used], host
+  std::vector<Matrix> gate, up, down;
+  Matrix shared_gate, shared_up, shared_down;
+};
+
+// KV group indices; -1 where the model has no layer of that kind.
+struct Groups {
+  int window = -1, csa_kv = -1, csa_index = -1, hca_kv = -1, csa_state = -1, csa_index_state = -1, hca_state = -1;
+  int count = 0;
+};
+
+class V4Model;
+
+class V4Runner final : public BatchRunner {
+ public:
+  explicit V4Runner(const V4Model& m);
+  Status run(std::span<const int32_t> tokens, std::span<const BatchSequence> sequences, backend::KvCache& kv) override;
+  std::span<const float> logits(int64_t row) const override;
+  int64_t n_logit_rows() const override { return n_logit_rows_; }
+
+ private:
+  Tensor f32(int slot, int64_t rows, int64_t cols) { return buffers_[slot].tensor(DType::kF32, rows, cols); }
+  Tensor i32(int slot, int64_t rows, int64_t cols) { return buffers_[slot].tensor(DType::kI32, rows, cols); }
+  Status ensure(int slot, int64_t elems);
+  void hyper_site(const HyperWeights& w, int64_t n);
+  void attention(const Layer& L, int32_t layer, int64_t n, backend::KvCache& kv);
+  void moe(const Layer& L, int32_t layer, int64_t n, std::span<const int32_t> tokens);
+
+  const V4Model& m_;
+  std::unique_ptr<backend::Queue> q_;
+  StepInputs inputs_;
+  std::vector<backend::DeviceBuffer> buffers_;
+  std::vector<int32_t> host_bcast_, host_go_;
+  std::vector<std::vector<int32_t>> host_fixed_;  // per layer
+  std::vector<float> host_ones_;
+  std::vector<float> logits_;
+  int64_t n_logit_rows_ = 0;
+};
+
+// Scratch slots.
+enum Slot {
+  kX, kX2, kFlat, kMixes, kPost, kComb, kCollapsed, kH, kOut, kQa, kQ, kKv, kAtt, kGrouped, kCkv, kCgate, kIkv,
+  kIgate, kQi, kIw, kSel, kRouter, kIds, kW, kFixed, kOrder, kOffsets, kXs, kGate, kUp, kYs, kSGate, kSUp, kSOut,
+  kGoOrder, kGoOffsets, kGoW, kGoXs, kGoYs, kHr, kLogits, kBcast, kNumSlots
+};
+
+class V4Model final : public Model {
+ public:
+  V4Model(std::unique_ptr<TensorSource> source, backend::Backend& backend)
+      : source_(std::move(source)), backend_(backend), weights_(backend.new_weight_store()) {}
+
+  const ModelConfig& config() const override { return c_; }
+  const TensorSource& source() const override { return *source_; }
+  backend::Backend& backend() const override { return backend_; }
+  std::vector<KvGroupSpec> kv_groups() const override;
+  std::unique_ptr<BatchRunner> new_batch_runner() const override { return std::make_unique<V4Runner>(*this); }
+
+  Status read_config();
+  Status bind();
+
+  ModelConfig c_;
+  V4Params p_;
+  Groups g_;
+  std::unique_ptr<TensorSource> source_;
+  backend::Backend& backend_;
+  std::unique_ptr<backend::WeightStore> weights_;
+  Matrix embed, lm_head;
+  Tensor final_norm;
+  HyperWeights head_hc;
+  std::vector<Layer> layers;
+  Tensor inv_freq_main, inv_freq_compress;
+  Tensor ones_streams, ones_head;  // unweighted RMSNorm over hc * n_embd and over head_dim
+
+ private:
+  Status bad_shape(const TensorView& t, std::initializer_list<int64_t> want) const;
+  Result<const TensorView*> get(const std::string& name, std::initializer_list<int64_t> shape) const;
+  Result<Matrix> mat(const std::string& name, int64_t n_out, int64_t n_in);
+  Result<Tensor> vec(const std::string& name, std::initializer_list<int64_t> shape);
+  Status bind_hyper(const std::string& prefix, const std::string& fn, const std::string& base, const std::string& scale,
+                    int64_t n_mix, int64_t n_scale, HyperWeights* w);
+  Status bind_compressor(const std::string& prefix, int64_t width, int64_t rate, int64_t head_dim, Compressor* c);
+  std::string top_name(const std::string& hf, const std::string& official) const;
+};
+
+std::string dims(std::initializer_list<int64_t> shape) {
+  std::string s = "[";
+  for (int64_t d : shape) {
+    if (s.size() > 1) s += ", ";
+    s += std::to_string(d);
+  }
+  return s + "]";
+}
+
+Status V4Model::bad_shape(const TensorView& t, std::initializer_list<int64_t> want) const {
+  return invalid_argument(source_->path() + ": tensor '" + t.name + "' has shape " + t.shape_string() +
+                          ", but DeepSeek V4 with this config.json needs " + dims(want));
+}
+
+Result<const TensorView*> V4Model::get(const std::string& name, std::initializer_list<int64_t> shape) const {
+  DI_ASSIGN_OR_RETURN(const TensorView* t, source_->get(name));
+  if (!std::equal(t->shape.begin(), t->shape.end(), shape.begin(), shape.end())) return bad_shape(*t, shape);
+  return t;
+}
+
+Result<Matrix> V4Model::mat(const std::string& name, int64_t n_out, int64_t n_in) {
+  DI_ASSIGN_OR_RETURN(const TensorView* t, get(name, {n_out, n_in}));
+  auto m = weights_->add_matrix(name, t->dtype, t->data, n_out, n_in);
+  if (!m.ok()) return Status(m.status().code(), source_->path() + ": " + m.status().message());
+  return m;
+}
+
+Result<Tensor> V4Model::vec(const std::string& name, std::initializer_list<int64_t> shape) {
+  DI_ASSIGN_OR_RETURN(const TensorView* t, get(name, shape));
+  std::vector<float> v(static_cast<size_t>(t->n_elements()));
+  if (!widen_to_f32(t->dtype, t->data, v.data(), t->n_elements())) {
+    return unimplemented(source_->path() + ": tensor '" + name + "' has type " + std::string(dtype_name(t->dtype)) +
+                         "; it must be f32, f16 or bf16");
+  }
+  return weights_->add_vector(v);
+}
+
+Status V4Model::bind_hyper(const std::string& prefix, const std::string& fn, const std::string& base,
+                           const std::string& scale, int64_t n_mix, int64_t n_scale, HyperWeights* w) {
+  DI_ASSIGN_OR_RETURN(w->fn, mat(prefix + fn, n_mix, p_.hc * c_.n_embd));
+  DI_ASSIGN_OR_RETURN(w->base, vec(prefix + base, {n_mix}));
+  DI_ASSIGN_OR_RETURN(w->scale, vec(prefix + scale, {n_scale}));
+  return {};
+}
+
+Status V4Model::bind_compressor(const std::string& prefix, int64_t width, int64_t rate, int64_t head_dim,
+                                Compressor* c) {
+  DI_ASSIGN_OR_RETURN(c->kv, mat(prefix + "wkv.weight", width, c_.n_embd));
+  DI_ASSIGN_OR_RETURN(c->gate, mat(prefix + "wgate.weight", width, c_.n_embd));
+  DI_ASSIGN_OR_RETURN(c->ape, vec(prefix + "ape", {rate, width}));
+  c->ape = c->ape.reshaped(rate, width);
+  DI_ASSIGN_OR_RETURN(c->norm, vec(prefix + "norm.weight", {head_dim}));
+  return {};
+}
+
+// transformers' default rope (float32 powers) and its YaRN (frequency mixing only: V4 forces
+// attention_factor 1).
+std::vector<float> inv_freq(double theta, int64_t dim) {
+  std::vector<float> f(static_cast<size_t>(dim / 2));
+  for (size_t i = 0; i < f.size(); ++i) {
+    const float exponent = static_cast<float>(2 * i) / static_cast<float>(dim);
+    f[i] = 1.0f / std::pow(static_cast<float>(theta), exponent);
+  }
+  return f;
+}
+
+std::vector<float> yarn_inv_freq(double theta, int64_t dim, double factor, int64_t original, double beta_fast,
+                                 double beta_slow) {
+  const auto correction_dim = [&](double rotations) {
+    return static_cast<double>(dim) * std::log(static_cast<double>(original) / (rotations * 2 * M_PI)) /
+           (2 * std::log(theta));
+  };
+  double low = std::max(std::floor(correction_dim(beta_fast)), 0.0);
+  double high = std::min(std::ceil(correction_dim(beta_slow)), static_cast<double>(dim - 1));
+  if (low == high) high += 0.001;
+  std::vector<float> f(static_cast<size_t>(dim / 2));
+  for (size_t i = 0; i < f.size(); ++i) {
+    const float exponent = static_cast<float>(2 * i) / static_cast<float>(dim);
+    const float pos_freq = std::pow(static_cast<float>(theta), exponent);
+    const float extrapolation = 1.0f / pos_freq;
+    const float interpolation = 1.0f / (static_cast<float>(factor) * pos_freq);
+    const float ramp = std::clamp((static_cast<float>(i) - static_cast<float>(low)) / static_cast<float>(high - low),
+                                  0.0f, 1.0f);
+    const float extrapolation_factor = 1.0f - ramp;
+    f[i] = interpolation * (1.0f - extrapolation_factor) + extrapolation * extrapolation_factor;
+  }
+  return f;
+}
+
+Status V4Model::read_config() {
+  const Metadata& md = source_->metadata();
+  const std::string k = "deepseek_v4.";
+  const auto u = [&](const std::string& key) -> Result<int64_t> {
+    DI_ASSIGN_OR_RETURN(uint64_t v, md.get_uint(k + key));
+    return static_cast<int64_t>(v);
+  };
+  c_.architecture = "deepseek_v4";
+  DI_ASSIGN_OR_RETURN(c_.name, md.get_string_or("general.name", "deepseek_v4"));
+  DI_ASSIGN_OR_RETURN(c_.n_embd, u("embedding_length"));
+  DI_ASSIGN_OR_RETURN(c_.n_layer, u("block_count"));
+  DI_ASSIGN_OR_RETURN(c_.n_head, u("attention.head_count"));
+  DI_ASSIGN_OR_RETURN(c_.n_head_kv, u("attention.head_count_kv"));
+  DI_ASSIGN_OR_RETURN(c_.head_dim, u("attention.key_length"));
+  DI_ASSIGN_OR_RETURN(c_.n_vocab, u("vocab_size"));
+  DI_ASSIGN_OR_RETURN(c_.n_ctx_train, u("context_length"));
+  DI_ASSIGN_OR_RETURN(c_.n_rot, u("rope.dimension_count"));
+  DI_ASSIGN_OR_RETURN(c_.rms_norm_eps, md.get_float(k + "attention.layer_norm_rms_epsilon"));
+  DI_ASSIGN_OR_RETURN(c_.rope_theta, md.get_float(k + "rope.freq_base"));
+  c_.rope_style = RopeStyle::kInterleaved;
+  DI_ASSIGN_OR_RETURN(p_.q_lora, u("q_lora_rank"));
+  DI_ASSIGN_OR_RETURN(p_.o_groups, u("o_groups"));
+  DI_ASSIGN_OR_RETURN(p_.o_lora, u("o_lora_rank"));
+  DI_ASSIGN_OR_RETURN(p_.window, u("attention.sliding_window"));
+  DI_ASSIGN_OR_RETURN(p_.rate_csa, u("compress_rate_csa"));
+  DI_ASSIGN_OR_RETURN(p_.rate_hca, u("compress_rate_hca"));
+  DI_ASSIGN_OR_RETURN(p_.hc, u("hc_mult"));
+  DI_ASSIGN_OR_RETURN(p_.sinkhorn, u("hc_sinkhorn_iters"));
+  DI_ASSIGN_OR_RETURN(double hc_eps, md.get_float(k + "hc_eps"));
+  p_.hc_eps = static_cast<float>(hc_eps);
+  DI_ASSIGN_OR_RETURN(p_.n_expert, u("expert_count"));
+  DI_ASSIGN_OR_RETURN(p_.n_used, u("expert_used_count"));
+  DI_ASSIGN_OR_RETURN(p_.n_ff, u("expert_feed_forward_length"));
+  DI_ASSIGN_OR_RETURN(double scale, md.get_float(k + "expert_weights_scale"));
+  p_.routed_scale = static_cast<float>(scale);
+  DI_ASSIGN_OR_RETURN(double limit, md.get_float(k + "swiglu_limit"));
+  p_.swiglu_limit = static_cast<float>(limit);
+  DI_ASSIGN_OR_RETURN(p_.index_heads, u("index_n_heads"));
+  DI_ASSIGN_OR_RETURN(p_.index_dim, u("index_head_dim"));
+  DI_ASSIGN_OR_RETURN(p_.index_topk, u("index_topk"));
+  DI_ASSIGN_OR_RETURN(p_.compress_theta, md.get_float(k + "compress_rope.freq_base"));
+  DI_ASSIGN_OR_RETURN(std::string scaling, md.get_string_or(k + "compress_rope.scaling.type", "none"));
+  p_.yarn = scaling == "yarn";
+  if (p_.yarn) {
+    DI_ASSIGN_OR_RETURN(p_.yarn_factor, md.get_float(k + "compress_rope.scaling.factor"));
+    DI_ASSIGN_OR_RETURN(p_.yarn_original, u("compress_rope.scaling.original_context_length"));
+    DI_ASSIGN_OR_RETURN(p_.yarn_beta_fast, md.get_float(k + "compress_rope.scaling.beta_fast"));
+    DI_ASSIGN_OR_RETURN(p_.yarn_beta_slow, md.get_float(k + "compress_rope.scaling.beta_slow"));
+  }
+  DI_ASSIGN_OR_RETURN(std::vector<int64_t> kinds, md.get_int_array(k + "layer_types"));
+  const MetaValue* hash = md.find(k + "mlp_hash");
+  if (static_cast<int64_t>(kinds.size()) != c_.n_layer || hash == nullptr) {
+    return invalid_argument(source_->path() + ": DeepSeek V4 needs one layer type and one MLP type per layer");
+  }
+  for (int64_t v : kinds) p_.kinds.push_back(static_cast<LayerKind>(v));
+  for (const MetaValue& v : std::get<std::shared_ptr<MetaArray>>(hash->value)->items) {
+    p_.hash.push_back(std::get<bool>(v.value));
+  }
+  const std::string& path = source_->path();
+  if (c_.n_head_kv != 1) return unimplemented(path + ": DeepSeek V4 with more than one KV head is not supported");
+  if (c_.n_rot <= 0 || c_.n_rot % 2 != 0 || c_.n_rot > c_.head_dim || c_.n_rot > p_.index_dim) {
+    return invalid_argument(path + ": the rope dimension " + std::to_string(c_.n_rot) + " does not fit the heads");
+  }
+  if (c_.n_head % p_.o_groups != 0) {
+    return invalid_argument(path + ": " + std::to_string(c_.n_head) + " heads do not split into " +
+                            std::to_string(p_.o_groups) + " output groups");
+  }
+  if (p_.n_used > p_.n_expert || p_.hc > 16) return invalid_argument(path + ": invalid experts or hc_mult");
+  DI_ASSIGN_OR_RETURN(uint64_t n_shared, md.get_uint(k + "expert_shared_count"));
+  if (n_shared != 1) return unimplemented(path + ": DeepSeek V4 with n_shared_experts != 1 is not supported");
+  return {};
+}
+
+// Tensor names: the official release's (layers.N.attn.wq_a.weight, ffn.experts.E.w1.weight,
+// hc_attn_fn, ...), which transformers also writes back on save_pretrained, with its
+// "model." prefix and embed_tokens / hc_head.hc_fn / norm under it (both spellings are read).
+std::string V4Model::top_name(const std::string& hf, const std::string& official) const {
+  return source_->find(hf) != nullptr ? hf : official;
+}
+
+Status V4Model::bind() {
+  const int64_t D = c_.n_embd, hd = c_.head_dim, H = c_.n_head;
+  const int64_t n_mix = (2 + p_.hc) * p_.hc;
+  DI_ASSIGN_OR_RETURN(embed, mat(top_name("model.embed_tokens.weight", "embed.weight"), c_.n_vocab, D));
+  DI_RETURN_IF_ERROR(backend::require(backend_, std::array{backend::OpUse{backend::Op::kEmbed, embed.dtype}},
+                                      source_->path()));
+  DI_ASSIGN_OR_RETURN(lm_head, mat(top_name("lm_head.weight", "head.weight"), c_.n_vocab, D));
+  DI_ASSIGN_OR_RETURN(final_norm, vec(top_name("model.norm.weight", "norm.weight"), {D}));
+  const bool hf_head = source_->find("model.hc_head.hc_fn") != nullptr;
+  DI_RETURN_IF_ERROR(bind_hyper(hf_head ? "model.hc_head." : "", hf_head ? "hc_fn" : "hc_head_fn",
+                                hf_head ? "hc_base" : "hc_head_base", hf_head ? "hc_scale" : "hc_head_scale", p_.hc, 1,
+                                &head_hc));
+  const std::string layers_prefix = source_->find("model.layers.0.attn_norm.weight") != nullptr ? "model.layers." : "layers.";
+  layers.resize(static_cast<size_t>(c_.n_layer));
+  for (int64_t l = 0; l < c_.n_layer; ++l) {
+    Layer& L = layers[static_cast<size_t>(l)];
+    const std::string b = layers_prefix + std::to_string(l) + ".";
+    const std::string a = b + "attn.";
+    L.kind = p_.kinds[static_cast<size_t>(l)];
+    L.hash = p_.hash[static_cast<size_t>(l)];
+    DI_RETURN_IF_ERROR(bind_hyper(b, "hc_attn_fn", "hc_attn_base", "hc_attn_scale", n_mix, 3, &L.attn_hc));
+    DI_RETURN_IF_ERROR(bind_hyper(b, "hc_ffn_fn", "hc_ffn_base", "hc_ffn_scale", n_mix, 3, &L.ffn_hc));
+    DI_ASSIGN_OR_RETURN(L.attn_norm, vec(b + "attn_norm.weight", {D}));
+    DI_ASSIGN_OR_RETURN(L.ffn_norm, vec(b + "ffn_norm.weight", {D}));
+    DI_ASSIGN_OR_RETURN(L.q_a, mat(a + "wq_a.weight", p_.q_lora, D));
+    DI_ASSIGN_OR_RETURN(L.q_a_norm, vec(a + "q_norm.weight", {p_.q_lora}));
+    DI_ASSIGN_OR_RETURN(L.q_b, mat(a + "wq_b.weight", H * hd, p_.q_lora));
+    DI_ASSIGN_OR_RETURN(L.kv, mat(a + "wkv.weight", hd, D));
+    DI_ASSIGN_OR_RETURN(L.kv_norm, vec(a + "norm.weight", {hd}));
+    DI_ASSIGN_OR_RETURN(L.sinks, vec(a + "attn_sink", {H}));
+    const int64_t group_in = H * hd / p_.o_groups;
+    DI_ASSIGN_OR_RETURN(const TensorView* oa, get(a + "wo_a.weight", {p_.o_groups * p_.o_lora, group_in}));
+    for (int64_t g = 0; g < p_.o_groups; ++g) {
+      auto m = weights_->add_matrix(oa->name, oa->dtype, oa->data + static_cast<size_t>(g * p_.o_lora) * oa->row_bytes(),
+                                    p_.o_lora, group_in);
+      if (!m.ok()) return Status(m.status().code(), source_->path() + ": " + m.status().message());
+      L.o_a.push_back(*m);
+    }
+    DI_ASSIGN_OR_RETURN(L.o_b, mat(a + "wo_b.weight", D, p_.o_groups * p_.o_lora));
+    if (L.kind == LayerKind::kCsa) {
+      DI_RETURN_IF_ERROR(bind_compressor(a + "compressor.", 2 * hd, p_.rate_csa, hd, &L.comp));
+      DI_RETURN_IF_ERROR(
+          bind_compressor(a + "indexer.compressor.", 2 * p_.index_dim, p_.rate_csa, p_.index_dim, &L.index_comp));
+      DI_ASSIGN_OR_RETURN(L.index_q_b, mat(a + "indexer.wq_b.weight", p_.index_heads * p_.index_dim, p_.q_lora));
+      DI_ASSIGN_OR_RETURN(L.index_w, mat(a + "indexer.weights_proj.weight", p_.index_heads, D));
+    } else if (L.kind == LayerKind::kHca) {
+      DI_RETURN_IF_ERROR(bind_compressor(a + "compressor.", hd, p_.rate_hca, hd, &L.comp));
+    }
+    const std::string f = b + "ffn.";
+    DI_ASSIGN_OR_RETURN(L.router, mat(f + "gate.weight", p_.n_expert, D));
+    if (L.hash) {
+      DI_ASSIGN_OR_RETURN(const TensorView* t, get(f + "gate.tid2eid", {c_.n_vocab, p_.n_used}));
+      if (t->dtype != DType::kI32 && t->dtype != DType::kI64) {
+        return invalid_argument(source_->path() + ": tensor '" + t->name + "' must hold integers (I32 or I64)");
+      }
+      L.tid2eid.resize(static_cast<size_t>(t->n_elements()));
+      for (size_t i = 0; i < L.tid2eid.size(); ++i) {
+        int64_t v = 0;
+        if (t->dtype == DType::kI64) {
+          std::memcpy(&v, t->data + 8 * i, 8);
+        } else {
+          int32_t w = 0;
+          std::memcpy(&w, t->data + 4 * i, 4);
+          v = w;
+        }
+        if (v < 0 || v >= p_.n_expert) {
+          return invalid_argument(source_->path() + ": tensor '" + t->name + "' names expert " + std::to_string(v) +
+                                  " of " + std::to_string(p_.n_expert));
+        }
+        L.tid2eid[i] = static_cast<int32_t>(v);
+      }
+    } else {
+      DI_ASSIGN_OR_RETURN(L.router_bias, vec(f + "gate.bias", {p_.n_expert}));
+    }
+    for (int64_t e = 0; e < p_.n_expert; ++e) {
+      const std::string x = f + "experts." + std::to_string(e) + ".";
+      DI_ASSIGN_OR_RETURN(L.gate.emplace_back(), mat(x + "w1.weight", p_.n_ff, D));
+      DI_ASSIGN_OR_RETURN(L.up.emplace_back(), mat(x + "w3.weight", p_.n_ff, D));
+      DI_ASSIGN_OR_RETURN(L.down.emplace_back(), mat(x + "w2.weight", D, p_.n_ff));
+    }
+    DI_ASSIGN_OR_RETURN(L.shared_gate, mat(f + "shared_experts.w1.weight", p_.n_ff, D));
+    DI_ASSIGN_OR_RETURN(L.shared_up, mat(f + "shared_experts.w3.weight", p_.n_ff, D));
+    DI_ASSIGN_OR_RETURN(L.shared_down, mat(f + "shared_experts.w2.weight", D, p_.n_ff));
+  }
+  DI_ASSIGN_OR_RETURN(inv_freq_main, weights_->add_vector(inv_freq(c_.rope_theta, c_.n_rot)));
+  DI_ASSIGN_OR_RETURN(inv_freq_compress,
+                      weights_->add_vector(p_.yarn ? yarn_inv_freq(p_.compress_theta, c_.n_rot, p_.yarn_factor,
+                                                                   p_.yarn_original, p_.yarn_beta_fast, p_.yarn_beta_slow)
+                                                   : inv_freq(p_.compress_theta, c_.n_rot)));
+  DI_ASSIGN_OR_RETURN(ones_streams, weights_->add_vector(std::vector<float>(static_cast<size_t>(p_.hc * D), 1.0f)));
+  DI_ASSIGN_OR_RETURN(ones_head, weights_->add_vector(std::vector<float>(static_cast<size_t>(hd), 1.0f)));
+
+  // KV groups present in this model.
+  int next = 0;
+  g_.window = next++;
+  bool csa = false, hca = false;
+  for (const Layer& L : layers) {
+    csa |= L.kind == LayerKind::kCsa;
+    hca |= L.kind == LayerKind::kHca;
+  }
+  if (csa) {
+    g_.csa_kv = next++;
+    g_.csa_index = next++;
+    g_.csa_state = next++;
+    g_.csa_index_state = next++;
+  }
+  if (hca) {
+    g_.hca_kv = next++;
+    g_.hca_state = next++;
+  }
+  g_.count = next;
+
+  using backend::Op;
+  const backend::OpUse uses[] = {{Op::kMatmul, embed.dtype}, {Op::kRmsNorm}, {Op::kRope, DType::kF32, 0},
+                                 {Op::kGatedActivation}, {Op::kClamp}, {Op::kHyperPre}, {Op::kHyperPost},
+                                 {Op::kRouteSqrtSoftplus}, {Op::kMoeDispatch}, {Op::kMoeGather},
+                                 {Op::kGroupedMatmul, embed.dtype}, {Op::kMoeCombine}, {Op::kAdd}, {Op::kScale},
+                                 {Op::kGatherOutputRows}};
+  return backend::require(backend_, uses, source_->path());
+}
+
+std::vector<KvGroupSpec> V4Model::kv_groups() const {
+  std::vector<KvGroupSpec> out(static_cast<size_t>(g_.count));
+  const auto make = [&](int index, const char* name, KvGroupKind kind, int64_t width, int64_t tokens_per_row,
+                        int64_t window, bool k_only, LayerKind which, bool all) {
+    if (index < 0) return;
+    KvGroupSpec& g = out[static_cast<size_t>(index)];
+    g.name = name;
+    g.kind = kind;
+    g.n_head_kv = 1;
+    g.head_dim = width;
+    g.tokens_per_row = tokens_per_row;
+    g.window = window;
+    g.k_only = k_only;
+    for (size_t l = 0; l < layers.size(); ++l) {
+      if (all || layers[l].kind == which) g.layers.push_back(static_cast<int32_t>(l));
+    }
+  };
+  const int64_t hd = c_.head_dim, id = p_.index_dim;
+  make(g_.window, "window", KvGroupKind::kSlidingWindow, hd, 1, p_.window, true, LayerKind::kSliding, true);
+  make(g_.csa_kv, "csa_kv", KvGroupKind::kCompressed, hd, p_.rate_csa, 0, true, LayerKind::kCsa, false);
+  make(g_.csa_index, "csa_index", KvGroupKind::kCompressed, id, p_.rate_csa, 0, true, LayerKind::kCsa, false);
+  make(g_.csa_state, "csa_state", KvGroupKind::kCompressorState, 2 * hd, 1, 2 * p_.rate_csa, false, LayerKind::kCsa,
+       false);
+  make(g_.csa_index_state, "csa_index_state", KvGroupKind::kCompressorState, 2 * id, 1, 2 * p_.rate_csa, false,
+       LayerKind::kCsa, false);
+  make(g_.hca_kv, "hca_kv", KvGroupKind::kCompressed, hd, p_.rate_hca, 0, true, LayerKind::kHca, false);
+  make(g_.hca_state, "hca_state", KvGroupKind::kCompressorState, hd, 1, p_.rate_hca, false, LayerKind::kHca, false);
+  return out;
+}
+
+V4Runner::V4Runner(const V4Model& m) : m_(m), q_(m.backend().new_queue()), buffers_(kNumSlots) {}
+
+Status V4Runner::ensure(int slot, int64_t elems) {
+  const size_t bytes = static_cast<size_t>(std::max<int64_t>(elems, 1)) * 4;
+  backend::DeviceBuffer& b = buffers_[static_cast<size_t>(slot)];
+  if (b.bytes() >= bytes) return {};
+  b = backend::DeviceBuffer();
+  DI_ASSIGN_OR_RETURN(b, m_.backend().allocate(bytes));
+  return {};
+}
+
+// Streams kX -> kPost, kComb, kCollapsed.
+void V4Runner::hyper_site(const HyperWeights& w, int64_t n) {
+  const int64_t D = m_.c_.n_embd, hc = m_.p_.hc;
+  const float eps = static_cast<float>(m_.c_.rms_norm_eps);
+  q_->rms_norm(f32(kX, n, hc * D), m_.ones_streams, eps, f32(kFlat, n, hc * D));
+  q_->matmul(w.fn, f32(kFlat, n, hc * D), f32(kMixes, n, w.fn.n_out), Tensor{});
+  q_->hyper_pre({hc, m_.p_.sinkhorn, m_.p_.hc_eps}, f32(kX, n, hc * D), f32(kMixes, n, w.fn.n_out), w.base, w.scale,
+                f32(kCollapsed, n, D), f32(kPost, n, hc), f32(kComb, n, hc * hc));
+}
+
+// kH (normed input) -> kOut.
+void V4Runner::attention(const Layer& L, int32_t layer, int64_t n, backend::KvCache& kv) {
+  const ModelConfig& c = m_.c_;
+  const V4Params& p = m_.p_;
+  const Groups& g = m_.g_;
+  backend::Queue& q = *q_;
+  const int64_t D = c.n_embd, H = c.n_head, hd = c.head_dim;
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  const Tensor h = f32(kH, n, D), qa = f32(kQa, n, p.q_lora), qt = f32(kQ, n, H * hd), kvt = f32(kKv, n, hd),
+               att = f32(kAtt, n, H * hd);
+  q.matmul(L.q_a, h, qa, Tensor{});
+  q.rms_norm(qa, L.q_a_norm, eps, qa);
+  q.matmul(L.q_b, qa, qt, Tensor{});
+  q.rms_norm(qt.reshaped(n * H, hd), m_.ones_head, eps, qt.reshaped(n * H, hd));
+  const bool compressed = L.kind != LayerKind::kSliding;
+  const Tensor& freq = compressed ? m_.inv_freq_compress : m_.inv_freq_main;
+  const backend::RopeParams rope_q{H, hd, c.n_rot, backend::RopePairing::kInterleaved, true, false};
+  q.rope(qt, rope_q, freq);
+  q.matmul(L.kv, h, kvt, Tensor{});
+  q.rms_norm(kvt, L.kv_norm, eps, kvt);
+  q.rope(kvt, {1, hd, c.n_rot, backend::RopePairing::kInterleaved, true, false}, freq);
+  q.store_kv(kv, g.window, layer, kvt, kvt);
+
+  int comp_group = -1;
+  int64_t rate = 0;
+  Tensor selected;
+  if (compressed) {
+    const bool csa = L.kind == LayerKind::kCsa;
+    rate = csa ? p.rate_csa : p.rate_hca;
+    comp_group = csa ? g.csa_kv : g.hca_kv;
+    const int64_t width = csa ? 2 * hd : hd;
+    const Tensor ckv = f32(kCkv, n, width), cg = f32(kCgate, n, width);
+    const backend::MatmulTarget proj[] = {{&L.comp.kv, ckv, {}}, {&L.comp.gate, cg, {}}};
+    q.matmul_group(proj, h);
+    q.store_kv(kv, csa ? g.csa_state : g.hca_state, layer, ckv, cg);
+    q.compress_kv({rate, hd, csa, eps, c.n_rot}, kv, csa ? g.csa_state : g.hca_state, comp_group, layer, L.comp.ape,
+                  L.comp.norm, m_.inv_freq_compress);
+    if (csa) {
+      const int64_t id = p.index_dim, ih = p.index_heads;
+      const Tensor ikv = f32(kIkv, n, 2 * id), ig = f32(kIgate, n, 2 * id), qi = f32(kQi, n, ih * id),
+                   iw = f32(kIw, n, ih);
+      const backend::MatmulTarget iproj[] = {{&L.index_comp.kv, ikv, {}}, {&L.index_comp.gate, ig, {}}};
+      q.matmul_group(iproj, h);
+      q.store_kv(kv, g.csa_index_state, layer, ikv, ig);
+      q.compress_kv({rate, id, true, eps, c.n_rot}, kv, g.csa_index_state, g.csa_index, layer, L.index_comp.ape,
+                    L.index_comp.norm, m_.inv_freq_compress);
+      q.matmul(L.index_q_b, qa, qi, Tensor{});
+      q.rope(qi, {ih, id, c.n_rot, backend::RopePairing::kInterleaved, true, false}, m_.inv_freq_compress);
+      q.matmul(L.index_w, h, iw, Tensor{});
+      q.scale(iw, 1.0f / std::sqrt(static_cast<float>(ih)));
+      selected = i32(kSel, n, p.index_topk);
+      q.index_top_k({ih, id, rate, p.index_topk, 1.0f / std::sqrt(static_cast<float>(id))}, qi, iw, kv, g.csa_index,
+                    layer, selected);
+    }
+  }
+  q.sparse_attention({H, hd, 1.0f / std::sqrt(static_cast<float>(hd)), p.window, rate}, qt, kv, g.window, comp_group,
+                     layer, L.sinks, selected, att);
+  q.rope(att, {H, hd, c.n_rot, backend::RopePairing::kInterleaved, true, true}, freq);
+
+  // Grouped output: rows (t, g) of att viewed as [n * G, H * hd / G], sorted by group (run()
+  // uploaded the order), each group through its block of Woa, then back in (t, g) order:
+  // [n, G * o_lora].
+  const int64_t G = p.o_groups, gin = H * hd / G;
+  const Tensor xs = f32(kGoXs, n * G, gin), ys = f32(kGoYs, n * G, p.o_lora);
+  const Tensor order = i32(kGoOrder, 1, n * G), offsets = i32(kGoOffsets, 1, G + 1), ones = f32(kGoW, n * G, 1);
+  q.moe_gather(att.reshaped(n * G, gin), order, 1, xs);
+  const backend::GroupedTarget oa[] = {{L.o_a, ys}};
+  q.grouped_matmul(oa, offsets, xs);
+  q.moe_combine(ys, order, ones, f32(kGrouped, n * G, p.o_lora));
+  q.matmul(L.o_b, f32(kGrouped, n, G * p.o_lora), f32(kOut, n, D), Tensor{});
+}
+
+// kH -> kOut.
+void V4Runner::moe(const Layer& L, int32_t layer, int64_t n, std::span<const int32_t> tokens) {
+  const V4Params& p = m_.p_;
+  const int64_t D = m_.c_.n_embd, k = p.n_used, rows = n * k, F = p.n_ff;
+  backend::Queue& q = *q_;
+  const Tensor h = f32(kH, n, D), router = f32(kRouter, n, p.n_expert), ids = i32(kIds, n, k), w = f32(kW, n, k);
+  q.matmul(L.router, h, router, Tensor{});
+  Tensor fixed;
+  if (L.hash) {
+    // Host ids per layer: an upload's source stays untouched until the step's sync.
+    std::vector<int32_t>& host = host_fixed_[static_cast<size_t>(layer)];
+    host.resize(static_cast<size_t>(rows));
+    for (int64_t t = 0; t < n; ++t) {
+      std::copy_n(L.tid2eid.begin() + static_cast<int64_t>(tokens[static_cast<size_t>(t)]) * k, k, host.begin() + t * k);
+    }
+    fixed = i32(kFixed, n, k);
+    q.upload(host.data(), fixed);
+  }
+  q.route_sqrt_softplus(router, L.router_bias, fixed, k, p.routed_scale, ids, w);
+  const Tensor order = i32(kOrder, 1, rows), offsets = i32(kOffsets, 1, p.n_expert + 1);
+  const Tensor xs = f32(kXs, rows, D), ys = f32(kYs, rows, D), gate = f32(kGate, rows, F), up = f32(kUp, rows, F);
+  q.moe_dispatch(ids, p.n_expert, order, offsets);
+  q.moe_gather(h, order, k, xs);
+  const backend::GroupedTarget gate_up[] = {{L.gate, gate}, {L.up, up}};
+  q.grouped_matmul(gate_up, offsets, xs);
+  q.clamp(gate, -INFINITY, p.swiglu_limit);
+  q.clamp(up, -p.swiglu_limit, p.swiglu_limit);
+  q.gated_activation(backend::Activation::kSilu, gate, up);
+  const backend::GroupedTarget down[] = {{L.down, ys}};
+  q.grouped_matmul(down, offsets, gate);
+  const Tensor out = f32(kOut, n, D);
+  q.moe_combine(ys, order, w, out);
+  // Shared expert.
+  const Tensor sg = f32(kSGate, n, F), su = f32(kSUp, n, F), so = f32(kSOut, n, D);
+  const backend::MatmulTarget sgu[] = {{&L.shared_gate, sg, {}}, {&L.shared_up, su, {}}};
+  q.matmul_group(sgu, h);
+  q.clamp(sg, -INFINITY, p.swiglu_limit);
+  q.clamp(su, -p.swiglu_limit, p.swiglu_limit);
+  q.gated_activation(backend::Activation::kSilu, sg, su);
+  q.matmul(L.shared_down, sg, so, Tensor{});
+  q.add(out, so);
+}
+
+Status V4Runner::run(std::span<const int32_t> tokens, std::span<const BatchSequence> sequences, backend::KvCache& kv) {
+  const ModelConfig& c = m_.c_;
+  const V4Params& p = m_.p_;
+  n_logit_rows_ = 0;
+  DI_RETURN_IF_ERROR(inputs_.build(tokens, sequences, kv, m_.g_.count, c.n_vocab));
+  const int64_t n = inputs_.n_tokens(), n_rows = inputs_.n_output_rows();
+  const int64_t D = c.n_embd, hc = p.hc, H = c.n_head, hd = c.head_dim, k = p.n_used;
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  const int64_t sizes[kNumSlots] = {
+      n * hc * D, n * hc * D, n * hc * D, n * (2 + hc) * hc, n * hc, n * hc * hc, n * D, n * D, n * D, n * p.q_lora,
+      n * H * hd, n * hd, n * H * hd, n * p.o_groups * p.o_lora, n * 2 * hd, n * 2 * hd, n * 2 * p.index_dim,
+      n * 2 * p.index_dim, n * p.index_heads * p.index_dim, n * p.index_heads, n * p.index_topk, n * p.n_expert, n * k,
+      n * k, n * k, n * k, p.n_expert + 1, n * k * D, n * k * p.n_ff, n * k * p.n_ff, n * k * D, n * p.n_ff,
+      n * p.n_ff, n * D, n * p.o_groups, p.o_groups + 1, n * p.o_groups, n * H * hd, n * p.o_groups * p.o_lora,
+      n_rows * D, n_rows * c.n_vocab, n * hc};
+  for (int s = 0; s < kNumSlots; ++s) DI_RETURN_IF_ERROR(ensure(s, sizes[s]));
+  backend::Queue& q = *q_;
+  DI_RETURN_IF_ERROR(q.set_batch(inputs_.batch()));
+  const backend::HyperParams hp{hc, p.sinkhorn, p.hc_eps};
+
+  // Every stream starts as the token's embedding: row t * hc + s of the streams viewed as
+  // [n * hc, D] is row t of the embeddings (moe_gather with k = hc over the identity order).
+  host_bcast_.resize(static_cast<size_t>(n * hc));
+  std::iota(host_bcast_.begin(), host_bcast_.end(), 0);
+  q.upload(host_bcast_.data(), i32(kBcast, 1, n * hc));
+  q.embed(m_.embed, f32(kCollapsed, n, D));
+  q.moe_gather(f32(kCollapsed, n, D), i32(kBcast, 1, n * hc), hc, f32(kX, n * hc, D));
+  // The grouped output projection's order (rows (t, g) sorted by group), offsets and unit
+  // weights, the same for every layer.
+  const int64_t G = p.o_groups;
+  host_go_.resize(static_cast<size_t>(n * G + G + 1));
+  for (int64_t gi = 0; gi < G; ++gi) {
+    for (int64_t t = 0; t < n; ++t) host_go_[static_cast<size_t>(gi * n + t)] = static_cast<int32_t>(t * G + gi);
+  }
+  for (int64_t gi = 0; gi <= G; ++gi) host_go_[static_cast<size_t>(n * G + gi)] = static_cast<int32_t>(gi * n);
+  q.upload(host_go_.data(), i32(kGoOrder, 1, n * G));
+  q.upload(host_go_.data() + n * G, i32(kGoOffsets, 1, G + 1));
+  host_ones_.assign(static_cast<size_t>(n * G), 1.0f);
+  q.upload(host_ones_.data(), f32(kGoW, n * G, 1));
+  host_fixed_.resize(m_.layers.size());
+
+  for (int32_t l = 0; l < static_cast<int32_t>(c.n_layer); ++l) {
+    const Layer& L = m_.layers[static_cast<size_t>(l)];
+    hyper_site(L.attn_hc, n);
+    q.rms_norm(f32(kCollapsed, n, D), L.attn_norm, eps, f32(kH, n, D));
+    attention(L, l, n, kv);
+    q.hyper_post(hp, f32(kX, n, hc * D), f32(kOut, n, D), f32(kPost, n, hc), f32(kComb, n, hc * hc),
+                 f32(kX2, n, hc * D));
+    std::swap(buffers_[kX], buffers_[kX2]);
+    hyper_site(L.ffn_hc, n);
+    q.rms_norm(f32(kCollapsed, n, D), L.ffn_norm, eps, f32(kH, n, D));
+    moe(L, l, n, tokens);
+    q.hyper_post(hp, f32(kX, n, hc * D), f32(kOut, n, D), f32(kPost, n, hc), f32(kComb, n, hc * hc),
+                 f32(kX2, n, hc * D));
+    std::swap(buffers_[kX], buffers_[kX2]);
+  }
+  if (n_rows > 0) {
+    const Tensor xr = f32(kFlat, n_rows, hc * D), hr = f32(kHr, n_rows, D), logits = f32(kLogits, n_rows, c.n_vocab);
+    q.gather_output_rows(f32(kX, n, hc * D), xr);
+    q.rms_norm(xr, m_.ones_streams, eps, f32(kX2, n_rows, hc * D));
+    q.matmul(m_.head_hc.fn, f32(kX2, n_rows, hc * D), f32(kMixes, n_rows, hc), Tensor{});
+    q.hyper_pre(hp, xr, f32(kMixes, n_rows, hc), m_.head_hc.base, m_.head_hc.scale, hr, Tensor{}, Tensor{});
+    q.rms_norm(hr, m_.final_norm, eps, hr);
+    q.matmul(m_.lm_head, hr, logits, Tensor{});
+    if (logits_.size() < static_cast<size_t>(n_rows * c.n_vocab)) logits_.resize(static_cast<size_t>(n_rows * c.n_vocab));
+    q.download(logits, logits_.data());
+  }
+  DI_RETURN_IF_ERROR(q.sync());
+  n_logit_rows_ = n_rows;
+  return {};
+}
+
+std::span<const float> V4Runner::logits(int64_t i) const {
+  const int64_t n_vocab = m_.c_.n_vocab;
+  DI_ICHECK(i >= 0 && i < n_logit_rows_);
+  return {logits_.data() + i * n_vocab, static_cast<size_t>(n_vocab)};
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Model>> create_deepseek_v4_model(std::unique_ptr<TensorSource> source,
+                                                        backend::Backend& backend) {
+  auto model = std::make_unique<V4Model>(std::move(source), backend);
+  DI_RETURN_IF_ERROR(model->read_config());
+  DI_RETURN_IF_ERROR(model->bind());
+  DI_LOG(kInfo, model->source().path() +
+                    ": DeepSeek V4 runs without prefix caching (its compressed and window KV are not published to "
+                    "the prefix cache yet): every request prefills in full");
+  return std::unique_ptr<Model>(std::move(model));
+}
+
+}  // namespace deepinfer

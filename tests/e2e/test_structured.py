@@ -1,0 +1,142 @@
+"""Structured output through the official clients: answers sampled at temperature 1 follow their
+JSON Schema (validated with the `jsonschema` package, not our grammar), regex and choice; the
+OpenAI client's `parse()` helper gets its Pydantic model back; a forced call's arguments are
+valid; a bad grammar is a 400 and the server keeps serving.
+
+DEEPINFER_E2E_STRUCTURED_N sets how many schema requests run (default 20 in the test suite; the
+issue's check is 100)."""
+import concurrent.futures
+import json
+import os
+import re
+
+import jsonschema
+import openai
+import pytest
+from conftest import MODEL
+from pydantic import BaseModel
+
+N_REQUESTS = int(os.environ.get("DEEPINFER_E2E_STRUCTURED_N", "20"))
+
+ADDRESS = {"type": "object", "properties": {"street": {"type": "string", "maxLength": 30},
+                                            "zip": {"type": "string", "pattern": "^[0-9]{5}$"}},
+           "required": ["street", "zip"], "additionalProperties": False}
+
+SCHEMAS = [
+    # nested objects
+    {"type": "object", "properties": {"name": {"type": "string", "maxLength": 20}, "address": ADDRESS},
+     "required": ["name", "address"], "additionalProperties": False},
+    # arrays with bounds, enums
+    {"type": "object", "properties": {"colors": {"type": "array", "items": {"enum": ["red", "green", "blue"]},
+                                                 "minItems": 1, "maxItems": 4},
+                                      "count": {"type": "integer", "minimum": 1, "maximum": 9}},
+     "required": ["colors", "count"], "additionalProperties": False},
+    # $defs and $ref (recursive schemas are compiled too, but a sampled answer may nest past any budget)
+    {"$defs": {"point": {"type": "object", "properties": {"x": {"type": "integer"}, "y": {"type": "integer"}},
+                         "required": ["x", "y"], "additionalProperties": False}},
+     "type": "object", "properties": {"from": {"$ref": "#/$defs/point"}, "to": {"$ref": "#/$defs/point"}},
+     "required": ["from", "to"], "additionalProperties": False},
+    # booleans, numbers, const, optional properties
+    {"type": "object", "properties": {"ok": {"type": "boolean"}, "score": {"type": "number"},
+                                      "kind": {"const": "result"}, "note": {"type": "string", "maxLength": 10}},
+     "required": ["ok", "score", "kind"], "additionalProperties": False},
+    # a top-level array of small objects
+    {"type": "array", "items": {"type": "object", "properties": {"id": {"type": "integer"}, "tag": {"enum": ["a", "b"]}},
+                                "required": ["id", "tag"], "additionalProperties": False}, "maxItems": 3},
+    # string formats
+    {"type": "object", "properties": {"when": {"type": "string", "format": "date"},
+                                      "id": {"type": "string", "format": "uuid"}},
+     "required": ["when", "id"], "additionalProperties": False},
+]
+
+
+def _chat_schema(client, schema, seed):
+    r = client.chat.completions.create(
+        model=MODEL, messages=[{"role": "user", "content": "Reply with JSON."}], temperature=1, seed=seed,
+        max_tokens=200, response_format={"type": "json_schema",
+                                         "json_schema": {"name": "answer", "strict": True, "schema": schema}})
+    return r.choices[0]
+
+
+def test_schemas_at_temperature_one_validate(openai_client):
+    jobs = [(SCHEMAS[i % len(SCHEMAS)], 1000 + i) for i in range(N_REQUESTS)]
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        choices = list(pool.map(lambda job: _chat_schema(openai_client, *job), jobs))
+    for (schema, seed), choice in zip(jobs, choices):
+        # A length cut can end any JSON early; the budget above leaves these schemas room.
+        assert choice.finish_reason == "stop", (seed, choice.message.content)
+        value = json.loads(choice.message.content)
+        jsonschema.validate(value, schema, format_checker=jsonschema.FormatChecker())
+
+
+def test_stream_follows_the_schema(openai_client):
+    stream = openai_client.chat.completions.create(
+        model=MODEL, messages=[{"role": "user", "content": "Reply with JSON."}], temperature=1, seed=5, max_tokens=200,
+        stream=True, response_format={"type": "json_schema", "json_schema": {"name": "a", "schema": SCHEMAS[1]}})
+    text = "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
+    jsonschema.validate(json.loads(text), SCHEMAS[1])
+
+
+class Person(BaseModel):
+    name: str
+    age: int
+    likes_cats: bool
+
+
+def test_openai_parse_helper(openai_client):
+    r = openai_client.chat.completions.parse(
+        model=MODEL, messages=[{"role": "user", "content": "Invent a person."}], temperature=1, seed=3,
+        max_tokens=120, response_format=Person)
+    person = r.choices[0].message.parsed
+    assert isinstance(person, Person), r.model_dump_json()
+
+
+def test_regex_and_choice(openai_client):
+    r = openai_client.chat.completions.create(
+        model=MODEL, messages=[{"role": "user", "content": "A phone number?"}], temperature=1, seed=2, max_tokens=20,
+        extra_body={"structured_outputs": {"regex": r"\([0-9]{3}\) [0-9]{3}-[0-9]{4}"}})
+    assert re.fullmatch(r"\([0-9]{3}\) [0-9]{3}-[0-9]{4}", r.choices[0].message.content), r.choices[0].message.content
+    c = openai_client.completions.create(model=MODEL, prompt="The best pet is", temperature=1, seed=4, max_tokens=8,
+                                         extra_body={"structured_outputs": {"choice": ["cat", "dog", "axolotl"]}})
+    assert c.choices[0].text in ("cat", "dog", "axolotl")
+
+
+def test_responses_and_messages(openai_client, anthropic_client):
+    r = openai_client.responses.create(
+        model=MODEL, input="Reply with JSON.", temperature=1, max_output_tokens=200,
+        text={"format": {"type": "json_schema", "name": "a", "schema": SCHEMAS[0]}})
+    jsonschema.validate(json.loads(r.output_text), SCHEMAS[0])
+    m = anthropic_client.messages.create(
+        model=MODEL, max_tokens=200, messages=[{"role": "user", "content": "Reply with JSON."}],
+        extra_body={"output_config": {"format": {"type": "json_schema", "schema": SCHEMAS[1]}}})
+    jsonschema.validate(json.loads(m.content[0].text), SCHEMAS[1])
+
+
+def test_forced_call_arguments_validate(openai_client):
+    params = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 24},
+                                               "days": {"type": "integer", "minimum": 1, "maximum": 7},
+                                               "unit": {"enum": ["C", "F"]}},
+              "required": ["city", "days", "unit"], "additionalProperties": False}
+    tool = {"type": "function", "function": {"name": "forecast", "strict": True, "parameters": params}}
+    for seed in range(3):
+        r = openai_client.chat.completions.create(
+            model=MODEL, messages=[{"role": "user", "content": "Weather in Oslo this week?"}], tools=[tool],
+            tool_choice="required", temperature=1, seed=seed, max_tokens=80)
+        call = r.choices[0].message.tool_calls[0]
+        assert call.function.name == "forecast"
+        jsonschema.validate(json.loads(call.function.arguments), params)
+
+
+def test_bad_grammar_is_a_400_and_the_server_keeps_serving(openai_client):
+    with pytest.raises(openai.BadRequestError) as err:
+        openai_client.chat.completions.create(
+            model=MODEL, messages=[{"role": "user", "content": "x"}], max_tokens=5,
+            extra_body={"structured_outputs": {"regex": "((a{1000}){1000}){1000}"}})
+    assert "too large" in str(err.value)
+    with pytest.raises(openai.BadRequestError) as err:
+        openai_client.chat.completions.create(
+            model=MODEL, messages=[{"role": "user", "content": "x"}], max_tokens=5,
+            response_format={"type": "json_schema", "json_schema": {"name": "a", "schema": {"not": {}}}})
+    assert "'not'" in str(err.value)
+    r = openai_client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "hi"}], max_tokens=3)
+    assert r.choices[0].message.content is not None

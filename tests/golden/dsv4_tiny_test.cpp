@@ -1,0 +1,242 @@
+// DeepSeek V4 against transformers' DeepseekV4ForCausalLM (tests/golden/dsv4_tiny/, from
+// tools/golden/make_dsv4_tiny.py): a tiny random model (hidden 32, six layers [sliding, CSA,
+// HCA, CSA, HCA, sliding], hash-routed MoE on layers 0-1, shared experts, mHC with 4 streams,
+// window 8, compress rates 4 and 8, indexer top-2, YaRN compress rope, float32). The 40-token
+// prompt crosses the window and closes ten CSA and five HCA windows; the 24 greedy tokens close
+// six and three more.
+//
+// Which reference: transformers' full-sequence forward (one pass over the whole sequence, every
+// window closed inside it). Its cached decode (`generate`) agrees with it to ~6e-6 here
+// (golden.json "self_consistency"). The indexer's top-k is a discrete choice, and relu makes
+// exact ties (several entries scoring 0) common: the script rejects prompts where any query's
+// k-th and (k+1)-th entries score within 1e-4 ("index_min_gap"), since tie-breaking would then
+// pick the entries (torch's topk and ours break ties differently; with such a tie our decode
+// departed from transformers by 0.5 in a logit).
+//
+// Tolerance: float32 on both sides with sums in other orders (softmaxes over slots and keys,
+// Sinkhorn, the mHC mixes), 1e-4 x (1 + max |logit|). A wrong window, a compressed entry seen
+// one token early, a wrong top-k choice or a wrong Sinkhorn orientation moves logits by 1e-2 or
+// more here; the greedy steps lead their runner-up by at least 1e-2.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/sampler.h"
+#include "model/model.h"
+#include "test_backend.h"
+
+namespace deepinfer {
+namespace {
+
+namespace fs = std::filesystem;
+
+const fs::path kDir = fs::path(DEEPINFER_TEST_DATA) / "golden" / "dsv4_tiny";
+
+nlohmann::json golden() {
+  std::ifstream in(kDir / "golden.json");
+  return nlohmann::json::parse(in);
+}
+
+std::pair<double, double> row_error(std::span<const float> ours, const nlohmann::json& ref) {
+  EXPECT_EQ(ours.size(), ref.size());
+  double err = 0, scale = 0;
+  for (size_t i = 0; i < ours.size() && i < ref.size(); ++i) {
+    const double r = ref[i].get<double>();
+    err = std::max(err, std::abs(ours[i] - r));
+    scale = std::max(scale, std::abs(r));
+  }
+  return {err, 1e-4 * (1.0 + scale)};
+}
+
+TEST(DeepseekV4Tiny, GoldenCrossesWindowsAndCompressions) {
+  const auto g = golden();
+  EXPECT_EQ(g["prompt_ids"].size(), 40u);
+  EXPECT_EQ(g["prefill_logits"].size(), 40u);
+  EXPECT_GE(g["greedy"].size(), 16u);
+  EXPECT_EQ(g["greedy"].size(), g["step_logits"].size());
+  EXPECT_GE(g["greedy_min_margin"].get<double>(), 1e-2);
+  EXPECT_GE(g["index_min_gap"].get<double>(), 1e-4);
+  EXPECT_LT(g["self_consistency"]["generate_max_abs_diff_vs_full_forward"].get<double>(), 1e-4);
+  EXPECT_TRUE(g["self_consistency"]["generate_same_ids_as_full_forward_greedy"].get<bool>());
+}
+
+// Prefill in chunks of `chunk` tokens (0: the whole prompt at once) with every row's logits,
+// each row against the full forward's.
+void check_prefill(int64_t chunk) {
+  const auto g = golden();
+  auto model = testing::load_model(kDir.string());
+  ASSERT_TRUE(model.ok()) << model.status().to_string();
+  const auto prompt = g["prompt_ids"].get<std::vector<int32_t>>();
+  auto ctx = (*model)->new_context(64);
+  ASSERT_TRUE(ctx.ok()) << ctx.status().to_string();
+  const size_t step = chunk > 0 ? static_cast<size_t>(chunk) : prompt.size();
+  double worst = 0;
+  for (size_t begin = 0; begin < prompt.size(); begin += step) {
+    const size_t n = std::min(step, prompt.size() - begin);
+    ASSERT_TRUE((*ctx)->eval(std::span<const int32_t>(prompt).subspan(begin, n), LogitsMode::kAll).ok());
+    ASSERT_EQ((*ctx)->n_logit_rows(), static_cast<int64_t>(n));
+    for (size_t i = 0; i < n; ++i) {
+      const auto [err, tol] = row_error((*ctx)->logits(static_cast<int64_t>(i)), g["prefill_logits"][begin + i]);
+      worst = std::max(worst, err);
+      EXPECT_LE(err, tol) << "chunk " << chunk << ", position " << begin + i;
+    }
+  }
+  ::testing::Test::RecordProperty("max_abs_err", std::to_string(worst));
+}
+
+TEST(DeepseekV4Tiny, WholePrefillMatchesTransformers) { check_prefill(0); }
+// Chunks that end inside and at CSA (4) and HCA (8) windows and the sliding window (8).
+TEST(DeepseekV4Tiny, ChunkedPrefillMatchesTransformers) {
+  check_prefill(3);
+  check_prefill(5);
+  check_prefill(8);
+}
+// One token at a time: prefill-versus-incremental-decode equivalence at every position.
+TEST(DeepseekV4Tiny, TokenByTokenMatchesTransformers) { check_prefill(1); }
+
+TEST(DeepseekV4Tiny, GreedyDecodeMatchesTransformers) {
+  const auto g = golden();
+  auto model = testing::load_model(kDir.string());
+  ASSERT_TRUE(model.ok()) << model.status().to_string();
+  const auto prompt = g["prompt_ids"].get<std::vector<int32_t>>();
+  const auto greedy = g["greedy"].get<std::vector<int32_t>>();
+  for (DType kv : {DType::kF32, DType::kF16}) {
+    auto ctx = (*model)->new_context(static_cast<int64_t>(prompt.size() + greedy.size()), kv);
+    ASSERT_TRUE(ctx.ok()) << ctx.status().to_string();
+    ASSERT_TRUE((*ctx)->eval(prompt, LogitsMode::kLast).ok());
+    std::vector<int32_t> got;
+    for (size_t k = 0; k < greedy.size(); ++k) {
+      if (kv == DType::kF32) {
+        const auto [err, tol] = row_error((*ctx)->logits(0), g["step_logits"][k]);
+        EXPECT_LE(err, tol) << "decode step " << k << " (position " << prompt.size() + k << ")";
+      }
+      got.push_back(Sampler::argmax((*ctx)->logits(0)));
+      ASSERT_TRUE((*ctx)->eval(std::span<const int32_t>(&greedy[k], 1), LogitsMode::kLast).ok());
+    }
+    if (kv == DType::kF32) {
+      EXPECT_EQ(got, greedy);
+    } else {
+      // f16 KV rounds every cached row; most steps still agree.
+      int64_t same = 0;
+      for (size_t k = 0; k < greedy.size(); ++k) same += got[k] == greedy[k];
+      EXPECT_GE(same, static_cast<int64_t>(greedy.size()) / 2);
+    }
+  }
+}
+
+// Two sequences in one batch, at different positions, each as it would be alone.
+TEST(DeepseekV4Tiny, BatchedSequencesAreIndependent) {
+  const auto g = golden();
+  auto model = testing::load_model(kDir.string());
+  ASSERT_TRUE(model.ok()) << model.status().to_string();
+  const auto prompt = g["prompt_ids"].get<std::vector<int32_t>>();
+  constexpr int64_t kBlock = 16, kBlocks = 8;
+  auto kv = (*model)->new_kv_cache(kBlock, DType::kF32, kBlocks);
+  ASSERT_TRUE(kv.ok()) << kv.status().to_string();
+  auto runner = (*model)->new_batch_runner();
+  // Sequence A uses blocks 0..3, B blocks 7..4 (scattered), in every group.
+  const std::vector<int32_t> table_a = {0, 1, 2, 3}, table_b = {7, 6, 5, 4};
+  // Step 1: A prefills 21 tokens, B 13.
+  // Step 2: A decodes one, B prefills the rest of its 40.
+  const auto seq = [&](int64_t n, int64_t first, const std::vector<int32_t>& table, LogitsMode mode) {
+    BatchSequence s;
+    s.n_tokens = n;
+    s.first_position = first;
+    s.logits = mode;
+    s.block_tables.fill(table);
+    return s;
+  };
+  std::vector<int32_t> tokens(prompt.begin(), prompt.begin() + 21);
+  tokens.insert(tokens.end(), prompt.begin(), prompt.begin() + 13);
+  const BatchSequence step1[] = {seq(21, 0, table_a, LogitsMode::kLast), seq(13, 0, table_b, LogitsMode::kLast)};
+  ASSERT_TRUE(runner->run(tokens, step1, **kv).ok());
+  auto e1 = row_error(runner->logits(0), g["prefill_logits"][20]);
+  EXPECT_LE(e1.first, e1.second);
+  auto e2 = row_error(runner->logits(1), g["prefill_logits"][12]);
+  EXPECT_LE(e2.first, e2.second);
+  tokens.assign(prompt.begin() + 21, prompt.begin() + 22);
+  tokens.insert(tokens.end(), prompt.begin() + 13, prompt.end());
+  const BatchSequence step2[] = {seq(1, 21, table_a, LogitsMode::kLast), seq(27, 13, table_b, LogitsMode::kAll)};
+  ASSERT_TRUE(runner->run(tokens, step2, **kv).ok());
+  e1 = row_error(runner->logits(0), g["prefill_logits"][21]);
+  EXPECT_LE(e1.first, e1.second);
+  for (int64_t i = 0; i < 27; ++i) {
+    const auto e = row_error(runner->logits(1 + i), g["prefill_logits"][static_cast<size_t>(13 + i)]);
+    EXPECT_LE(e.first, e.second) << "sequence B, position " << 13 + i;
+  }
+}
+
+TEST(DeepseekV4Tiny, KvGroupsDescribeTheState) {
+  auto model = testing::load_model(kDir.string());
+  ASSERT_TRUE(model.ok()) << model.status().to_string();
+  const auto groups = (*model)->kv_groups();
+  ASSERT_EQ(groups.size(), 7u);
+  EXPECT_EQ(groups[0].name, "window");
+  EXPECT_EQ(groups[0].kind, KvGroupKind::kSlidingWindow);
+  EXPECT_EQ(groups[0].layers.size(), 6u);
+  EXPECT_TRUE(groups[0].k_only);
+  for (const KvGroupSpec& g : groups) EXPECT_FALSE(g.prefix_cached()) << g.name;
+  EXPECT_EQ(groups[1].name, "csa_kv");
+  EXPECT_EQ(groups[1].tokens_per_row, 4);
+  EXPECT_EQ(groups[1].layers, (std::vector<int32_t>{1, 3}));
+  EXPECT_EQ(groups[5].name, "hca_kv");
+  EXPECT_EQ(groups[5].tokens_per_row, 8);
+  EXPECT_EQ(groups[5].layers, (std::vector<int32_t>{2, 4}));
+}
+
+// A copy of the model directory with config.json edited by `edit` (a regex replacement).
+fs::path edited_copy(const std::string& name, const std::string& pattern, const std::string& replacement) {
+  const fs::path dir = fs::temp_directory_path() / ("dsv4_bad_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  fs::copy_file(kDir / "model.safetensors", dir / "model.safetensors");
+  std::ifstream in(kDir / "config.json");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string changed = std::regex_replace(text, std::regex(pattern), replacement,
+                                                 std::regex_constants::format_first_only);
+  EXPECT_NE(changed, text) << pattern;
+  std::ofstream(dir / "config.json") << changed;
+  return dir;
+}
+
+TEST(DeepseekV4Tiny, WrongShapeIsOneClearError) {
+  const fs::path dir = edited_copy("shape", "\"q_lora_rank\": 24", "\"q_lora_rank\": 20");
+  auto model = testing::load_model(dir.string());
+  ASSERT_FALSE(model.ok());
+  EXPECT_EQ(model.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(model.status().message().find("model.layers.0.attn.wq_a.weight"), std::string::npos)
+      << model.status().to_string();
+  EXPECT_NE(model.status().message().find("[20, 32]"), std::string::npos) << model.status().to_string();
+  fs::remove_all(dir);
+}
+
+TEST(DeepseekV4Tiny, MissingTensorIsOneClearError) {
+  // Layer 0 as a CSA layer: its compressor's tensors are not in the file.
+  const fs::path dir = edited_copy("missing", "\"sliding_attention\"", "\"compressed_sparse_attention\"");
+  auto model = testing::load_model(dir.string());
+  ASSERT_FALSE(model.ok());
+  EXPECT_EQ(model.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(model.status().message().find("model.layers.0.attn.compressor.wkv.weight"), std::string::npos)
+      << model.status().to_string();
+  fs::remove_all(dir);
+}
+
+TEST(DeepseekV4Tiny, QuantizedCheckpointIsRefused) {
+  const fs::path dir = edited_copy("quant", "\"model_type\": \"deepseek_v4\"",
+                                   "\"model_type\": \"deepseek_v4\", \"quantization_config\": {\"fmt\": \"e4m3\"}");
+  auto model = testing::load_model(dir.string());
+  ASSERT_FALSE(model.ok());
+  EXPECT_EQ(model.status().code(), StatusCode::kUnimplemented);
+  EXPECT_NE(model.status().message().find("FP8"), std::string::npos) << model.status().to_string();
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace deepinfer
