@@ -17,7 +17,7 @@ std::string layout_of(const std::vector<KvGroupSpec>& groups, int64_t page_token
     s += ";" + g.name + ":" + std::string(kv_group_kind_name(g.kind)) + ",layers=" + std::to_string(g.layers.size()) +
          ",heads=" + std::to_string(g.n_head_kv) + ",dim=" + std::to_string(g.head_dim) +
          ",rows=" + std::to_string(g.tokens_per_row) + ",block=" + std::to_string(g.block_size) + ",dtype=" +
-         std::string(dtype_name(g.dtype)) + ",bytes=" + std::to_string(g.block_bytes());
+         std::string(dtype_name(g.dtype)) + (g.k_only ? ",k_only" : "") + ",bytes=" + std::to_string(g.block_bytes());
   }
   return s;
 }
