@@ -794,10 +794,8 @@ int64_t sliding_pool_blocks(const EngineConfig& config, int64_t window, int64_t 
 // The store the config asks for (null: none), checked against the KV cache's groups.
 Result<std::unique_ptr<kvstore::PageStore>> open_kv_store(const EngineConfig& config, const kv::KvCacheConfig& kv_config) {
   if (config.kv_store_dir.empty() && config.kv_store_memory_bytes <= 0) return std::unique_ptr<kvstore::PageStore>();
-  {
-    const kv::KvCacheManager probe(kv_config);
-    DI_RETURN_IF_ERROR(KvStoreConnector::validate({config.kv_store_page_tokens, config.kv_store_write_queue_bytes}, probe));
-  }
+  DI_RETURN_IF_ERROR(
+      KvStoreConnector::validate({config.kv_store_page_tokens, config.kv_store_write_queue_bytes}, kv_config));
   kvstore::PageStoreOptions o;
   o.dir = config.kv_store_dir;
   o.memory_bytes = config.kv_store_memory_bytes;

@@ -24,11 +24,10 @@ std::string layout_of(const std::vector<KvGroupSpec>& groups, int64_t page_token
 
 }  // namespace
 
-Status KvStoreConnector::validate(const KvStoreConnectorConfig& config, const kv::KvCacheManager& kv) {
+Status KvStoreConnector::validate(const KvStoreConnectorConfig& config, const kv::KvCacheConfig& kv) {
   if (config.page_tokens < 1) return invalid_argument("KV store pages must hold at least one token");
-  if (!kv.config().enable_prefix_caching) return invalid_argument("the KV store needs prefix caching");
-  for (int g = 0; g < kv.n_groups(); ++g) {
-    const KvGroupSpec& spec = kv.group(g);
+  if (!kv.enable_prefix_caching) return invalid_argument("the KV store needs prefix caching");
+  for (const KvGroupSpec& spec : kv.groups) {
     if (spec.prefix_cached() && config.page_tokens % spec.block_size != 0) {
       return invalid_argument("KV store pages of " + std::to_string(config.page_tokens) +
                               " tokens are not a multiple of KV group '" + spec.name + "''s blocks of " +
@@ -41,7 +40,7 @@ Status KvStoreConnector::validate(const KvStoreConnectorConfig& config, const kv
 KvStoreConnector::KvStoreConnector(KvStoreConnectorConfig config, kvstore::PageStore& store, kv::KvCacheManager& kv,
                                    backend::KvCache& kv_memory, std::function<void()> wake)
     : config_(config), store_(store), kv_(kv), kv_memory_(kv_memory), wake_(std::move(wake)) {
-  DI_ICHECK(validate(config_, kv_).ok());
+  DI_ICHECK(validate(config_, kv_.config()).ok());
   const std::vector<KvGroupSpec>& groups = kv_memory_.groups();
   meta_ = {kv_.config().model_fingerprint, layout_of(groups, config_.page_tokens), config_.page_tokens};
   group_offset_.assign(groups.size(), 0);

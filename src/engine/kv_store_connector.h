@@ -59,7 +59,7 @@ class KvStoreConnector final : public AdmissionHook {
  public:
   // INVALID_ARGUMENT when page_tokens is not a positive multiple of every prefix-cached
   // group's block size.
-  static Status validate(const KvStoreConnectorConfig& config, const kv::KvCacheManager& kv);
+  static Status validate(const KvStoreConnectorConfig& config, const kv::KvCacheConfig& kv);
   // `wake` is called from the loader thread when a load has finished (the engine thread may be
   // asleep with nothing else to do).
   KvStoreConnector(KvStoreConnectorConfig config, kvstore::PageStore& store, kv::KvCacheManager& kv,
