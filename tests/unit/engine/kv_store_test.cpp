@@ -25,8 +25,9 @@ struct Answer {
   int64_t n_cached = 0;
 };
 
-Answer ask(Engine& engine, const std::vector<int32_t>& prompt, int64_t max_tokens) {
+Answer ask(Engine& engine, const std::vector<int32_t>& prompt, int64_t max_tokens, const std::string& salt = "") {
   GenerationRequest r;
+  r.cache_salt = salt;
   r.prompt = prompt;
   r.sampling.temperature = 0.0f;
   r.sampling.ignore_eos = true;
@@ -147,6 +148,22 @@ TEST_F(KvStoreEngineTest, DamagedPageIsRecomputedNotServed) {
   const Answer again = ask(*c, prompt, 8);
   EXPECT_EQ(again.n_cached, 32);
   EXPECT_EQ(again.tokens, cold.tokens);
+}
+
+// The cache salt is part of every page's key: another salt finds nothing, the same one all.
+TEST_F(KvStoreEngineTest, CacheSaltSeparatesPages) {
+  const EngineConfig cfg = tiny_llama_config(dir_.string());
+  std::vector<int32_t> prompt;
+  {
+    auto a = std::move(Engine::create(cfg)).value();
+    prompt = random_prompt(40, a->n_vocab(), 4);
+    ask(*a, prompt, 4, "alice");
+  }
+  auto b = std::move(Engine::create(cfg)).value();
+  EXPECT_EQ(ask(*b, prompt, 4, "bob").n_cached, 0);
+  EXPECT_EQ(ask(*b, prompt, 4).n_cached, 0);
+  EXPECT_EQ(b->stats().kv_store.hit_pages, 0);
+  EXPECT_EQ(ask(*b, prompt, 4, "alice").n_cached, 32);
 }
 
 // Gemma 3's shape in miniature: only the full group's pages are stored; a store hit replays the
