@@ -150,6 +150,24 @@ TEST_F(KvStoreEngineTest, DamagedPageIsRecomputedNotServed) {
   EXPECT_EQ(again.tokens, cold.tokens);
 }
 
+// The memory tier alone: a prefix whose blocks the KV pool has reused comes back from it.
+TEST_F(KvStoreEngineTest, MemoryTierServesAPrefixThePoolEvicted) {
+  EngineConfig cfg = tiny_llama_config("");
+  cfg.kv_cache_tokens = 64;  // 16 blocks: the next prompts take the first one's blocks
+  cfg.kv_store_memory_bytes = 64 << 20;
+  auto engine = std::move(Engine::create(cfg)).value();
+  const std::vector<int32_t> prompt = random_prompt(40, engine->n_vocab(), 5);
+  const Answer cold = ask(*engine, prompt, 4);
+  for (uint32_t seed : {6u, 7u}) ask(*engine, random_prompt(40, engine->n_vocab(), seed), 4);
+  const Answer again = ask(*engine, prompt, 4);
+  EXPECT_EQ(again.n_cached, 32);
+  EXPECT_EQ(again.tokens, cold.tokens);
+  const KvStoreUsage s = engine->stats().kv_store;
+  EXPECT_EQ(s.hit_pages, 2);
+  EXPECT_EQ(s.bytes_read, 0);  // no directory: from memory
+  EXPECT_GT(s.memory_bytes, 0);
+}
+
 // The cache salt is part of every page's key: another salt finds nothing, the same one all.
 TEST_F(KvStoreEngineTest, CacheSaltSeparatesPages) {
   const EngineConfig cfg = tiny_llama_config(dir_.string());
