@@ -58,6 +58,15 @@ struct EngineConfig {
   // Tokens replayed; 0 = one window (the bounded replay above). A model's number of sliding
   // layers times its window makes the replay reproduce the cold run exactly, at that cost.
   int64_t swa_replay_tokens = 0;
+  // The KV-cache store (docs/kv-store.md): pages of computed KV kept beyond this process's
+  // blocks, in memory and in a directory that other processes and restarts share. On when a
+  // directory or a memory budget is given; needs prefix caching.
+  std::string kv_store_dir;                 // "" = no directory tier
+  int64_t kv_store_memory_bytes = 0;        // memory tier budget; 0 = none
+  int64_t kv_store_capacity_bytes = 0;      // directory high watermark (LRU eviction); 0 = unlimited
+  int64_t kv_store_ttl_seconds = 72 * 3600; // a page lives this long after its last use; 0 = forever
+  int64_t kv_store_page_tokens = 128;       // a multiple of block_size
+  int64_t kv_store_write_queue_bytes = int64_t{256} << 20;  // write-behind bound: more is dropped
 };
 
 struct GenerationRequest {
@@ -151,6 +160,27 @@ struct KvGroupUsage {
   int64_t bytes = 0;                    // KV memory of the group's layers
 };
 
+// The KV-cache store, as this engine sees it (all zero without one). Pages are
+// kv_store_page_tokens tokens of every full-attention layer.
+struct KvStoreUsage {
+  bool enabled = false;
+  int64_t hit_pages = 0;           // pages loaded into the prefix cache
+  int64_t miss_pages = 0;          // lookups that ended at a page the store did not have
+  int64_t hit_tokens = 0;          // prompt tokens those hits spared (beyond the in-process hit)
+  int64_t bytes_read = 0;          // from the directory
+  int64_t bytes_written = 0;
+  int64_t pages_written = 0;
+  int64_t write_drops = 0;         // pages not written: the write-behind queue was full
+  int64_t write_failures = 0;      // writes that failed (a full disk)
+  int64_t checksum_failures = 0;   // pages refused on read, and deleted
+  int64_t evictions = 0;           // capacity watermark
+  int64_t expirations = 0;         // TTL
+  int64_t pages = 0;               // in the directory, as this process knows it
+  int64_t bytes = 0;
+  int64_t memory_bytes = 0;        // memory tier
+  double load_seconds = 0.0;       // reading and verifying pages (off the engine thread)
+};
+
 struct EngineStats {
   int64_t n_running = 0;
   int64_t n_waiting = 0;
@@ -177,6 +207,7 @@ struct EngineStats {
   int64_t decode_steps = 0;
   int64_t decode_step_tokens = 0;
   double decode_step_seconds = 0.0;
+  KvStoreUsage kv_store;
 };
 
 class Engine {

@@ -17,6 +17,7 @@ int render_command(const std::vector<std::string>& args);
 int parse_command(const std::vector<std::string>& args);
 int serve_command(const std::vector<std::string>& args);
 int bench_command(const std::vector<std::string>& args);
+int kvstore_command(const std::vector<std::string>& args);
 
 // Prints "deepinfer: <message>" to stderr and returns `code`.
 int fail(const std::string& message, int code = 1);

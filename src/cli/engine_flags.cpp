@@ -24,17 +24,98 @@ Status read_int(const Args& args, const std::string& flag, int64_t lo, int64_t h
 
 const char* dtype_name(KvCacheDtype dtype) { return dtype == KvCacheDtype::kF32 ? "f32" : "f16"; }
 
+// "512M", "8G", "1T" (powers of 1024: K, M, G, T, optionally followed by "iB" or "B") or bytes.
+Status read_bytes(const Args& args, const std::string& flag, int64_t* value) {
+  const auto text = args.get(flag);
+  if (!text) return {};
+  auto bytes = parse_byte_size(*text);
+  if (!bytes.ok()) return invalid_argument(flag + ": " + bytes.status().message());
+  *value = *bytes;
+  return {};
+}
+
+}  // namespace
+
+namespace {
+
+// "'<text>' <what>" (appended, not concatenated from a literal: GCC 12 misreads the latter).
+Status bad_value(std::string_view text, std::string_view what) {
+  std::string m(1, '\'');
+  m.append(text);
+  m.append("' ");
+  m.append(what);
+  return invalid_argument(m);
+}
+
+}  // namespace
+
+Result<int64_t> parse_byte_size(std::string_view text) {
+  size_t digits = 0;
+  while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') ++digits;
+  std::string_view unit = text.substr(digits);
+  if (digits == 0 || digits > 15) return bad_value(text, "is not a size such as 512M or 8G");
+  int shift = 0;
+  if (!unit.empty()) {
+    const std::string_view units = "KMGT";
+    const size_t at = units.find(static_cast<char>(unit[0] & ~0x20));
+    const std::string_view rest = unit.substr(1);
+    if (at == std::string_view::npos || !(rest.empty() || rest == "B" || rest == "iB")) {
+      return bad_value(text, "is not a size such as 512M or 8G");
+    }
+    shift = 10 * static_cast<int>(at + 1);
+  }
+  int64_t n = 0;
+  for (size_t i = 0; i < digits; ++i) n = n * 10 + (text[i] - '0');
+  if (shift > 0 && n > (INT64_MAX >> shift)) return bad_value(text, "is too large");
+  return n << shift;
+}
+
+Result<int64_t> parse_duration_seconds(std::string_view text) {
+  size_t digits = 0;
+  while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') ++digits;
+  const std::string_view unit = text.substr(digits);
+  int64_t scale = 0;
+  if (unit.empty() || unit == "s") scale = 1;
+  else if (unit == "m") scale = 60;
+  else if (unit == "h") scale = 3600;
+  else if (unit == "d") scale = 86400;
+  if (digits == 0 || digits > 12 || scale == 0) {
+    return bad_value(text, "is not a duration such as 90s, 30m, 72h or 3d");
+  }
+  int64_t n = 0;
+  for (size_t i = 0; i < digits; ++i) n = n * 10 + (text[i] - '0');
+  return n * scale;
+}
+
+namespace {
+
+Status read_kv_store_flags(const Args& args, EngineConfig& config) {
+  if (auto dir = args.get("--kv-store")) {
+    if (dir->empty()) return invalid_argument("--kv-store needs a directory");
+    config.kv_store_dir = *dir;
+  }
+  DI_RETURN_IF_ERROR(read_bytes(args, "--kv-store-memory", &config.kv_store_memory_bytes));
+  DI_RETURN_IF_ERROR(read_bytes(args, "--kv-store-capacity", &config.kv_store_capacity_bytes));
+  if (auto ttl = args.get("--kv-store-ttl")) {
+    auto seconds = parse_duration_seconds(*ttl);
+    if (!seconds.ok()) return invalid_argument("--kv-store-ttl: " + seconds.status().message());
+    config.kv_store_ttl_seconds = *seconds;
+  }
+  return read_int(args, "--kv-store-page-tokens", 1, 1 << 16, &config.kv_store_page_tokens);
+}
+
 }  // namespace
 
 void add_engine_flags(FlagSpec& spec) {
   spec.with_value.insert({"--model", "--backend", "--threads", "--kv-cache-dtype", "--kv-cache-tokens", "--block-size",
-                          "--max-num-seqs", "--max-num-batched-tokens"});
+                          "--max-num-seqs", "--max-num-batched-tokens", "--kv-store", "--kv-store-memory",
+                          "--kv-store-capacity", "--kv-store-ttl", "--kv-store-page-tokens"});
   spec.switches.insert({"--no-prefix-caching", "--batch-invariant", "--no-async-scheduling", "--no-swa-replay"});
   spec.aliases.insert({{"-m", "--model"}, {"-t", "--threads"}, {"--ctx", "--kv-cache-tokens"}});
 }
 
 std::string engine_flags_usage(const EngineConfig& d) {
-  char text[2048];
+  char text[3072];
   std::snprintf(text, sizeof text, R"(engine options (the same in every command that runs a model):
   -m, --model MODEL          GGUF file, Hugging Face directory or known name (default: %s)
   --backend B                where the model runs: cpu, or cpu-reference (the scalar reference
@@ -51,10 +132,19 @@ std::string engine_flags_usage(const EngineConfig& d) {
   --batch-invariant          outputs do not depend on the batch (with a seed: reproducible)
   --no-async-scheduling      do the engine's bookkeeping between steps, not during them
   --no-swa-replay            sliding-window models (Gemma 3) take no prefix hit: cold recompute
+  --kv-store DIR             keep computed KV pages in DIR (a local disk or a shared filesystem),
+                             for restarts and other processes (docs/kv-store.md)
+  --kv-store-memory BYTES    the store's memory tier, e.g. 2G (default 0: none)
+  --kv-store-capacity BYTES  DIR's high watermark; least recently used pages go (default 0: none)
+  --kv-store-ttl DURATION    a page lives this long after its last use, e.g. 72h, 3d, 0: forever
+                             (default %s)
+  --kv-store-page-tokens N   tokens per page, a multiple of --block-size (default %lld)
 )",
                 std::string(kDefaultModelName).c_str(), d.backend.c_str(), d.threads, dtype_name(d.kv_cache_dtype),
                 static_cast<long long>(d.kv_cache_tokens), d.block_size, d.max_num_seqs,
-                static_cast<long long>(d.max_num_batched_tokens));
+                static_cast<long long>(d.max_num_batched_tokens),
+                (std::to_string(d.kv_store_ttl_seconds / 3600) + "h").c_str(),
+                static_cast<long long>(d.kv_store_page_tokens));
   return text;
 }
 
@@ -90,6 +180,7 @@ Result<EngineConfig> parse_engine_flags(const Args& args, EngineConfig config) {
   if (args.has("--batch-invariant")) config.batch_invariant = true;
   if (args.has("--no-async-scheduling")) config.async_scheduling = false;
   if (args.has("--no-swa-replay")) config.swa_replay = false;
+  DI_RETURN_IF_ERROR(read_kv_store_flags(args, config));
   return config;
 }
 

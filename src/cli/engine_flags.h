@@ -28,6 +28,11 @@ std::string engine_flags_usage(const EngineConfig& defaults = {});
 // The flags' values over `defaults`. model_path stays as it was: see resolve_model_flag.
 Result<EngineConfig> parse_engine_flags(const Args& args, EngineConfig defaults = {});
 
+// "512M", "8G" (powers of 1024) or a plain byte count; INVALID_ARGUMENT otherwise.
+Result<int64_t> parse_byte_size(std::string_view text);
+// "90s", "30m", "72h", "3d" or plain seconds; INVALID_ARGUMENT otherwise.
+Result<int64_t> parse_duration_seconds(std::string_view text);
+
 // The file -m names (a path, or a known model in the cache; none: the default model), or the
 // NOT_FOUND of model/catalog.h's resolve_model_path.
 Result<std::string> resolve_model_flag(const Args& args);

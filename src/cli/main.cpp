@@ -26,6 +26,7 @@ commands:
   pull     fetch a known model into the local cache (pull --list shows them)
   bench    kernel (bench ops) and model (bench model) speeds beside the memory bandwidth;
            bench serve: TTFT, TPOT and throughput of a running server, as vllm bench serve
+  kvstore  the KV-cache store's directory: stat, verify, gc, bench
   version  print the version
 )";
 
@@ -58,6 +59,7 @@ int main(int argc, char** argv) {
   if (command == "parse") return parse_command(args);
   if (command == "pull") return run_pull(argc - 1, argv + 1);
   if (command == "bench") return bench_command(args);
+  if (command == "kvstore") return kvstore_command(args);
   if (command == "version" || command == "--version") {
     std::puts("deepinfer 0.1.0");
     return 0;

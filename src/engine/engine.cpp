@@ -40,6 +40,7 @@
 #include "engine/create_engine.h"
 #include "engine/forward_worker.h"
 #include "engine/kv_cache_dtype.h"
+#include "engine/kv_store_connector.h"
 #include "engine/sampler.h"
 #include "engine/scheduler.h"
 #include "engine/stream_handle.h"
@@ -95,6 +96,7 @@ struct EngineParts {
   std::unique_ptr<backend::KvCache> kv;
   kv::KvCacheConfig kv_config;
   int64_t max_context = 0;
+  std::unique_ptr<kvstore::PageStore> store;  // null: no KV store
 };
 
 // One sampling row of a step, and what sampling it produced.
@@ -135,6 +137,9 @@ struct Step {
   std::vector<PromptJob> prompt_jobs;
   std::vector<Placeholder> placeholders;
   std::vector<SampledToken> sampled;
+  // KV loaded from the store, copied into the KV memory before this step's pass (and after the
+  // pass before it, which may still write blocks freed while it ran).
+  std::vector<KvStoreConnector::BlockWrite> kv_writes;
   int64_t prompt_tokens = 0;                // prompt tokens this step computes
   double plan_seconds = 0.0;                // planning on the model's critical path (synchronous)
   double forward_seconds = 0.0;
@@ -152,6 +157,7 @@ class EngineImpl final : public Engine {
         max_context_(parts.max_context),
         kv_(std::move(parts.kv)),
         kv_manager_(std::move(parts.kv_config)),
+        store_(std::move(parts.store)),
         scheduler_(SchedulerConfig{config.max_num_batched_tokens, config.max_num_seqs,
                                    config.priority_scheduling ? SchedulingPolicy::kPriority : SchedulingPolicy::kFcfs,
                                    config.swa_replay, config.swa_replay_tokens},
@@ -172,6 +178,12 @@ class EngineImpl final : public Engine {
     }
     stats_.kv_block_size = config_.block_size;
     stats_.kv_cache_bytes = static_cast<int64_t>(kv_->bytes());
+    if (store_) {
+      store_connector_ = std::make_unique<KvStoreConnector>(store_connector_config(config_), *store_, kv_manager_, *kv_,
+                                                            [wakeup = wakeup_] { wakeup->signal(); });
+      scheduler_.set_hook(store_connector_.get());
+      stats_.kv_store.enabled = true;
+    }
     if (config_.async_scheduling) worker_ = std::make_unique<ForwardWorker>();
     thread_ = std::thread([this] { loop(); });
   }
@@ -372,6 +384,7 @@ class EngineImpl final : public Engine {
     const auto t0 = Clock::now();
     plan(step);
     step.plan_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+    apply_kv_writes(step);
     if (!step.plan.empty()) {
       const auto tf = Clock::now();
       const Status st = runner_->run(step.tokens, step.batch, *kv_);
@@ -395,6 +408,7 @@ class EngineImpl final : public Engine {
     ended_some_ = !next.plan.finished.empty();
     if (in_flight != nullptr) {
       const Status st = worker_->wait();
+      apply_kv_writes(next);  // in_flight's pass is over, next's is not launched
       if (!st.ok()) {
         // `next` was planned on top of the failed step: its requests start over.
         fail_step(*in_flight, st, &next);
@@ -403,6 +417,7 @@ class EngineImpl final : public Engine {
       sample(*in_flight);
       fill_placeholders(next, *in_flight);
     }
+    if (in_flight == nullptr) apply_kv_writes(next);
     const auto launch = Clock::now();
     if (!next.plan.empty()) {
       worker_->launch([this, &next] {
@@ -424,8 +439,16 @@ class EngineImpl final : public Engine {
   // Schedules into `step` and builds its batch; ends the requests cancelled meanwhile.
   void plan(Step& step) {
     step.plan = scheduler_.schedule();
+    if (store_connector_) step.kv_writes = store_connector_->take_block_writes();
     for (RequestId id : step.plan.finished) end_cancelled(id);
     build_batch(step);
+  }
+
+  void apply_kv_writes(Step& step) {
+    if (step.kv_writes.empty()) return;
+    const Status st = store_connector_->apply(step.kv_writes);
+    DI_ICHECK(st.ok());  // blocks of this cache's own groups, sized by it
+    step.kv_writes.clear();
   }
 
   void build_batch(Step& step) {
@@ -686,10 +709,35 @@ class EngineImpl final : public Engine {
     stats_.n_preemptions += static_cast<int64_t>(plan.preempted.size());
     stats_.prompt_tokens += step.prompt_tokens;
     stats_.generation_tokens += static_cast<int64_t>(step.sample_jobs.size());
+    if (store_connector_) fill_store_stats(stats_.kv_store);
     if (!plan.empty()) {
       ++stats_.n_steps;
       stats_.forward_seconds += step.forward_seconds;
     }
+  }
+
+  void fill_store_stats(KvStoreUsage& u) const {
+    const KvStoreConnectorStats c = store_connector_->stats();
+    const kvstore::PageStoreStats s = store_->stats();
+    u.hit_pages = c.hit_pages;
+    u.miss_pages = c.miss_pages;
+    u.hit_tokens = c.hit_tokens;
+    u.write_drops = c.write_drops;
+    u.load_seconds = c.load_seconds;
+    u.bytes_read = s.bytes_read;
+    u.bytes_written = s.bytes_written;
+    u.pages_written = s.pages_written;
+    u.write_failures = s.write_failures;
+    u.checksum_failures = s.checksum_failures;
+    u.evictions = s.evictions;
+    u.expirations = s.expirations;
+    u.pages = s.pages;
+    u.bytes = s.bytes;
+    u.memory_bytes = s.memory_bytes;
+  }
+
+  static KvStoreConnectorConfig store_connector_config(const EngineConfig& c) {
+    return {c.kv_store_page_tokens, c.kv_store_write_queue_bytes};
   }
 
   EngineConfig config_;
@@ -704,7 +752,11 @@ class EngineImpl final : public Engine {
   int64_t max_context_;
   std::unique_ptr<backend::KvCache> kv_;
   kv::KvCacheManager kv_manager_;
+  std::unique_ptr<kvstore::PageStore> store_;  // null: no KV store
   Scheduler scheduler_;
+  // After the scheduler (which borrows it as its hook) and the store; destroyed before them,
+  // writing its queued pages.
+  std::unique_ptr<KvStoreConnector> store_connector_;
   std::unique_ptr<BatchRunner> runner_;
   std::unique_ptr<ForwardWorker> worker_;  // with async_scheduling
   // Engine-thread state.
@@ -737,6 +789,19 @@ int64_t sliding_pool_blocks(const EngineConfig& config, int64_t window, int64_t 
   const int64_t per_seq = (window - 1 + bs - 1) / bs + 2;
   const int64_t chunks = (config.max_num_batched_tokens + bs - 1) / bs * (config.async_scheduling ? 2 : 1);
   return std::min(n_blocks, config.max_num_seqs * per_seq + chunks);
+}
+
+// The store the config asks for (null: none), checked against the KV cache's groups.
+Result<std::unique_ptr<kvstore::PageStore>> open_kv_store(const EngineConfig& config, const kv::KvCacheConfig& kv_config) {
+  if (config.kv_store_dir.empty() && config.kv_store_memory_bytes <= 0) return std::unique_ptr<kvstore::PageStore>();
+  DI_RETURN_IF_ERROR(
+      KvStoreConnector::validate({config.kv_store_page_tokens, config.kv_store_write_queue_bytes}, kv_config));
+  kvstore::PageStoreOptions o;
+  o.dir = config.kv_store_dir;
+  o.memory_bytes = config.kv_store_memory_bytes;
+  o.capacity_bytes = config.kv_store_capacity_bytes;
+  o.ttl = std::chrono::seconds(config.kv_store_ttl_seconds);
+  return kvstore::PageStore::open(std::move(o));
 }
 
 }  // namespace
@@ -795,6 +860,7 @@ Result<std::unique_ptr<Engine>> create_engine(const EngineConfig& config, std::s
   parts.kv_config.model_fingerprint = model_fingerprint(parts.model->source(), *parts.pool) + "/" +
                                       std::string(dtype_name(kv_dtype)) + "/" + std::string(parts.kv->layout());
   DI_RETURN_IF_ERROR(kv::KvCacheManager::validate(parts.kv_config));
+  DI_ASSIGN_OR_RETURN(parts.store, open_kv_store(config, parts.kv_config));
   return std::unique_ptr<Engine>(new EngineImpl(config, std::move(parts)));
 }
 

@@ -16,7 +16,9 @@ namespace deepinfer {
 
 using kv::RequestId;
 
-enum class RequestState { kWaiting, kRunning, kFinished };
+// kLoading: waiting for an admission hook (the KV store) to bring more of its prefix into the
+// prefix cache; it holds no blocks and is not in the waiting queue meanwhile.
+enum class RequestState { kWaiting, kLoading, kRunning, kFinished };
 
 struct Request {
   RequestId id = 0;
@@ -48,6 +50,8 @@ struct Request {
   int32_t n_preemptions = 0;     // also the epoch of its scheduled chunks: a preempted
                                  // request's chunks in flight are discarded
   bool cancel_requested = false;
+  // The admission hook has been asked about this admission (reset by preemption).
+  bool hook_consulted = false;
 
   int64_t n_tokens() const { return static_cast<int64_t>(tokens.size()); }
   int64_t n_generated() const { return n_tokens() - n_prompt; }

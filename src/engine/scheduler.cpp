@@ -53,6 +53,8 @@ void Scheduler::finish(Request* r, FinishReason reason) {
   kv_.free(r->id);
   std::erase(running_, r);
   std::erase(waiting_, r);
+  std::erase(loading_, r);
+  if (hook_) hook_->on_finished(r->id);
   r->state = RequestState::kFinished;
   r->finish = reason;
 }
@@ -82,6 +84,7 @@ void Scheduler::preempt(Request* r, StepPlan& plan) {
   r->n_computed = 0;  // recomputed from the prefix cache and the prompt when readmitted
   r->n_placeholders = 0;  // a token in flight is discarded (the epoch below changes)
   r->n_done = 0;
+  r->hook_consulted = false;  // the blocks it loaded may be gone by its readmission
   ++r->n_preemptions;
   insert_waiting(r, /*at_front=*/true);
   plan.preempted.push_back(r->id);
@@ -113,6 +116,7 @@ StepPlan Scheduler::schedule() {
       plan.finished.push_back(id);
     }
   }
+  take_loaded();
   int64_t budget = config_.max_num_batched_tokens;
 
   // Running requests first, in rank order. Preemption takes victims from the tail, which has
@@ -148,6 +152,7 @@ StepPlan Scheduler::schedule() {
     Request* r = waiting_.front();
     const bool sliding = kv_.has_window_groups();
     const bool lookup = r->use_prefix_cache && (!sliding || config_.swa_replay);
+    if (lookup && hook_takes(r)) continue;
     const kv::PrefixHit hit = lookup ? kv_.find_cached_prefix(r->tokens, r->cache_salt) : kv::PrefixHit{};
     const int64_t start = sliding ? replay_start_for(hit.n_tokens) : hit.n_tokens;
     const int64_t n = std::min(r->n_tokens() - start, budget);
@@ -165,6 +170,30 @@ StepPlan Scheduler::schedule() {
   }
   for (const ScheduledChunk& c : plan.chunks) plan.n_tokens += c.n_tokens;
   return plan;
+}
+
+// Once per admission, the hook may take the request at the head of the queue to load more of
+// its prefix.
+bool Scheduler::hook_takes(Request* r) {
+  if (hook_ == nullptr || r->hook_consulted) return false;
+  r->hook_consulted = true;
+  if (!hook_->start_load(*r, kv_.peek_cached_prefix(r->tokens, r->cache_salt).n_tokens)) return false;
+  waiting_.pop_front();
+  r->state = RequestState::kLoading;
+  loading_.push_back(r);
+  return true;
+}
+
+void Scheduler::take_loaded() {
+  if (hook_ == nullptr) return;
+  for (RequestId id : hook_->take_loaded()) {
+    auto it = requests_.find(id);
+    if (it == requests_.end() || it->second->state != RequestState::kLoading) continue;
+    std::erase(loading_, it->second.get());
+    // In rank order among those waiting: a load finishing does not overtake earlier arrivals
+    // (whose own lookups may still be under way).
+    insert_waiting(it->second.get(), /*at_front=*/false);
+  }
 }
 
 void Scheduler::plan_chunk(Request* r, int64_t n, StepPlan& plan) {
@@ -190,6 +219,7 @@ std::vector<RequestId> Scheduler::update(const StepPlan& plan, const std::vector
     r->n_done = computed;
     kv_.cache_full_blocks(r->id, r->tokens, computed, r->cache_salt);
     kv_.free_out_of_window(r->id, computed);
+    if (hook_) hook_->on_computed(*r, computed);
   }
   std::vector<RequestId> finished;
   for (const SampledToken& s : sampled) {

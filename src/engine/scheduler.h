@@ -32,6 +32,24 @@ namespace deepinfer {
 
 enum class SchedulingPolicy { kFcfs, kPriority };
 
+// Extends admission and publication without branches in schedule(): the KV store's connector
+// (kv_store_connector.h) is one. Called on the engine thread only.
+class AdmissionHook {
+ public:
+  virtual ~AdmissionHook() = default;
+  // Requests whose loads finished since the last call: they wait again, in rank order (FCFS:
+  // by arrival), and are admitted from the prefix cache.
+  virtual std::vector<RequestId> take_loaded() = 0;
+  // A request about to be admitted whose in-process prefix hit is n_hit tokens: true when the
+  // hook starts loading more of its prefix; the request then waits in kLoading, holding no
+  // blocks, while the step goes on without it.
+  virtual bool start_load(const Request& r, int64_t n_hit) = 0;
+  // After a step: r's first n_computed positions have KV, published to the prefix cache.
+  virtual void on_computed(const Request& r, int64_t n_computed) = 0;
+  // r has finished (or was cancelled, loading or not): the hook forgets it.
+  virtual void on_finished(RequestId id) = 0;
+};
+
 struct SchedulerConfig {
   int64_t max_num_batched_tokens = 2048;
   int32_t max_num_seqs = 64;
@@ -76,6 +94,9 @@ class Scheduler {
  public:
   Scheduler(SchedulerConfig config, kv::KvCacheManager& kv);
 
+  // Borrowed; null: none.
+  void set_hook(AdmissionHook* hook) { hook_ = hook; }
+
   void add(std::unique_ptr<Request> request);
   // The request stops at the next schedule(): its blocks are freed, it finishes as cancelled.
   void cancel(RequestId id);
@@ -101,7 +122,7 @@ class Scheduler {
   // Finished requests are handed back (and forgotten) here.
   std::unique_ptr<Request> take_finished(RequestId id);
 
-  size_t n_waiting() const { return waiting_.size(); }
+  size_t n_waiting() const { return waiting_.size() + loading_.size(); }
   size_t n_running() const { return running_.size(); }
 
  private:
@@ -112,12 +133,16 @@ class Scheduler {
   Request* lowest_ranked_running(const Request* except) const;
   void plan_chunk(Request* r, int64_t n, StepPlan& plan);
   int64_t replay_start_for(int64_t n_hit) const;
+  void take_loaded();
+  bool hook_takes(Request* r);
 
   SchedulerConfig config_;
   kv::KvCacheManager& kv_;
   std::unordered_map<RequestId, std::unique_ptr<Request>> requests_;
   std::deque<Request*> waiting_;  // policy order
   std::vector<Request*> running_;  // policy order
+  std::vector<Request*> loading_;  // kLoading, any order
+  AdmissionHook* hook_ = nullptr;
   uint64_t next_arrival_ = 0;
 };
 

@@ -72,9 +72,15 @@ void KvCacheManager::extend_chain(std::vector<BlockHash>& hashes, std::span<cons
 }
 
 PrefixHit KvCacheManager::find_cached_prefix(std::span<const int32_t> tokens, std::string_view cache_salt) {
+  PrefixHit hit = peek_cached_prefix(tokens, cache_salt);
+  prefix_queries_ += static_cast<int64_t>(tokens.size());
+  prefix_hits_ += hit.n_tokens;
+  return hit;
+}
+
+PrefixHit KvCacheManager::peek_cached_prefix(std::span<const int32_t> tokens, std::string_view cache_salt) const {
   PrefixHit hit;
   hit.blocks.resize(groups_.size());
-  prefix_queries_ += static_cast<int64_t>(tokens.size());
   if (!config_.enable_prefix_caching || tokens.empty()) return hit;
   const std::string extras = extras_for(cache_salt);
   const int64_t n_base = static_cast<int64_t>(tokens.size() - 1) / base_block_;
@@ -100,8 +106,69 @@ PrefixHit KvCacheManager::find_cached_prefix(std::span<const int32_t> tokens, st
   for (int g = 0; g < n_groups(); ++g) {
     if (group(g).prefix_cached()) hit.blocks[static_cast<size_t>(g)].resize(static_cast<size_t>(hit.n_tokens / group(g).block_size));
   }
-  prefix_hits_ += hit.n_tokens;
   return hit;
+}
+
+std::vector<BlockHash> KvCacheManager::prefix_keys(std::span<const int32_t> tokens, std::string_view cache_salt,
+                                                   int64_t n_base) const {
+  DI_ICHECK(n_base * base_block_ <= static_cast<int64_t>(tokens.size()));
+  std::vector<BlockHash> chain;
+  extend_chain(chain, tokens, n_base, extras_for(cache_salt));
+  return chain;
+}
+
+std::span<const BlockHash> KvCacheManager::published_keys(RequestId id) const {
+  auto it = requests_.find(id);
+  if (it == requests_.end()) return {};
+  return it->second.hashes;
+}
+
+int64_t KvCacheManager::import_prefix(std::span<const int32_t> tokens, std::string_view cache_salt, int64_t n_from,
+                                      int64_t n_to, const BlockFill& fill) {
+  if (!config_.enable_prefix_caching || n_to <= n_from) return n_from;
+  const std::vector<BlockHash> chain = prefix_keys(tokens, cache_salt, n_to / base_block_);
+  std::vector<std::vector<BlockId>> held(groups_.size()), fresh(groups_.size());
+  const auto give_back = [&] {
+    for (size_t g = 0; g < groups_.size(); ++g) {
+      // Tail first, the new blocks before the held ones: the LRU queue evicts a chain's end first.
+      for (auto b = fresh[g].rbegin(); b != fresh[g].rend(); ++b) groups_[g].release(*b);
+      for (auto b = held[g].rbegin(); b != held[g].rend(); ++b) groups_[g].release(*b);
+    }
+  };
+  bool ok = true;
+  for (int g = 0; g < n_groups() && ok; ++g) {
+    if (!group(g).prefix_cached()) continue;
+    const auto gi = static_cast<size_t>(g);
+    const int64_t bs = group(g).block_size, k = base_blocks_per_block(g);
+    DI_ICHECK(n_from % bs == 0 && n_to % bs == 0);
+    for (int64_t j = 0; j < n_from / bs && ok; ++j) {
+      auto id = groups_[gi].find_cached(chain[static_cast<size_t>((j + 1) * k - 1)]);
+      ok = id.has_value();
+      if (ok) {
+        groups_[gi].acquire(*id);
+        held[gi].push_back(*id);
+      }
+    }
+    ok = ok && groups_[gi].allocate(static_cast<int32_t>((n_to - n_from) / bs), fresh[gi]);
+  }
+  for (int g = 0; g < n_groups() && ok; ++g) {
+    const auto gi = static_cast<size_t>(g);
+    for (size_t i = 0; i < fresh[gi].size() && ok; ++i) {
+      ok = fill(g, n_from / group(g).block_size + static_cast<int64_t>(i), fresh[gi][i]);
+    }
+  }
+  if (ok) {
+    for (int g = 0; g < n_groups(); ++g) {
+      const auto gi = static_cast<size_t>(g);
+      const int64_t bs = group(g).block_size, k = base_blocks_per_block(g);
+      for (size_t i = 0; i < fresh[gi].size(); ++i) {
+        const int64_t j = n_from / bs + static_cast<int64_t>(i);
+        groups_[gi].cache(fresh[gi][i], chain[static_cast<size_t>((j + 1) * k - 1)]);
+      }
+    }
+  }
+  give_back();
+  return ok ? n_to : n_from;
 }
 
 bool KvCacheManager::allocate_slots(RequestId id, int64_t n_total_tokens, const PrefixHit* hit, int64_t n_computed) {

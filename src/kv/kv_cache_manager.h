@@ -32,6 +32,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -103,6 +104,28 @@ class KvCacheManager {
   // group. At most tokens.size() - 1 tokens are reported: the last prompt token is always
   // computed, because its logits are needed. Counts toward the hit statistics.
   PrefixHit find_cached_prefix(std::span<const int32_t> tokens, std::string_view cache_salt);
+  // The same lookup without counting it (a caller deciding whether to look elsewhere first).
+  PrefixHit peek_cached_prefix(std::span<const int32_t> tokens, std::string_view cache_salt) const;
+
+  // Tokens per base block: the smallest group's block size, the unit keys are chained over.
+  int64_t base_block_size() const { return base_block_; }
+  // The key chain of the first n_base base blocks of `tokens` (key b covers tokens
+  // [0, (b + 1) * base_block_size())): what another cache of the same model files them under.
+  std::vector<BlockHash> prefix_keys(std::span<const int32_t> tokens, std::string_view cache_salt,
+                                     int64_t n_base) const;
+  // The chain request `id` has published so far (cache_full_blocks), by base block.
+  std::span<const BlockHash> published_keys(RequestId id) const;
+
+  // Brings KV that another cache holds (the KV store) into this one: for every prefix-cached
+  // group, the blocks covering tokens [n_from, n_to) (multiples of every such group's block
+  // size) are allocated, written by fill(group, logical block, pool block) and published under
+  // their keys, then released, so they sit in the prefix cache as a finished request's blocks
+  // do. The cached blocks below n_from are held meanwhile, so the allocation cannot evict them.
+  // Returns n_to, or n_from when the prefix below n_from is not all cached, a pool is short
+  // or a fill fails (then nothing is published).
+  using BlockFill = std::function<bool(int group, int64_t logical_block, BlockId block)>;
+  int64_t import_prefix(std::span<const int32_t> tokens, std::string_view cache_salt, int64_t n_from, int64_t n_to,
+                        const BlockFill& fill);
 
   // Grows request `id` to hold n_total_tokens in every group. On the request's first call `hit`
   // (from find_cached_prefix, or null) supplies the prefix-cached groups' leading blocks, and

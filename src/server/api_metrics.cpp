@@ -18,6 +18,53 @@ struct TotalsMirror {
   EngineStats seen;
 };
 
+// The KV-cache store's counters (docs/kv-store.md), registered when the engine has a store.
+void register_kv_store_metrics(MetricsRegistry& registry, const Engine& engine) {
+  struct Item {
+    Counter* counter;
+    int64_t KvStoreUsage::*field;
+  };
+  const auto counter = [&](const char* name, const char* help, int64_t KvStoreUsage::*field) {
+    return Item{&registry.counter(name, help), field};
+  };
+  std::vector<Item> items = {
+      counter("deepinfer:kv_store_hit_pages_total", "KV store pages loaded into the prefix cache.", &KvStoreUsage::hit_pages),
+      counter("deepinfer:kv_store_miss_pages_total", "KV store lookups that ended at a page it did not have.",
+              &KvStoreUsage::miss_pages),
+      counter("deepinfer:kv_store_hit_tokens_total", "Prompt tokens served from the KV store.", &KvStoreUsage::hit_tokens),
+      counter("deepinfer:kv_store_read_bytes_total", "Page bytes read from the KV store's directory.",
+              &KvStoreUsage::bytes_read),
+      counter("deepinfer:kv_store_written_bytes_total", "Page bytes written to the KV store's directory.",
+              &KvStoreUsage::bytes_written),
+      counter("deepinfer:kv_store_evictions_total", "KV store pages evicted by the capacity watermark.",
+              &KvStoreUsage::evictions),
+      counter("deepinfer:kv_store_expirations_total", "KV store pages removed by the TTL.", &KvStoreUsage::expirations),
+      counter("deepinfer:kv_store_write_drops_total", "KV store pages not written: the write queue was full.",
+              &KvStoreUsage::write_drops),
+      counter("deepinfer:kv_store_write_failures_total", "KV store page writes that failed (a full disk).",
+              &KvStoreUsage::write_failures),
+      counter("deepinfer:kv_store_checksum_failures_total", "KV store pages refused on read, and deleted.",
+              &KvStoreUsage::checksum_failures),
+  };
+  Counter& load_seconds =
+      registry.counter("deepinfer:kv_store_load_seconds_total", "Time spent reading and verifying KV store pages.");
+  Gauge& pages = registry.gauge("deepinfer:kv_store_pages", "Pages in the KV store's directory (as this process knows it).");
+  Gauge& bytes = registry.gauge("deepinfer:kv_store_bytes", "Bytes of those pages.");
+  auto seen = std::make_shared<std::pair<std::mutex, KvStoreUsage>>();
+  registry.on_render([&engine, items, &load_seconds, &pages, &bytes, seen] {
+    const KvStoreUsage now = engine.stats().kv_store;
+    pages.set(static_cast<double>(now.pages));
+    bytes.set(static_cast<double>(now.bytes));
+    std::lock_guard lock(seen->first);
+    for (const Item& item : items) {
+      const int64_t gained = now.*item.field - seen->second.*item.field;
+      if (gained > 0) item.counter->inc(static_cast<double>(gained));
+    }
+    if (now.load_seconds > seen->second.load_seconds) load_seconds.inc(now.load_seconds - seen->second.load_seconds);
+    seen->second = now;
+  });
+}
+
 }  // namespace
 
 ApiMetrics::ApiMetrics(const Engine& engine)
@@ -78,6 +125,7 @@ ApiMetrics::ApiMetrics(const Engine& engine)
     add(preemptions, s.n_preemptions, mirror->seen.n_preemptions);
     add(failed_steps, s.n_failed_steps, mirror->seen.n_failed_steps);
   });
+  if (engine.stats().kv_store.enabled) register_kv_store_metrics(registry_, engine);
 }
 
 void RequestTimer::on_event(size_t n_tokens, bool first_of_index, double queue_seconds) {

@@ -418,3 +418,46 @@ TEST_F(DefaultModel, BenchGrammarJudgesInstancesAndTimesMasks) {
   EXPECT_EQ(summary["passing"], 2);
   EXPECT_EQ(summary["invalid_accepted"], 0);
 }
+
+// `run --kv-store` writes pages; `kvstore stat`, `verify` and `gc` read, check and prune them.
+TEST_F(DefaultModel, KvStoreCommandsStatVerifyAndCollect) {
+  const fs::path dir = fs::path(::testing::TempDir()) / ("deepinfer_cli_kvstore_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  std::string text;
+  for (int i = 0; i < 8; ++i) text += "The quick brown fox jumps over the lazy dog. ";
+  Outcome o = run("run -p '" + text + "' -n 2 --temp 0 --kv-store " + dir.string() + " --kv-store-page-tokens 16");
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  o = run("kvstore stat " + dir.string());
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  const auto stat = nlohmann::json::parse(o.out);
+  const int64_t pages = stat["pages"];
+  EXPECT_GE(pages, 2);
+  EXPECT_EQ(stat["models"].size(), 1u);
+  EXPECT_EQ(stat["since_last_use"]["<1h"], pages);
+  o = run("kvstore verify " + dir.string());
+  EXPECT_EQ(o.exit_code, 0) << o.err;
+  EXPECT_EQ(nlohmann::json::parse(o.out)["ok"], pages);
+  for (const auto& e : fs::recursive_directory_iterator(dir)) {
+    if (e.path().extension() != ".page") continue;
+    std::fstream f(e.path(), std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(fs::file_size(e.path()) / 2));
+    f.put('\x42');
+    break;
+  }
+  o = run("kvstore verify --remove " + dir.string());
+  EXPECT_EQ(o.exit_code, 1);
+  EXPECT_EQ(nlohmann::json::parse(o.out)["bad"].size(), 1u) << o.out;
+  EXPECT_EQ(nlohmann::json::parse(o.out)["removed"], 1);
+  o = run("kvstore gc --capacity 1 " + dir.string());
+  EXPECT_EQ(o.exit_code, 0) << o.err;
+  EXPECT_EQ(nlohmann::json::parse(o.out)["evicted"], pages - 1);
+  EXPECT_EQ(nlohmann::json::parse(run("kvstore stat " + dir.string()).out)["pages"], 0);
+  fs::remove_all(dir);
+  for (const std::string flag : {"--kv-store-ttl 5x", "--kv-store-memory 3Q", "--kv-store-capacity -1",
+                                 "--kv-store-page-tokens 0"}) {
+    o = run("run -p hi " + flag);
+    EXPECT_EQ(o.exit_code, 2) << flag << ": " << o.err;
+    EXPECT_NE(o.err.find(flag.substr(0, flag.find(' '))), std::string::npos) << flag << ": " << o.err;
+  }
+  EXPECT_EQ(run("kvstore frob " + dir.string()).exit_code, 2);
+}

@@ -290,3 +290,42 @@ TEST(Scheduler, OutputsOfPlansOvertakenByAStopOrAPreemptionAreDropped) {
 
 }  // namespace
 }  // namespace deepinfer
+
+namespace deepinfer {
+namespace {
+
+// An admission hook that takes each request once, and hands them back when told to.
+class FakeStore final : public AdmissionHook {
+ public:
+  std::vector<RequestId> take_loaded() override { return std::exchange(ready, {}); }
+  bool start_load(const Request& r, int64_t n_hit) override {
+    if (r.n_prompt < 8) return false;  // short prompts have no page to load
+    loading.push_back(r.id);
+    return true;
+  }
+  void on_computed(const Request&, int64_t) override {}
+  void on_finished(RequestId id) override { finished.push_back(id); }
+  std::vector<RequestId> loading, ready, finished;
+};
+
+TEST(Scheduler, LoadingRequestsWaitApartAndReturnInArrivalOrder) {
+  Harness h({.max_num_batched_tokens = 100, .max_num_seqs = 4}, 64);
+  FakeStore store;
+  h.scheduler().set_hook(&store);
+  h.add('A', 8, 1, 0, 10);  // prompts of their own: no prefix hits between them
+  h.add('B', 8, 1, 0, 20);
+  h.add('C', 4, 1, 0, 30);
+  h.add('D', 8, 1, 0, 40);
+  // A and B load; C runs meanwhile (the step is not held up); D loads too.
+  h.expect({{"C:4", "", "", ""}});
+  EXPECT_EQ(store.loading, (std::vector<RequestId>{'A', 'B', 'D'}));
+  EXPECT_EQ(h.scheduler().n_waiting(), 3u);
+  store.ready = {'A', 'D', 'B'};  // loads finish in any order
+  h.scheduler().cancel('D');      // and a loading request may be cancelled
+  h.expect({{"A:8 B:8", "", "", ""}});
+  EXPECT_EQ(h.scheduler().n_waiting(), 0u);
+  EXPECT_EQ(store.finished, (std::vector<RequestId>{'C', 'D', 'A', 'B'}));
+}
+
+}  // namespace
+}  // namespace deepinfer
