@@ -23,8 +23,9 @@
 // each sequence samples with its own Sampler and generator (sampling runs in parallel by whole
 // sequences), so the CPU engine has no faster, batch-dependent path to switch off: the flag is
 // the contract such a path must honour. tests/unit/engine/batch_invariance_test.cpp checks it.
-// One exception by design: a model with sliding-window layers that takes a prefix hit replays
-// the last window (EngineConfig::swa_replay), whose rebuilt KV approximates the cold run's.
+// One exception by design: a model with sliding-window layers (Gemma 3, DeepSeek V4) that takes
+// a prefix hit replays the last window (EngineConfig::swa_replay), whose rebuilt KV approximates
+// the cold run's.
 // Turn swa_replay off where bitwise reproducibility across requests matters more.
 #include "deepinfer/engine.h"
 

@@ -1,6 +1,7 @@
 // DeepSeek V4 through the engine (tests/golden/dsv4_tiny): continuous batching, chunked
-// prefill, preemption with recompute and asynchronous scheduling each give every request the
-// greedy tokens the model gives it alone, and the golden prompt transformers' continuation.
+// prefill, preemption with recompute, asynchronous scheduling and prefix-cache hits with replay
+// each give every request the greedy tokens the model gives it alone, and the golden prompt
+// transformers' continuation.
 //
 // The single-sequence path (Model::new_context) is the reference: dsv4_tiny_test.cpp holds it
 // to transformers. Both sides use an f32 KV cache, where the engine's batched passes and the
@@ -82,6 +83,12 @@ std::vector<std::vector<int32_t>> prompts(const std::vector<int32_t>& golden_pro
   return out;
 }
 
+// A replay after a prefix hit that rebuilds the cold run's rows exactly: each of the 6 layers
+// widens what a position depends on by window - 1 = 7 positions, and the CSA frontier reaches
+// 2 x 4 positions back, so 6 x 7 + 8 = 50 replayed tokens reproduce the cold run; 64 rounds up.
+// One window (the default) is the bounded, approximate replay (SWA bounded replay).
+constexpr int64_t kExactReplay = 64;
+
 EngineConfig v4_config() {
   EngineConfig cfg;
   cfg.model_path = kDir.string();
@@ -89,6 +96,8 @@ EngineConfig v4_config() {
   cfg.block_size = 8;  // whole HCA rows (8 tokens)
   cfg.kv_cache_dtype = KvCacheDtype::kF32;
   cfg.kv_cache_tokens = 2048;
+  // Requests that share a start, or come back after a preemption, hit the prefix cache.
+  cfg.swa_replay_tokens = kExactReplay;
   return cfg;
 }
 
@@ -123,8 +132,6 @@ TEST(DeepseekV4Engine, ContinuousBatchingGivesEachRequestsTokens) {
     EngineConfig cfg = v4_config();
     cfg.async_scheduling = async;
     const EngineStats s = check_engine(cfg, kMaxTokens);
-    // Prefix caching is off for V4 (no group is published): nothing is ever found.
-    EXPECT_EQ(s.prefix_hits, 0);
     EXPECT_GT(s.decode_steps, 0);
   }
 }
@@ -149,6 +156,84 @@ TEST(DeepseekV4Engine, PreemptionAndRecomputeGiveTheSameTokens) {
   cfg.max_num_batched_tokens = 16;
   const EngineStats s = check_engine(cfg, kMaxTokens);
   EXPECT_GT(s.n_preemptions, 0) << "the cache was meant to be too small for all at once";
+}
+
+
+struct Answer {
+  std::vector<int32_t> tokens;
+  int64_t n_cached = 0;  // prompt tokens not computed: the replay start on a hit
+};
+
+Answer ask(Engine& engine, const std::vector<int32_t>& prompt, int64_t max_tokens) {
+  auto h = std::move(engine.submit(greedy(prompt, max_tokens))).value();
+  Answer a;
+  bool first = true;
+  while (auto e = h->next()) {
+    if (first) a.n_cached = e->n_cached_prompt_tokens;
+    first = false;
+    a.tokens.insert(a.tokens.end(), e->tokens.begin(), e->tokens.end());
+  }
+  return a;
+}
+
+std::vector<int32_t> random_prompt(int n, int64_t n_vocab, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> tok(2, static_cast<int>(n_vocab) - 1);
+  std::vector<int32_t> p(static_cast<size_t>(n));
+  for (auto& t : p) t = tok(rng);
+  return p;
+}
+
+// Where a hit on `n_prompt` tokens replays from: the whole blocks before the last token, less
+// the replay, rounded down to a block.
+int64_t replay_start(int64_t n_prompt, int64_t replay) {
+  const int64_t block = 8, hit = (n_prompt - 1) / block * block;
+  return std::max<int64_t>(0, hit - replay) / block * block;
+}
+
+// Prompts long enough that a hit keeps many compressed rows (CSA every 4 tokens, HCA every 8)
+// and replays from well inside the prompt: the prompt again, then a longer one sharing it.
+// Returns the prompts whose hit tokens differ from the model's alone.
+std::vector<int> hit_mismatches(int64_t replay_tokens) {
+  auto model = std::move(testing::load_model(kDir.string())).value();
+  EngineConfig cfg = v4_config();
+  cfg.swa_replay_tokens = replay_tokens;
+  cfg.max_num_batched_tokens = 32;  // the prompts and the replays prefill in chunks
+  auto engine = std::move(Engine::create(cfg)).value();
+  const int64_t replay = replay_tokens > 0 ? replay_tokens : 8;  // 0: one window (8)
+  std::vector<int> mismatches;
+  for (int n : {100, 131, 160}) {
+    SCOPED_TRACE("prompt of " + std::to_string(n));
+    const auto prompt = random_prompt(n, model->config().n_vocab, static_cast<uint32_t>(n));
+    const auto alone = greedy_alone(*model, prompt, 16);
+    const Answer cold = ask(*engine, prompt, 16);
+    EXPECT_EQ(cold.n_cached, 0);
+    EXPECT_EQ(cold.tokens, alone) << "cold";
+    const Answer again = ask(*engine, prompt, 16);
+    EXPECT_EQ(again.n_cached, replay_start(n, replay));
+    auto longer = prompt;
+    const auto tail = random_prompt(13, model->config().n_vocab, static_cast<uint32_t>(1000 + n));
+    longer.insert(longer.end(), tail.begin(), tail.end());
+    const Answer extended = ask(*engine, longer, 16);
+    // The hit covers the prompt's whole blocks (what the first request generated differs).
+    EXPECT_EQ(extended.n_cached, std::max<int64_t>(0, n / 8 * 8 - replay) / 8 * 8);
+    if (again.tokens != alone || extended.tokens != greedy_alone(*model, longer, 16)) mismatches.push_back(n);
+  }
+  const EngineStats s = engine->stats();
+  EXPECT_GT(s.prefix_hits, 0);
+  EXPECT_EQ(s.kv_usage, 0.0);
+  return mismatches;
+}
+
+TEST(DeepseekV4Engine, PrefixHitWithExactReplayGivesTheColdTokens) {
+  EXPECT_EQ(hit_mismatches(kExactReplay), std::vector<int>{});
+}
+
+TEST(DeepseekV4Engine, PrefixHitWithWindowReplayBookkeeping) {
+  // One window of replay: the hits, replay starts and block accounting hold, but the rebuilt
+  // window only approximates the cold run's (its first rows see no window below the replay
+  // start), so the tokens are recorded, not asserted; exactness is the test above.
+  ::testing::Test::RecordProperty("window_replay_mismatches", static_cast<int>(hit_mismatches(0).size()));
 }
 
 }  // namespace
