@@ -33,6 +33,7 @@
 #include <chrono>
 #include <deque>
 #include <mutex>
+#include <numeric>
 #include <thread>
 #include <unordered_map>
 
@@ -769,6 +770,14 @@ Result<std::unique_ptr<Engine>> create_engine(const EngineConfig& config, std::s
   const ModelConfig& c = parts.model->config();
   const DType kv_dtype = kv_element_type(config.kv_cache_dtype);
   std::vector<KvGroupSpec> groups = parts.model->kv_groups();
+  // A block holds whole rows of every group (DeepSeek V4's HCA rows summarise 128 tokens).
+  int64_t whole_rows = 1;
+  for (const KvGroupSpec& g : groups) whole_rows = std::lcm(whole_rows, g.tokens_per_row);
+  if (config.block_size % whole_rows != 0) {
+    return invalid_argument("block_size " + std::to_string(config.block_size) + " does not hold whole rows of " +
+                            parts.model->source().path() + "'s compressed KV (up to " + std::to_string(whole_rows) +
+                            " tokens a row): use a multiple of " + std::to_string(whole_rows));
+  }
   int64_t tokens = config.kv_cache_tokens;
   if (tokens <= 0) {
     // Default: 16 full-length sequences or 1 GiB of KV, whichever is smaller, counting every

@@ -19,7 +19,8 @@
 
 #include "engine/sampler.h"
 #include "model/model.h"
-#include "test_backend.h"
+#include "backend/backend.h"
+#include "core/thread_pool.h"
 
 namespace deepinfer {
 namespace {
@@ -34,6 +35,17 @@ nlohmann::json golden() {
 }
 
 constexpr int64_t kMaxTokens = 24;
+
+// The reference model, loaded once, on a backend of one thread: like the engines here (threads
+// = 1), it then never waits on a second thread, which on a loaded 2-core machine costs more than
+// this tiny model's arithmetic.
+const Model& reference() {
+  static ThreadPool pool(1);
+  static std::unique_ptr<backend::Backend> backend =
+      std::move(backend::create_backend("cpu", backend::BackendOptions{&pool})).value();
+  static std::unique_ptr<Model> model = std::move(Model::load(kDir.string(), *backend)).value();
+  return *model;
+}
 
 // The model's greedy continuation of `prompt` alone, its first n tokens (n <= kMaxTokens);
 // computed once per prompt for every test.
@@ -105,7 +117,7 @@ EngineConfig v4_config() {
 // model's alone; returns the engine's statistics.
 EngineStats check_engine(const EngineConfig& cfg, int64_t max_tokens) {
   const auto g = golden();
-  auto model = std::move(testing::load_model(kDir.string())).value();
+  const Model* model = &reference();
   const auto golden_prompt = g["prompt_ids"].get<std::vector<int32_t>>();
   const auto all = prompts(golden_prompt, model->config().n_vocab);
   auto engine = std::move(Engine::create(cfg)).value();
@@ -159,6 +171,16 @@ TEST(DeepseekV4Engine, PreemptionAndRecomputeGiveTheSameTokens) {
 }
 
 
+TEST(DeepseekV4Engine, BlockSizeThatSplitsACompressedRowIsOneClearError) {
+  EngineConfig cfg = v4_config();
+  cfg.block_size = 4;  // HCA rows summarise 8 tokens
+  auto engine = Engine::create(cfg);
+  ASSERT_FALSE(engine.ok());
+  EXPECT_EQ(engine.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(engine.status().message().find("block_size 4"), std::string::npos) << engine.status().message();
+  EXPECT_NE(engine.status().message().find("multiple of 8"), std::string::npos) << engine.status().message();
+}
+
 struct Answer {
   std::vector<int32_t> tokens;
   int64_t n_cached = 0;  // prompt tokens not computed: the replay start on a hit
@@ -195,7 +217,7 @@ int64_t replay_start(int64_t n_prompt, int64_t replay) {
 // and replays from well inside the prompt: the prompt again, then a longer one sharing it.
 // Returns the prompts whose hit tokens differ from the model's alone.
 std::vector<int> hit_mismatches(int64_t replay_tokens) {
-  auto model = std::move(testing::load_model(kDir.string())).value();
+  const Model* model = &reference();
   EngineConfig cfg = v4_config();
   cfg.swa_replay_tokens = replay_tokens;
   cfg.max_num_batched_tokens = 32;  // the prompts and the replays prefill in chunks
