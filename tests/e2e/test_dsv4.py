@@ -194,3 +194,18 @@ def test_forced_tool_use_messages(an):
     # As for Chat Completions above: the unfinished DSML block yields no block of text or call.
     assert m.stop_reason == "max_tokens"
     assert not [b for b in m.content if b.type == "text" and b.text]
+
+
+def test_a_repeated_prompt_hits_the_prefix_cache(oa):
+    """The compressed rows of the first request's whole blocks are found by the second, which
+    replays only the last window before them (usage counts the prompt tokens not computed)."""
+    messages = [{"role": "user", "content": "Tell me about the history of the river and its towns. " * 6}]
+    first = oa.chat.completions.create(model=NAME, messages=messages, max_tokens=2, temperature=0,
+                                       extra_body=NO_THINKING)
+    again = oa.chat.completions.create(model=NAME, messages=messages, max_tokens=2, temperature=0,
+                                       extra_body=NO_THINKING)
+    assert again.usage.prompt_tokens == first.usage.prompt_tokens > 64
+    cached = again.usage.prompt_tokens_details.cached_tokens
+    # Whole blocks of 16 before the last token, less one window (8) rounded down to a block.
+    hit = (first.usage.prompt_tokens - 1) // 16 * 16
+    assert cached == (hit - 8) // 16 * 16 > 0
