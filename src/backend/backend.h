@@ -330,7 +330,9 @@ class Queue {
   // layer `layer` from the state group's rows (CompressParams), each channel a softmax over its
   // slots of gate + ape[position % rate] weighting kv, RMSNorm with `norm` [1, head_dim], rope
   // at position w * rate (inv_freq [1, n_rot / 2]), stored in out_group. State rows must hold
-  // every slot's token (stored earlier in the step or in earlier steps).
+  // every slot's token (stored earlier in the step or in earlier steps). Entries whose first
+  // position is below the sequence's first_write of out_group (a shared prefix, replayed after
+  // a hit) are neither computed nor stored: their state rows need not exist.
   virtual void compress_kv(const CompressParams& p, KvCache& kv, int state_group, int out_group, int32_t layer,
                            const Tensor& ape, const Tensor& norm, const Tensor& inv_freq) = 0;
   // ids [n, top_k] (i32): each query's best-scoring visible entries (w < (p + 1) / rate) of

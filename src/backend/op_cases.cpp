@@ -1080,11 +1080,12 @@ OpCase route_sqrt_softplus_case(int64_t n, int64_t n_expert, int64_t k, bool has
 
 // A CSA layer's KV path on one layer: window and frontier rows stored, both compressors run,
 // the indexer's top-k and the attention over window, selected entries and sinks; two sequences,
-// scattered blocks, the second decoding one token after 19.
-OpCase dsv4_csa_case(DType kv_dtype) {
+// scattered blocks, the second decoding one token after 19, or (replay) replaying 8..19 after a
+// prefix hit of 16 tokens, as the engine does for DeepSeek V4.
+OpCase dsv4_csa_case(DType kv_dtype, bool replay) {
   OpCase c;
   c.op = Op::kSparseAttention;
-  c.name = strf("csa chain %s kv", std::string(dtype_name(kv_dtype)).c_str());
+  c.name = strf("csa chain %s kv%s", std::string(dtype_name(kv_dtype)).c_str(), replay ? ", replay" : "");
   c.uses = {{Op::kStoreKv, kv_dtype}, {Op::kCompressKv, kv_dtype}, {Op::kIndexTopK, kv_dtype},
             {Op::kSparseAttention, kv_dtype}};
   c.build = [=](CaseRun& run) -> Result<CaseOps> {
@@ -1118,8 +1119,17 @@ OpCase dsv4_csa_case(DType kv_dtype) {
       return s;
     };
     BatchSpec step;
-    step.sequences = {spec(23, 0, {4, 0}), spec(1, 19, {1, 5})};
-    const int64_t n = 24;
+    // The second sequence decodes position 19, or (replay) took a prefix hit of 16 tokens and
+    // replays from 8: it stores other window and frontier rows for 8..18 than the fill did,
+    // reads no window below 8, and must leave the shared compressed rows of 0..15 as they are.
+    const int64_t n_b = replay ? 12 : 1, first_b = replay ? 8 : 19;
+    SequenceSpec b = spec(n_b, first_b, {1, 5});
+    if (replay) {
+      b.min_position = {8, 0, 0, 8, 8};
+      b.first_write = {0, 16, 16, 0, 0};
+    }
+    step.sequences = {spec(23, 0, {4, 0}), b};
+    const int64_t n = 23 + n_b;
     // The second sequence's first 19 positions, stored first.
     BatchSpec fill;
     fill.sequences = {spec(19, 0, {1, 5})};
@@ -1172,8 +1182,9 @@ void add_dsv4(std::vector<OpCase>& cases) {
   cases.push_back(hyper_case(4, 4, 24, 0, true));
   cases.push_back(route_sqrt_softplus_case(7, 16, 6, false));
   cases.push_back(route_sqrt_softplus_case(5, 8, 2, true));
-  cases.push_back(dsv4_csa_case(DType::kF32));
-  cases.push_back(dsv4_csa_case(DType::kF16));
+  cases.push_back(dsv4_csa_case(DType::kF32, false));
+  cases.push_back(dsv4_csa_case(DType::kF16, false));
+  cases.push_back(dsv4_csa_case(DType::kF32, true));
 }
 
 std::vector<OpCase> check_cases(CaseSet set) {

@@ -51,9 +51,14 @@ Status check_shape(const std::vector<Message>& messages) {
 
 }  // namespace
 
-ChatRenderer::ChatRenderer(std::shared_ptr<const Tokenizer> tokenizer) : tokenizer_(std::move(tokenizer)) {
+ChatRenderer::ChatRenderer(std::shared_ptr<const Tokenizer> tokenizer, const std::string& model_path)
+    : tokenizer_(std::move(tokenizer)) {
   if (tokenizer_->chat_template().empty() && !tokenizer_->find_token(recipe::kUserToken)) return;
-  auto builder = server::PromptBuilder::create(tokenizer_);
+  std::string architecture;
+  if (!model_path.empty()) {
+    if (auto arch = server::model_architecture(model_path); arch.ok()) architecture = std::move(arch).value();
+  }
+  auto builder = server::PromptBuilder::create(tokenizer_, architecture);
   if (builder.ok()) {
     builder_ = std::move(builder).value();
   } else {
@@ -68,8 +73,7 @@ Result<std::vector<int32_t>> ChatRenderer::render(const std::vector<Message>& me
   recipe::ConversationRequest request;
   request.conversation.messages = messages;
   request.conversation.thinking_mode = false;
-  request.model_version =
-      builder_->is_deepseek() ? recipe::ModelVersion::kDeepseekV41Flash : recipe::ModelVersion::kChatTemplate;
+  request.model_version = builder_->model_version();
   DI_ASSIGN_OR_RETURN(server::BuiltPrompt prompt, builder_->build(request));
   return std::move(prompt.ids);
 }

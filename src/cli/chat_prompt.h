@@ -12,6 +12,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "deepinfer/status.h"
@@ -23,7 +24,9 @@ namespace deepinfer::cli {
 
 class ChatRenderer {
  public:
-  explicit ChatRenderer(std::shared_ptr<const Tokenizer> tokenizer);
+  // `model_path` (the checkpoint's) picks the DeepSeek format, V4 or V4.1, as the server does;
+  // without one, or when it holds no checkpoint, V4.1.
+  explicit ChatRenderer(std::shared_ptr<const Tokenizer> tokenizer, const std::string& model_path = {});
 
   // `messages`: an optional system message first, then user and assistant turns ending with a
   // user turn. The ids end with the opening of the assistant's reply. INVALID_ARGUMENT for

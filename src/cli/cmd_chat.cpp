@@ -97,8 +97,8 @@ Reply stream_reply(RequestHandle& handle) {
 
 class Chat {
  public:
-  Chat(LoadedEngine loaded, SamplingFlags sampling, std::string system, bool stats)
-      : loaded_(std::move(loaded)), renderer_(loaded_.tokenizer), sampling_(std::move(sampling)),
+  Chat(LoadedEngine loaded, const std::string& model_path, SamplingFlags sampling, std::string system, bool stats)
+      : loaded_(std::move(loaded)), renderer_(loaded_.tokenizer, model_path), sampling_(std::move(sampling)),
         system_(std::move(system)), stats_(stats) {
     reset();
   }
@@ -193,7 +193,7 @@ int chat_command(const std::vector<std::string>& argv) {
   if (!loaded.ok()) return fail(loaded.status().message());
   if (!loaded->tokenizer) return fail(*path + " carries no tokenizer; chat needs one");
 
-  Chat chat(std::move(loaded).value(), std::move(sampling).value(), args.get("--system").value_or(""),
+  Chat chat(std::move(loaded).value(), *path, std::move(sampling).value(), args.get("--system").value_or(""),
             args.has("--stats"));
   if (Status st = chat.check(); !st.ok()) return fail(*path + ": " + st.message());
   const bool terminal = isatty(STDIN_FILENO) != 0;

@@ -269,7 +269,7 @@ int generate_command(const std::vector<std::string>& argv) {
   auto tokenizer = load_tokenizer(*path, TokenizerPresence::kOptional);
   if (!tokenizer.ok()) return fail(tokenizer.status().message());
   std::optional<ChatRenderer> renderer;
-  if (*tokenizer) renderer.emplace(*tokenizer);
+  if (*tokenizer) renderer.emplace(*tokenizer, *path);
   std::vector<GenerationRequest> requests;
   std::string line;
   for (size_t n = 1; std::getline(in, line); ++n) {

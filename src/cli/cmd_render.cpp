@@ -6,6 +6,7 @@
 #include <iostream>
 #include <iterator>
 #include <memory>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <span>
 #include <string>
@@ -17,6 +18,7 @@
 #include "recipe/chat_template.h"
 #include "recipe/dsv4_encoding.h"
 #include "recipe/respond.h"
+#include "server/api_prompt.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/tokenizer_loading.h"
 
@@ -33,7 +35,9 @@ const char* kUsage =
                       (DeepSeek-V4-Pro: dsv4, DeepSeek-V4.1-Flash: dsv41)
   -m, --model MODEL   render for this model (a known name, a GGUF file or a Hugging Face
                       directory): its chat template, or the DeepSeek format when its vocabulary
-                      is DeepSeek V4's; the request may name any model
+                      is DeepSeek V4's; the request may name any model. With --encoding auto a
+                      checkpoint picks the DeepSeek format as `deepinfer serve` does: dsv4 for
+                      a DeepSeek V4 model (model_type deepseek_v4), else dsv41
   --tokens            print {"prompt": ..., "token_ids": [...]} instead: ids from the -m model's
                       tokenizer, else from the DeepSeek V4 tokenizer in the model cache
                       (deepseek-v4-tokenizer, fetched by scripts/setup)
@@ -161,6 +165,9 @@ struct RenderSetup {
   recipe::Protocol protocol;
   std::string encoding;  // "auto", "dsv4", "dsv41"
   bool deepseek;         // the DeepSeek format, else the tokenizer's chat template
+  // The -m checkpoint's DeepSeek format (server::deepseek_version_of), which "auto" follows;
+  // none without a checkpoint (then the request's model name decides).
+  std::optional<recipe::ModelVersion> model_version;
   const Tokenizer* tok;  // null: no ids (DeepSeek format only)
   ThreadPool* pool;
   bool with_ids;
@@ -172,7 +179,7 @@ Result<Rendered> render_request(const RenderSetup& setup, std::string_view body,
   // An explicit format (or model) accepts whatever model name the request gives.
   recipe::ConversionOptions options;
   // Reading the model name costs a second parse of the body: only when the name matters.
-  const bool name_matters = setup.encoding != "auto" || !setup.deepseek;
+  const bool name_matters = setup.encoding != "auto" || !setup.deepseek || setup.model_version.has_value();
   const nlohmann::json req_json = name_matters ? nlohmann::json::parse(body, nullptr, false) : nlohmann::json();
   const bool named =
       req_json.is_object() && req_json.contains("model") && req_json["model"].is_string();
@@ -180,6 +187,7 @@ Result<Rendered> render_request(const RenderSetup& setup, std::string_view body,
     recipe::ModelVersion version = setup.encoding == "dsv4"
                                        ? recipe::ModelVersion::kDeepseekV4Pro
                                        : recipe::ModelVersion::kDeepseekV41Flash;
+    if (setup.encoding == "auto" && setup.model_version) version = *setup.model_version;
     if (!setup.deepseek) version = recipe::ModelVersion::kChatTemplate;
     options.model_versions.insert(options.model_versions.begin(),
                                   {req_json["model"].get<std::string>(), version});
@@ -229,12 +237,15 @@ int render_command(const std::vector<std::string>& argv) {
   const bool with_ids = args.has("--tokens") || args.has("--stats") || args.has("--jsonl");
 
   std::shared_ptr<const Tokenizer> tok;
+  std::optional<recipe::ModelVersion> model_version;
   if (auto model = args.get("--model")) {
     auto path = resolve_model_path(*model);
     if (!path.ok()) return fail(path.status().message());
     auto opened = load_tokenizer(*path, TokenizerPresence::kRequired);
     if (!opened.ok()) return fail(opened.status().message());
     tok = std::move(opened).value();
+    // A tokenizer-only directory has no checkpoint to ask: the request's name decides.
+    if (auto arch = server::model_architecture(*path); arch.ok()) model_version = server::deepseek_version_of(*arch);
   } else if (with_ids) {
     auto opened = deepseek_tokenizer();
     if (!opened.ok()) return fail(opened.status().message());
@@ -243,7 +254,8 @@ int render_command(const std::vector<std::string>& argv) {
   const bool deepseek = !tok || tok->find_token(recipe::kUserToken).has_value();
 
   ThreadPool pool(static_cast<int>(*threads));
-  const RenderSetup setup{*protocol, encoding, deepseek, tok.get(), &pool, with_ids};
+  const RenderSetup setup{*protocol, encoding, deepseek, deepseek ? model_version : std::nullopt, tok.get(), &pool,
+                          with_ids};
   if (args.has("--jsonl")) {
     // One request per line, one {"prompt", "token_ids"} or {"error"} line each.
     std::string line;

@@ -41,7 +41,7 @@ Result<std::vector<int32_t>> prompt_ids(const Args& args, const LoadedEngine& lo
   if (!args.has("--chat")) {
     return loaded.tokenizer->encode(text, {.add_bos = loaded.tokenizer->add_bos_by_default()});
   }
-  const ChatRenderer renderer(loaded.tokenizer);
+  const ChatRenderer renderer(loaded.tokenizer, path);
   std::vector<recipe::Message> messages;
   if (auto system = args.get("--system"); system && !system->empty()) messages.push_back(recipe::Message::system(*system));
   messages.push_back(recipe::Message::user(text));

@@ -28,13 +28,14 @@ enum class KvGroupKind {
   kSlidingWindow,
   // DeepSeek V4's compressed rows: row w summarises positions w*m .. w*m + m - 1 (m =
   // tokens_per_row) and is written once, by the step that holds position w*m + m - 1; every later
-  // query may read it. Append-only and a function of the prefix alone, so prefix-cacheable in
-  // principle, but not published to the prefix cache yet (prefix_cached() is false).
+  // query may read it. Append-only and a function of the prefix alone, so full blocks are
+  // published to the prefix cache as kFull's are; a request that takes a hit never writes rows
+  // below its shared prefix (StepSequence::first_write), not even while it replays.
   kCompressed,
   // A compressor's frontier: per-token rows (V4: each token's kv and gate projections) that are
-  // read back only while their window is open, i.e. within the last `window` positions. Blocks
-  // wholly below that may go back to the pool as for kSlidingWindow; not prefix-cached (a prefix
-  // hit would rebuild them by replaying the last `window` positions).
+  // read back only while their window is open, i.e. within the last `window` positions. Not
+  // prefix-cached: after a hit the replay (as for kSlidingWindow) rebuilds them, since the
+  // replay covers the widest window of every windowed group.
   kCompressorState,
 };
 
@@ -59,7 +60,7 @@ struct KvGroupSpec {
   int64_t block_size = 16;         // tokens per block; a multiple of tokens_per_row
   int64_t n_blocks = 0;            // blocks in the group's pool
 
-  bool prefix_cached() const { return kind == KvGroupKind::kFull; }
+  bool prefix_cached() const { return kind == KvGroupKind::kFull || kind == KvGroupKind::kCompressed; }
   // Only the last `window` positions are read (their blocks are the ones a step needs).
   bool windowed() const { return kind == KvGroupKind::kSlidingWindow || kind == KvGroupKind::kCompressorState; }
   int64_t rows_per_block() const { return block_size / tokens_per_row; }

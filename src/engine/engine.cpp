@@ -23,8 +23,9 @@
 // each sequence samples with its own Sampler and generator (sampling runs in parallel by whole
 // sequences), so the CPU engine has no faster, batch-dependent path to switch off: the flag is
 // the contract such a path must honour. tests/unit/engine/batch_invariance_test.cpp checks it.
-// One exception by design: a model with sliding-window layers that takes a prefix hit replays
-// the last window (EngineConfig::swa_replay), whose rebuilt KV approximates the cold run's.
+// One exception by design: a model with sliding-window layers (Gemma 3, DeepSeek V4) that takes
+// a prefix hit replays the last window (EngineConfig::swa_replay), whose rebuilt KV approximates
+// the cold run's.
 // Turn swa_replay off where bitwise reproducibility across requests matters more.
 #include "deepinfer/engine.h"
 
@@ -32,6 +33,7 @@
 #include <chrono>
 #include <deque>
 #include <mutex>
+#include <numeric>
 #include <thread>
 #include <unordered_map>
 
@@ -833,6 +835,14 @@ Result<std::unique_ptr<Engine>> create_engine(const EngineConfig& config, std::s
   const ModelConfig& c = parts.model->config();
   const DType kv_dtype = kv_element_type(config.kv_cache_dtype);
   std::vector<KvGroupSpec> groups = parts.model->kv_groups();
+  // A block holds whole rows of every group (DeepSeek V4's HCA rows summarise 128 tokens).
+  int64_t whole_rows = 1;
+  for (const KvGroupSpec& g : groups) whole_rows = std::lcm(whole_rows, g.tokens_per_row);
+  if (config.block_size % whole_rows != 0) {
+    return invalid_argument("block_size " + std::to_string(config.block_size) + " does not hold whole rows of " +
+                            parts.model->source().path() + "'s compressed KV (up to " + std::to_string(whole_rows) +
+                            " tokens a row): use a multiple of " + std::to_string(whole_rows));
+  }
   int64_t tokens = config.kv_cache_tokens;
   if (tokens <= 0) {
     // Default: 16 full-length sequences or 1 GiB of KV, whichever is smaller, counting every

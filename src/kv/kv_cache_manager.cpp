@@ -47,7 +47,8 @@ KvCacheManager::KvCacheManager(KvCacheConfig config) : config_(std::move(config)
   for (const KvGroupSpec& g : config_.groups) {
     base_block_ = std::min(base_block_, g.block_size);
     alignment_ = std::lcm(alignment_, g.block_size);
-    if (g.kind == KvGroupKind::kSlidingWindow) max_window_ = std::max(max_window_, g.window);
+    // A replay after a hit must rebuild every windowed group: a compressor's frontier too.
+    if (g.windowed()) max_window_ = std::max(max_window_, g.window);
     groups_.emplace_back(static_cast<int32_t>(g.n_blocks));
   }
 }

@@ -19,6 +19,10 @@
 //                   rebuilds the window by recomputing ("SWA bounded replay",
 //                   docs/adding-a-model.md), and blocks below the replay start are never
 //                   allocated.
+//   kCompressed     (DeepSeek V4) published and shared as kFull is; rows below a hit are never
+//                   rewritten by the request that took it.
+//   kCompressorState  per-token rows kept for the request's life; not prefix-cached (the
+//                   replay rebuilds them).
 // Groups may have different block sizes (DeepSeek V4's compressed rows need larger blocks in
 // tokens), each a multiple of the smallest, the base block. Keys are chained over base blocks;
 // a prefix-cached group's block j is keyed by the chain at the base block that ends where it
@@ -92,7 +96,8 @@ class KvCacheManager {
   const KvCacheConfig& config() const { return config_; }
   int n_groups() const { return static_cast<int>(groups_.size()); }
   const KvGroupSpec& group(int g) const { return config_.groups[static_cast<size_t>(g)]; }
-  // Whether some group is a sliding window, and the largest window.
+  // Whether some group is windowed (a sliding window, or a compressor's frontier), and the
+  // largest window: what a replay after a prefix hit must cover.
   bool has_window_groups() const { return max_window_ > 0; }
   int64_t max_window() const { return max_window_; }
   // Every group's block size divides it: hits and computing starts are multiples of it.

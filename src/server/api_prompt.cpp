@@ -1,20 +1,33 @@
 #include "server/api_prompt.h"
 
+#include "model/loader/tensor_source.h"
 #include "recipe/dsv4_encoding.h"
 #include "server/forced_call.h"
 
 namespace deepinfer::server {
 
-Result<std::unique_ptr<PromptBuilder>> PromptBuilder::create(std::shared_ptr<const Tokenizer> tokenizer) {
+recipe::ModelVersion deepseek_version_of(std::string_view architecture) {
+  return architecture == "deepseek_v4" ? recipe::ModelVersion::kDeepseekV4Pro : recipe::ModelVersion::kDeepseekV41Flash;
+}
+
+Result<std::string> model_architecture(const std::string& path) {
+  DI_ASSIGN_OR_RETURN(std::unique_ptr<TensorSource> source, open_tensor_source(path));
+  return source->metadata().get_string("general.architecture");
+}
+
+Result<std::unique_ptr<PromptBuilder>> PromptBuilder::create(std::shared_ptr<const Tokenizer> tokenizer,
+                                                             std::string_view architecture) {
+  const recipe::ModelVersion version = deepseek_version_of(architecture);
   if (tokenizer->find_token(recipe::kUserToken).has_value()) {
-    return std::unique_ptr<PromptBuilder>(new PromptBuilder(std::move(tokenizer), true, std::nullopt));
+    return std::unique_ptr<PromptBuilder>(new PromptBuilder(std::move(tokenizer), true, version, std::nullopt));
   }
   if (tokenizer->chat_template().empty()) {
-    return std::unique_ptr<PromptBuilder>(new PromptBuilder(std::move(tokenizer), false, std::nullopt));
+    return std::unique_ptr<PromptBuilder>(new PromptBuilder(std::move(tokenizer), false, version, std::nullopt));
   }
   auto tmpl = recipe::ChatTemplate::parse(tokenizer->chat_template());
   if (!tmpl.ok()) return invalid_argument("the model's chat template: " + tmpl.status().message());
-  return std::unique_ptr<PromptBuilder>(new PromptBuilder(std::move(tokenizer), false, std::move(tmpl).value()));
+  return std::unique_ptr<PromptBuilder>(
+      new PromptBuilder(std::move(tokenizer), false, version, std::move(tmpl).value()));
 }
 
 Result<BuiltPrompt> PromptBuilder::build(const recipe::ConversationRequest& request) const {

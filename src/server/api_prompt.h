@@ -1,7 +1,8 @@
 // From a converted request to the prompt's token ids, for the served model.
 //
 // DeepSeek V4 vocabularies (they spell "<｜User｜>") go through the recipe's V4/V4.1 encoder;
-// every other model through its own chat template (tokenizer.chat_template). Either way the
+// every other model through its own chat template (tokenizer.chat_template). Which DeepSeek
+// encoder is the checkpoint's to say (deepseek_version_of): the vocabulary is the same for both. Either way the
 // prompt is tokenized injection-safe: only markers the encoder or the template text placed
 // become control tokens; a user who types "<|im_start|>" gets the ids of those characters.
 // Immutable after create(); build() may be called from many threads at once.
@@ -11,6 +12,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "deepinfer/sampling_params.h"
@@ -35,13 +37,27 @@ struct BuiltPrompt {
   Constraint constraint;
 };
 
+// The DeepSeek prompt format for a checkpoint's architecture (general.architecture): DeepSeek V4
+// (model_type deepseek_v4) is rendered as V4; any other model with a DeepSeek vocabulary as V4.1,
+// the newer format and the model this project serves.
+recipe::ModelVersion deepseek_version_of(std::string_view architecture);
+
+// The architecture a model path's checkpoint declares (general.architecture); the error when
+// the path holds no readable checkpoint (a tokenizer-only directory).
+Result<std::string> model_architecture(const std::string& path);
+
 class PromptBuilder {
  public:
   // INVALID_ARGUMENT when the model's chat template cannot be parsed. A model with no template
   // at all (a base model) is served: /v1/completions works, conversations get a 400 from build().
-  static Result<std::unique_ptr<PromptBuilder>> create(std::shared_ptr<const Tokenizer> tokenizer);
+  // `architecture` (the checkpoint's) picks the DeepSeek format, see deepseek_version_of.
+  static Result<std::unique_ptr<PromptBuilder>> create(std::shared_ptr<const Tokenizer> tokenizer,
+                                                       std::string_view architecture = {});
 
   bool is_deepseek() const { return deepseek_; }
+  // The format requests naming the served model render with: a DeepSeek version, or the chat
+  // template.
+  recipe::ModelVersion model_version() const { return deepseek_ ? deepseek_version_ : recipe::ModelVersion::kChatTemplate; }
   // Whether the prompt format has a thinking mode (DeepSeek V4's <think>).
   bool has_thinking_mode() const { return is_deepseek(); }
 
@@ -57,13 +73,18 @@ class PromptBuilder {
   const Tokenizer& tokenizer() const { return *tokenizer_; }
 
  private:
-  PromptBuilder(std::shared_ptr<const Tokenizer> tokenizer, bool deepseek, std::optional<recipe::ChatTemplate> tmpl)
-      : tokenizer_(std::move(tokenizer)), deepseek_(deepseek), chat_template_(std::move(tmpl)) {}
+  PromptBuilder(std::shared_ptr<const Tokenizer> tokenizer, bool deepseek, recipe::ModelVersion deepseek_version,
+                std::optional<recipe::ChatTemplate> tmpl)
+      : tokenizer_(std::move(tokenizer)),
+        deepseek_(deepseek),
+        deepseek_version_(deepseek_version),
+        chat_template_(std::move(tmpl)) {}
   Result<BuiltPrompt> build_deepseek(const recipe::ConversationRequest& request) const;
   Result<BuiltPrompt> build_template(const recipe::ConversationRequest& request) const;
 
   std::shared_ptr<const Tokenizer> tokenizer_;
   bool deepseek_ = false;                              // the recipe's V4/V4.1 encoder
+  recipe::ModelVersion deepseek_version_ = recipe::ModelVersion::kDeepseekV41Flash;
   std::optional<recipe::ChatTemplate> chat_template_;  // else the model's template, if it has one
 };
 

