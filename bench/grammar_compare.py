@@ -129,9 +129,18 @@ def fmt(x):
     return f"{x:,.0f}" if x >= 100 else f"{x:.1f}"
 
 
+def ordered(runs):
+    """Runs with a summary, grouped by vocabulary (in run order), engines in a fixed order."""
+    vocabs = list(dict.fromkeys(r["vocab"] for r in runs))
+    engines = ["deepinfer", "llguidance", "xgrammar"]
+    cols = [r for r in runs if "summary" in r]
+    return sorted(cols, key=lambda r: (vocabs.index(r["vocab"]), engines.index(r["engine"])
+                                       if r["engine"] in engines else len(engines)))
+
+
 def table(runs, totals):
     valid, invalid = totals
-    cols = [r for r in runs if "summary" in r]
+    cols = ordered(runs)
     head = "| | " + " | ".join(f"{r['engine']} {r['version'] or ''} · {r['vocab']}" for r in cols) + " |"
     lines = [head, "|---" + "|---:" * len(cols) + "|"]
 
@@ -163,7 +172,7 @@ def chart(runs) -> str:
     import math
     from xml.sax.saxutils import escape
 
-    cols = [r for r in runs if "summary" in r]
+    cols = ordered(runs)
     bar, gap, left, width = 12, 14, 230, 520
     lo, hi = 1.0, max(max(r["summary"][k] for r in cols) for k, _ in CHART_METRICS) * 2
 
@@ -172,7 +181,8 @@ def chart(runs) -> str:
 
     out, y = [], 30
     for key, label in CHART_METRICS:
-        out.append(f'<text x="4" y="{y + bar * len(cols) / 2 + 4}" font-size="13" font-weight="bold">{label}</text>')
+        out.append(f'<text x="4" y="{y + 10}" font-size="13" font-weight="bold">{label}</text>')
+        y += 16
         for r in cols:
             v = r["summary"][key]
             name = escape(f"{r['engine']} · {r['vocab']}")
@@ -211,7 +221,7 @@ def main():
         return setup()
     if args.from_result:
         result = json.loads(pathlib.Path(args.from_result).read_text())
-        print(result["table"])
+        print(table(result["runs"], (result["sample"]["valid"], result["sample"]["invalid"])))
         if args.plot:
             pathlib.Path(args.plot).write_text(chart(result["runs"]))
         return None
@@ -223,8 +233,9 @@ def main():
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     runs, checks = [], {}
     for vi, vocab in enumerate(args.vocabs.split(",")):
-        checks[vocab] = check_tokens(args.deepinfer, vocab, sample, args.check_tokens)
-        print(f"{pathlib.Path(vocab).name}: {checks[vocab]}", file=sys.stderr)
+        name = pathlib.Path(vocab).name  # no path of this machine goes into bench/results
+        checks[name] = check_tokens(args.deepinfer, vocab, sample, args.check_tokens)
+        print(f"{name}: {checks[name]}", file=sys.stderr)
         order = engines[vi % len(engines):] + engines[:vi % len(engines)]
         for engine in order:
             r = run_engine(engine, vocab, sample, args, stamp)
