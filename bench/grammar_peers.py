@@ -38,8 +38,8 @@ import grammar_vocab  # noqa: E402
 
 
 def serialize(value) -> str:
-    """nlohmann::json's dump(): objects are std::map (keys sorted by bytes), no spaces, no \\u escapes."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    """nlohmann::ordered_json's dump(): keys in file order, no spaces, no \\u escapes."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
 class CompileError(Exception):

@@ -47,7 +47,9 @@ const char* kUsage = R"(usage: deepinfer bench grammar --data DIR [--tokenizer M
 )";
 
 using Clock = std::chrono::steady_clock;
-using Json = nlohmann::json;
+// Ordered: instances keep their keys in file order (the schemas declare properties in order, and
+// a sorted dump turned valid instances into out-of-order ones for every engine).
+using Json = nlohmann::ordered_json;
 
 double us_since(Clock::time_point t) { return std::chrono::duration<double, std::micro>(Clock::now() - t).count(); }
 
