@@ -21,6 +21,7 @@
 #include "model/model.h"
 #include "backend/backend.h"
 #include "core/thread_pool.h"
+#include "golden_logits.h"
 
 namespace deepinfer {
 namespace {
@@ -29,10 +30,7 @@ namespace fs = std::filesystem;
 
 const fs::path kDir = fs::path(DEEPINFER_TEST_DATA) / "golden" / "dsv4_tiny";
 
-nlohmann::json golden() {
-  std::ifstream in(kDir / "golden.json");
-  return nlohmann::json::parse(in);
-}
+nlohmann::json golden() { return testing::read_golden(kDir); }
 
 constexpr int64_t kMaxTokens = 24;
 

@@ -30,6 +30,7 @@
 
 #include "engine/sampler.h"
 #include "model/model.h"
+#include "golden_logits.h"
 #include "test_backend.h"
 
 namespace deepinfer {
@@ -39,20 +40,10 @@ namespace fs = std::filesystem;
 
 const fs::path kDir = fs::path(DEEPINFER_TEST_DATA) / "golden" / "dsv4_tiny";
 
-nlohmann::json golden() {
-  std::ifstream in(kDir / "golden.json");
-  return nlohmann::json::parse(in);
-}
+nlohmann::json golden() { return testing::read_golden(kDir); }
 
 std::pair<double, double> row_error(std::span<const float> ours, const nlohmann::json& ref) {
-  EXPECT_EQ(ours.size(), ref.size());
-  double err = 0, scale = 0;
-  for (size_t i = 0; i < ours.size() && i < ref.size(); ++i) {
-    const double r = ref[i].get<double>();
-    err = std::max(err, std::abs(ours[i] - r));
-    scale = std::max(scale, std::abs(r));
-  }
-  return {err, 1e-4 * (1.0 + scale)};
+  return testing::row_error(ours, ref, 1e-4);
 }
 
 TEST(DeepseekV4Tiny, GoldenCrossesWindowsAndCompressions) {

@@ -13,6 +13,7 @@
 
 #include "backend/backend.h"
 #include "backend/op_harness.h"
+#include "forwarding_queue.h"
 #include "core/thread_pool.h"
 
 namespace deepinfer::backend::harness {
@@ -32,12 +33,9 @@ enum class Fault {
 
 // Everything the inner queue does, except the fault. Outputs are changed through the inner
 // queue's download and upload, as a broken device kernel would leave them.
-class FaultyQueue final : public Queue {
+class FaultyQueue final : public testing::ForwardingQueue {
  public:
-  FaultyQueue(std::unique_ptr<Queue> inner, Fault fault) : inner_(std::move(inner)), fault_(fault) {}
-
-  void upload(const void* host, const Tensor& dst) override { inner_->upload(host, dst); }
-  void download(const Tensor& src, void* host) override { inner_->download(src, host); }
+  FaultyQueue(std::unique_ptr<Queue> inner, Fault fault) : ForwardingQueue(std::move(inner)), fault_(fault) {}
   Status set_batch(const StepBatch& batch) override {
     if (fault_ != Fault::kIgnoresWindow && fault_ != Fault::kIgnoresMinPosition) return inner_->set_batch(batch);
     // Released blocks (-1) become block 0, so that a kernel reading what its queries may not
@@ -53,7 +51,6 @@ class FaultyQueue final : public Queue {
     }
     return inner_->set_batch({batch.tokens, seqs, batch.output_rows});
   }
-  void embed(const Matrix& t, const Tensor& out) override { inner_->embed(t, out); }
   void matmul(const Matrix& w, const Tensor& x, const Tensor& y, const Tensor& bias) override {
     inner_->matmul(w, x, y, bias);
     if (fault_ == Fault::kMatmulPastTheEnd) {
@@ -73,14 +70,10 @@ class FaultyQueue final : public Queue {
       change_element(out, out.n_elements() / 2, [](float v) { return v * (1.0f + 1e-6f) + 1e-30f; });
     }
   }
-  void rope(const Tensor& x, const RopeParams& p, const Tensor& inv_freq) override { inner_->rope(x, p, inv_freq); }
-  void gated_activation(Activation a, const Tensor& g, const Tensor& u) override { inner_->gated_activation(a, g, u); }
   void add(const Tensor& x, const Tensor& y) override {
     inner_->add(x, y);
     if (fault_ == Fault::kAddWritesItsInput) change_element(y, 0, [](float v) { return v + 1.0f; });
   }
-  void scale(const Tensor& x, float f) override { inner_->scale(x, f); }
-  void soft_cap(const Tensor& x, float cap) override { inner_->soft_cap(x, cap); }
   void store_kv(KvCache& kv, int g, int32_t l, const Tensor& k, const Tensor& v) override {
     if (fault_ == Fault::kStoreKvSwapsKV) return inner_->store_kv(kv, g, l, v, k);
     inner_->store_kv(kv, g, l, k, v);
@@ -94,51 +87,6 @@ class FaultyQueue final : public Queue {
       change_element(out, out.n_elements() - 1, [](float) { return std::numeric_limits<float>::quiet_NaN(); });
     }
   }
-  void gather_output_rows(const Tensor& x, const Tensor& out) override { inner_->gather_output_rows(x, out); }
-  void route_top_k(const Tensor& logits, int64_t k, bool renormalize, const Tensor& ids,
-                   const Tensor& weights) override {
-    inner_->route_top_k(logits, k, renormalize, ids, weights);
-  }
-  void moe_dispatch(const Tensor& ids, int64_t n, const Tensor& order, const Tensor& offsets) override {
-    inner_->moe_dispatch(ids, n, order, offsets);
-  }
-  void moe_gather(const Tensor& x, const Tensor& order, int64_t k, const Tensor& xs) override {
-    inner_->moe_gather(x, order, k, xs);
-  }
-  void grouped_matmul(std::span<const GroupedTarget> t, const Tensor& offsets, const Tensor& x) override {
-    inner_->grouped_matmul(t, offsets, x);
-  }
-  void moe_combine(const Tensor& ys, const Tensor& order, const Tensor& w, const Tensor& out) override {
-    inner_->moe_combine(ys, order, w, out);
-  }
-  void clamp(const backend::Tensor& x, float lo, float hi) override { inner_->clamp(x, lo, hi); }
-  void hyper_pre(const backend::HyperParams& p, const backend::Tensor& s, const backend::Tensor& m,
-                 const backend::Tensor& b, const backend::Tensor& sc, const backend::Tensor& c,
-                 const backend::Tensor& post, const backend::Tensor& comb) override {
-    inner_->hyper_pre(p, s, m, b, sc, c, post, comb);
-  }
-  void hyper_post(const backend::HyperParams& p, const backend::Tensor& s, const backend::Tensor& x,
-                  const backend::Tensor& post, const backend::Tensor& comb, const backend::Tensor& out) override {
-    inner_->hyper_post(p, s, x, post, comb, out);
-  }
-  void route_sqrt_softplus(const backend::Tensor& l, const backend::Tensor& b, const backend::Tensor& f, int64_t k,
-                           float scale, const backend::Tensor& ids, const backend::Tensor& w) override {
-    inner_->route_sqrt_softplus(l, b, f, k, scale, ids, w);
-  }
-  void compress_kv(const backend::CompressParams& p, backend::KvCache& kv, int sg, int og, int32_t layer,
-                   const backend::Tensor& ape, const backend::Tensor& norm, const backend::Tensor& f) override {
-    inner_->compress_kv(p, kv, sg, og, layer, ape, norm, f);
-  }
-  void index_top_k(const backend::IndexParams& p, const backend::Tensor& q, const backend::Tensor& w,
-                   const backend::KvCache& kv, int g, int32_t layer, const backend::Tensor& ids) override {
-    inner_->index_top_k(p, q, w, kv, g, layer, ids);
-  }
-  void sparse_attention(const backend::SparseAttentionParams& p, const backend::Tensor& q, const backend::KvCache& kv,
-                        int wg, int cg, int32_t layer, const backend::Tensor& sinks, const backend::Tensor& sel,
-                        const backend::Tensor& out) override {
-    inner_->sparse_attention(p, q, kv, wg, cg, layer, sinks, sel, out);
-  }
-  Status sync() override { return inner_->sync(); }
 
  private:
   template <typename Fn>
@@ -151,7 +99,6 @@ class FaultyQueue final : public Queue {
     inner_->upload(&v, one);
   }
 
-  std::unique_ptr<Queue> inner_;
   Fault fault_;
   std::deque<std::vector<StepSequence>> sequences_;  // the rewritten batches' storage
   std::deque<std::vector<int32_t>> tables_;
