@@ -34,28 +34,60 @@ Result<BuiltPrompt> PromptBuilder::build(const recipe::ConversationRequest& requ
   return is_deepseek() ? build_deepseek(request) : build_template(request);
 }
 
-Result<BuiltPrompt> PromptBuilder::build_deepseek(const recipe::ConversationRequest& request) const {
-  const recipe::RenderedPrompt rendered =
-      recipe::render_prompt(request.conversation, recipe::prompt_encoding(request.model_version));
+Result<std::vector<int32_t>> deepseek_prompt_ids(const Tokenizer& tokenizer,
+                                                 const std::vector<recipe::PromptPiece>& pieces) {
   std::vector<Segment> segments;
-  segments.reserve(rendered.pieces.size());
-  for (const recipe::PromptPiece& piece : rendered.pieces) {
+  segments.reserve(pieces.size());
+  for (const recipe::PromptPiece& piece : pieces) {
     if (!piece.special) {
       segments.push_back(Segment::of_text(piece.text));
       continue;
     }
-    if (std::optional<int32_t> id = tokenizer_->find_token(piece.text)) {
+    if (std::optional<int32_t> id = tokenizer.find_token(piece.text)) {
       segments.push_back(Segment::of_token(*id));
       continue;
     }
     // A marker the vocabulary has no single token for (V4's "<｜System｜>" in some releases):
     // it is still the encoder's text, so it is tokenized as trusted, specials parsed.
-    for (int32_t id : tokenizer_->encode(piece.text, {.add_bos = false, .parse_special = true})) {
+    for (int32_t id : tokenizer.encode(piece.text, {.add_bos = false, .parse_special = true})) {
       segments.push_back(Segment::of_token(id));
     }
   }
+  return tokenizer.encode_segments(segments, {.add_bos = false});
+}
+
+Result<std::vector<recipe::TemplatePiece>> render_template_pieces(const recipe::ChatTemplate& chat_template,
+                                                                  const Tokenizer& tokenizer,
+                                                                  recipe::Conversation conversation) {
+  conversation.thinking_mode = false;
+  recipe::ChatTemplateInput input = recipe::template_input(conversation, /*add_generation_prompt=*/true);
+  if (tokenizer.bos_id() >= 0) input.bos_token = tokenizer.token_text(tokenizer.bos_id());
+  if (tokenizer.eos_id() >= 0) input.eos_token = tokenizer.token_text(tokenizer.eos_id());
+  input.extra["enable_thinking"] = false;
+  auto pieces = chat_template.render_pieces(input);
+  if (!pieces.ok()) return invalid_argument("chat template: " + pieces.status().message());
+  return pieces;
+}
+
+std::vector<int32_t> template_prompt_ids(const Tokenizer& tokenizer, const std::vector<recipe::TemplatePiece>& pieces) {
+  // Template text may spell control tokens; text that came from the request never does.
+  // Pieces are tokenized one by one: a piece boundary is where a marker or a line break meets
+  // user text, which the pre-tokenizers split anyway.
+  std::vector<int32_t> ids;
+  for (const recipe::TemplatePiece& piece : pieces) {
+    EncodeOptions options;
+    options.parse_special = piece.trusted;
+    const std::vector<int32_t> piece_ids = tokenizer.encode(piece.text, options);
+    ids.insert(ids.end(), piece_ids.begin(), piece_ids.end());
+  }
+  return ids;
+}
+
+Result<BuiltPrompt> PromptBuilder::build_deepseek(const recipe::ConversationRequest& request) const {
+  const recipe::RenderedPrompt rendered =
+      recipe::render_prompt(request.conversation, recipe::prompt_encoding(request.model_version));
   BuiltPrompt out;
-  DI_ASSIGN_OR_RETURN(out.ids, tokenizer_->encode_segments(segments, {.add_bos = false}));
+  DI_ASSIGN_OR_RETURN(out.ids, deepseek_prompt_ids(*tokenizer_, rendered.pieces));
   out.ends_in_tool_calls = rendered.ends_in_tool_calls;
   return out;
 }
@@ -66,25 +98,11 @@ Result<BuiltPrompt> PromptBuilder::build_template(const recipe::ConversationRequ
         "this model has no chat template (tokenizer.chat_template), so it cannot answer conversations; send a "
         "plain prompt to /v1/completions instead");
   }
-  recipe::Conversation conversation = request.conversation;
-  conversation.thinking_mode = false;
-  recipe::ChatTemplateInput input = recipe::template_input(conversation, /*add_generation_prompt=*/true);
-  if (tokenizer_->bos_id() >= 0) input.bos_token = tokenizer_->token_text(tokenizer_->bos_id());
-  if (tokenizer_->eos_id() >= 0) input.eos_token = tokenizer_->token_text(tokenizer_->eos_id());
-  input.extra["enable_thinking"] = false;
-  auto pieces = chat_template_->render_pieces(input);
-  if (!pieces.ok()) return invalid_argument("chat template: " + pieces.status().message());
-
-  // Template text may spell control tokens; text that came from the request never does.
-  // Pieces are tokenized one by one: a piece boundary is where a marker or a line break meets
-  // user text, which the pre-tokenizers split anyway.
+  DI_ASSIGN_OR_RETURN(std::vector<recipe::TemplatePiece> pieces,
+                      render_template_pieces(*chat_template_, *tokenizer_, request.conversation));
   BuiltPrompt out;
-  for (const recipe::TemplatePiece& piece : *pieces) {
-    EncodeOptions options;
-    options.parse_special = piece.trusted;
-    const std::vector<int32_t> ids = tokenizer_->encode(piece.text, options);
-    out.ids.insert(out.ids.end(), ids.begin(), ids.end());
-  }
+  out.ids = template_prompt_ids(*tokenizer_, pieces);
+  const recipe::Conversation& conversation = request.conversation;
   // tool_choice required (or one named function): the prompt opens the call and a grammar
   // writes the rest, so the model can only write one, with valid arguments. Few templates offer
   // a prefill of their own; the tagged-JSON form is what the output parser reads for these models.

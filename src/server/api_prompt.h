@@ -18,6 +18,7 @@
 #include "deepinfer/sampling_params.h"
 #include "deepinfer/status.h"
 #include "recipe/chat_template.h"
+#include "recipe/dsv4_encoding.h"
 #include "recipe/protocol.h"
 #include "tokenizer/tokenizer.h"
 
@@ -46,6 +47,20 @@ recipe::ModelVersion deepseek_version_of(std::string_view architecture);
 // the path holds no readable checkpoint (a tokenizer-only directory).
 Result<std::string> model_architecture(const std::string& path);
 
+// The steps of PromptBuilder::build, shared with the recipe endpoints (/v1/render), which show a
+// prompt in any DeepSeek format whatever model is served.
+// The DeepSeek encoder's pieces as ids of a DeepSeek V4 vocabulary: special pieces become their
+// token, text pieces are encoded with no special token parsed.
+Result<std::vector<int32_t>> deepseek_prompt_ids(const Tokenizer& tokenizer,
+                                                 const std::vector<recipe::PromptPiece>& pieces);
+// A conversation through the model's chat template, thinking off (templates have no thinking
+// stage the output parser knows); the template's own text is marked trusted.
+Result<std::vector<recipe::TemplatePiece>> render_template_pieces(const recipe::ChatTemplate& chat_template,
+                                                                  const Tokenizer& tokenizer,
+                                                                  recipe::Conversation conversation);
+// Trusted pieces are encoded with control tokens parsed, the request's text without.
+std::vector<int32_t> template_prompt_ids(const Tokenizer& tokenizer, const std::vector<recipe::TemplatePiece>& pieces);
+
 class PromptBuilder {
  public:
   // INVALID_ARGUMENT when the model's chat template cannot be parsed. A model with no template
@@ -71,6 +86,9 @@ class PromptBuilder {
   void adjust_parsing(const BuiltPrompt& prompt, recipe::ConversationRequest& request) const;
 
   const Tokenizer& tokenizer() const { return *tokenizer_; }
+  std::shared_ptr<const Tokenizer> shared_tokenizer() const { return tokenizer_; }
+  // Null for DeepSeek vocabularies and for models without a template.
+  const recipe::ChatTemplate* chat_template() const { return chat_template_ ? &*chat_template_ : nullptr; }
 
  private:
   PromptBuilder(std::shared_ptr<const Tokenizer> tokenizer, bool deepseek, recipe::ModelVersion deepseek_version,

@@ -4,6 +4,7 @@
 
 #include "server/api_common.h"
 #include "server/structured_fields.h"
+#include "server/web_ui.h"
 
 namespace deepinfer::server {
 
@@ -12,6 +13,7 @@ ApiServer::ApiServer(ApiConfig config, Engine& engine, std::unique_ptr<PromptBui
       engine_(engine),
       prompts_(std::move(prompts)),
       metrics_(std::make_unique<ApiMetrics>(engine)),
+      recipe_(std::make_unique<RecipeApi>(*prompts_, conversion_options())),
       created_(unix_now()) {}
 
 std::vector<Route> ApiServer::routes() {
@@ -20,7 +22,7 @@ std::vector<Route> ApiServer::routes() {
   };
   // Every body is JSON: the transport answers any other Content-Type with 415 before reading it.
   constexpr BodyType kJson = BodyType::kJson;
-  return {
+  std::vector<Route> routes = {
       {"POST", "/v1/chat/completions", bind(&ApiServer::chat_completions), kJson},
       {"POST", "/v1/completions", bind(&ApiServer::completions), kJson},
       {"POST", "/v1/responses", bind(&ApiServer::responses), kJson},
@@ -34,7 +36,14 @@ std::vector<Route> ApiServer::routes() {
        [this](const HttpRequest&, ResponseWriter& out) {
          out.send(200, "text/plain; version=0.0.4; charset=utf-8", metrics_->render());
        }},
+      {"GET", "/v1/info", bind(&ApiServer::info)},
+      {"POST", "/v1/render", [this](const HttpRequest& request, ResponseWriter& out) { recipe_->render(request, out); },
+       kJson},
+      {"POST", "/v1/parse", [this](const HttpRequest& request, ResponseWriter& out) { recipe_->parse(request, out); },
+       kJson},
   };
+  for (Route& route : web_ui_routes()) routes.push_back(std::move(route));
+  return routes;
 }
 
 ErrorBody ApiServer::error_body() const {

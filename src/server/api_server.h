@@ -1,5 +1,7 @@
 // The API server's endpoints: OpenAI Chat Completions, Completions and Responses, Anthropic
-// Messages (and count_tokens), tokenize/detokenize, models, health and Prometheus metrics.
+// Messages (and count_tokens), tokenize/detokenize, models, health and Prometheus metrics; the
+// recipe on its own (/v1/render, /v1/parse: api_recipe.h), server information (/v1/info) and
+// the web UI's files (/ui: web_ui.h).
 //
 // ApiServer owns no threads: the transport (http.h) calls its handlers on connection threads,
 // many at once; everything shared here is immutable after construction or atomic. Each
@@ -24,6 +26,7 @@
 #include "server/api_errors.h"
 #include "server/api_metrics.h"
 #include "server/api_prompt.h"
+#include "server/api_recipe.h"
 #include "server/http.h"
 
 namespace deepinfer::server {
@@ -35,6 +38,7 @@ struct ApiConfig {
   // Retry-After (docs/server.md, "Overload").
   int64_t max_queue = 512;
   std::chrono::milliseconds poll_interval{50};  // how often a waiting handler checks its client
+  EngineConfig engine;  // as the engine was created, for GET /v1/info (the dashboard's configuration)
 };
 
 // A chat-protocol request checked, converted and rendered, ready to submit.
@@ -68,6 +72,7 @@ class ApiServer {
   void tokenize(const HttpRequest& request, ResponseWriter& out);
   void detokenize(const HttpRequest& request, ResponseWriter& out);
   void models(const HttpRequest& request, ResponseWriter& out);
+  void info(const HttpRequest& request, ResponseWriter& out);  // api_info.cpp
 
   // Reads, converts and renders a request; nullopt once an error was answered.
   // `chat_logprobs`: logprobs is a bool plus top_logprobs (Chat) rather than absent (others).
@@ -82,6 +87,7 @@ class ApiServer {
   Engine& engine_;
   std::unique_ptr<PromptBuilder> prompts_;
   std::unique_ptr<ApiMetrics> metrics_;
+  std::unique_ptr<RecipeApi> recipe_;  // /v1/render and /v1/parse
   std::atomic<int64_t> in_flight_{0};  // generating requests admitted and not yet answered
   int64_t created_ = 0;                // unix seconds, for /v1/models
 };

@@ -15,6 +15,7 @@
 #include "server/api_server.h"
 #include "server/http.h"
 #include "server/http_policy.h"
+#include "server/web_ui.h"
 #include "tokenizer/tokenizer_loading.h"
 
 namespace deepinfer::server {
@@ -74,12 +75,15 @@ Status serve(const ServeOptions& options) {
       options.served_model_name.empty() ? default_served_name(options.model, path) : options.served_model_name;
   api_config.max_num_seqs = options.engine.max_num_seqs;
   api_config.max_queue = options.max_queue;
+  api_config.engine = options.engine;
   ApiServer api(api_config, *engine, std::move(prompts));
 
   HttpServerConfig http_config;
   http_config.host = options.host;
   http_config.port = options.port;
   http_config.api_keys = options.api_keys;
+  // The web UI's pages load without a key; the key the page asks for goes with its API calls.
+  for (std::string& path : web_ui_paths()) http_config.public_paths.push_back(std::move(path));
   http_config.max_body_bytes = options.max_body_bytes;
   http_config.read_timeout = std::chrono::milliseconds(static_cast<int64_t>(options.read_timeout_s * 1000.0));
   http_config.allowed_origins = options.allowed_origins;
