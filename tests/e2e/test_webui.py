@@ -300,6 +300,8 @@ def test_dashboard_charts_follow_a_load(open_page, ui_server):
         page.wait_for_function("() => JSON.parse(document.querySelector('#chart-ttft').dataset.last)[0] > 0")
         page.wait_for_function("() => JSON.parse(document.querySelector('#chart-itl').dataset.last)[0] > 0")
         page.wait_for_function("() => JSON.parse(document.querySelector('#chart-kv').dataset.last)[0] > 0")
+        if SCREENSHOTS:
+            page.wait_for_timeout(8000)  # a few seconds of lines for the picture
         p.screenshot("ui-dashboard.png")
     finally:
         stop.set()
