@@ -13,6 +13,7 @@
 namespace deepinfer::cli {
 
 int kvstore_bench_command(const std::string& dir, const Args& args);  // cmd_kvstore_bench.cpp
+int kvstore_replay_command(const std::string& trace_path, const Args& args);  // cmd_kvstore_replay.cpp
 
 namespace {
 
@@ -20,6 +21,9 @@ const char* kKvstoreUsage = R"(usage: deepinfer kvstore stat DIR
        deepinfer kvstore verify [--remove] DIR
        deepinfer kvstore gc [--ttl DURATION] [--capacity BYTES] DIR
        deepinfer kvstore bench [--pages N] [--page-bytes BYTES] [--index-pages N] DIR
+       deepinfer kvstore replay-trace [--memory BYTES] [--disk BYTES] [--bytes-per-token N]
+                 [--page-tokens N] [--block-tokens N] [--ttl DURATION] [--time-scale X]
+                 [--dir SCRATCH] TRACE.jsonl
   The KV-cache store in DIR (what `serve --kv-store DIR` writes; docs/kv-store.md), as JSON.
   stat     pages, bytes, models (by fingerprint), pages by time since last use, index time
   verify   reads every page and checks its checksum and header; exit 1 when one fails
@@ -29,6 +33,14 @@ const char* kKvstoreUsage = R"(usage: deepinfer kvstore stat DIR
   bench    page put and get GB/s beside raw sequential write and read of as many bytes in DIR
            (default 64 pages of 2949120 bytes, SmolLM2's 128 tokens); --index-pages N also
            times the index rebuild of N small pages. Leaves DIR as it was.
+  replay-trace  hit rate on a trace of block hash ids (Mooncake's JSONL: timestamp in ms,
+           input_length, hash_ids of --block-tokens 512), without a model, through the real
+           prefix cache and store: the in-process prefix cache alone, the store's memory tier,
+           memory + disk tiers, and the engine's prefix cache + the store's disk, all with
+           --memory (default 64G) of real KV and --disk (default 0: unlimited), pages of
+           --page-tokens (default 512) at --bytes-per-token (default 23040, SmolLM2-135M f16).
+           Trace time x --time-scale drives the store's clock (--ttl, default 72h). The disk
+           tier lives in SCRATCH (default a temporary directory; a tmpfs is faster).
 )";
 
 nlohmann::ordered_json summary_json(const kvstore::StoreSummary& s) {
@@ -42,7 +54,8 @@ nlohmann::ordered_json summary_json(const kvstore::StoreSummary& s) {
 
 int kvstore_command(const std::vector<std::string>& argv) {
   FlagSpec spec;
-  spec.with_value = {"--ttl", "--capacity", "--pages", "--page-bytes", "--index-pages"};
+  spec.with_value = {"--ttl",    "--capacity",        "--pages",       "--page-bytes",   "--index-pages", "--memory",
+                     "--disk",   "--bytes-per-token", "--page-tokens", "--block-tokens", "--time-scale",  "--dir"};
   spec.switches = {"--remove", "--help"};
   spec.aliases = {{"-h", "--help"}};
   auto parsed = Args::parse(argv, spec);
@@ -52,9 +65,12 @@ int kvstore_command(const std::vector<std::string>& argv) {
     std::fputs(kKvstoreUsage, stdout);
     return 0;
   }
-  if (args.positional().size() != 2) return fail(std::string("expected a subcommand and DIR\n") + kKvstoreUsage, 2);
+  if (args.positional().size() != 2) {
+    return fail(std::string("expected a subcommand and DIR (or TRACE)\n") + kKvstoreUsage, 2);
+  }
   const std::string& sub = args.positional()[0];
   if (sub == "bench") return kvstore_bench_command(args.positional()[1], args);
+  if (sub == "replay-trace") return kvstore_replay_command(args.positional()[1], args);
   if (sub != "stat" && sub != "verify" && sub != "gc") {
     return fail("unknown kvstore subcommand '" + sub + "'\n" + kKvstoreUsage, 2);
   }

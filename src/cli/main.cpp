@@ -26,7 +26,7 @@ commands:
   pull     fetch a known model into the local cache (pull --list shows them)
   bench    kernel (bench ops) and model (bench model) speeds beside the memory bandwidth;
            bench serve: TTFT, TPOT and throughput of a running server, as vllm bench serve
-  kvstore  the KV-cache store's directory: stat, verify, gc, bench
+  kvstore  the KV-cache store's directory: stat, verify, gc, bench; replay-trace (hit rate)
   version  print the version
 )";
 
