@@ -174,6 +174,7 @@ struct TokenEvent {
   // sequence and how many of them it kept.
   int64_t n_draft_tokens = 0;
   int64_t n_accepted_draft_tokens = 0;
+  double finish_seconds = 0.0;           // submission to this last event
 };
 
 enum class WaitStatus { kEvent, kTimeout, kEnd };

@@ -48,6 +48,7 @@
 #include "engine/scheduler.h"
 #include "engine/speculative/schedule.h"
 #include "engine/speculative/sequence_drafter.h"
+#include "engine/speculative/verify.h"
 #include "engine/stream_handle.h"
 #include "kv/kv_cache_manager.h"
 #include "model/model.h"
@@ -336,6 +337,7 @@ class EngineImpl final : public Engine {
     TokenEvent e;
     e.index = index;
     e.finish = reason;
+    e.finish_seconds = std::chrono::duration<double>(Clock::now() - g.submitted).count();
     if (seq != nullptr) {
       e.n_draft_tokens = seq->n_draft_tokens;
       e.n_accepted_draft_tokens = seq->n_accepted_draft_tokens;
@@ -443,7 +445,7 @@ class EngineImpl final : public Engine {
         return true;
       }
       sample(step);
-      step_cost_.observe(step.plan.n_tokens, step.plan_seconds + step.forward_seconds + step.sample_seconds);
+      step_cost_.observe(step.plan.n_tokens, step.forward_seconds);
     }
     finish(step, Clock::time_point{});
     return !step.plan.empty() || !step.plan.finished.empty();
@@ -634,30 +636,22 @@ class EngineImpl final : public Engine {
     step.sample_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   }
 
-  // Samples the job's rows in order. Verification: row i's token is drawn from the target's
-  // distribution exactly as without a draft; the draft token is accepted when the draw equals
-  // it, and the first draw that differs is the target's own token, which ends the chunk (as
-  // does a stop or the grammar's end). For a draft that is one token with certainty (every
-  // drafter here), that is the rejection rule min(1, p/q) with q one-hot: the token is kept
-  // with probability p(draft) and otherwise drawn from p without it, renormalised, so the
-  // output has the plain distribution; greedy, it is the argmax test. The sampler and the
-  // matcher only ever see kept tokens.
+  // Samples the job's rows in order (speculative/verify.h: the draft's verification).
   void sample_job(SampleJob& s, std::vector<std::pair<float, int32_t>>& scratch) {
-    s.n_tokens = 0;
-    s.n_accepted = 0;
     s.finish = FinishReason::kNone;
     s.logprobs.clear();
     const int32_t k = s.seq->sampler.params().logprobs;
-    for (int32_t i = 0; i <= s.n_draft; ++i) {
-      const std::span<const float> logits = runner_->logits(s.row + i);
-      const int32_t token = sample_row(*s.seq, logits, &s.finish);
-      s.tokens[static_cast<size_t>(s.n_tokens++)] = token;
-      if (k >= 0) s.logprobs.push_back(compute_logprob(logits, token, k, scratch));
-      if (i == 0) copy_last_prompt_logits(s, logits);
-      const bool accepted = i < s.n_draft && token == s.draft[static_cast<size_t>(i)];
-      s.n_accepted += accepted ? 1 : 0;
-      if (!accepted || s.finish != FinishReason::kNone || is_stop(*s.seq, token)) break;
-    }
+    const speculative::Verified v = speculative::verify_draft(
+        std::span<const int32_t>(s.draft.data(), static_cast<size_t>(s.n_draft)), s.tokens, [&](int32_t i, bool* ends) {
+          const std::span<const float> logits = runner_->logits(s.row + i);
+          const int32_t token = sample_row(*s.seq, logits, &s.finish);
+          if (k >= 0) s.logprobs.push_back(compute_logprob(logits, token, k, scratch));
+          if (i == 0) copy_last_prompt_logits(s, logits);
+          *ends = s.finish != FinishReason::kNone || is_stop(*s.seq, token);
+          return token;
+        });
+    s.n_tokens = v.n_tokens;
+    s.n_accepted = v.n_accepted;
   }
 
   static bool is_stop(const Sequence& seq, int32_t token) {
@@ -738,6 +732,7 @@ class EngineImpl final : public Engine {
       }
       if (r->state == RequestState::kFinished) {
         e.finish = r->finish;
+        e.finish_seconds = std::chrono::duration<double>(Clock::now() - g.submitted).count();
         e.n_draft_tokens = seq.n_draft_tokens;
         e.n_accepted_draft_tokens = seq.n_accepted_draft_tokens;
         const int32_t last = r->tokens.back();  // the scheduler cut what followed a stop
@@ -781,6 +776,7 @@ class EngineImpl final : public Engine {
   // how much of each to verify (the schedule).
   void propose_drafts() {
     if (n_speculating_ == 0) return;
+    if (!step_cost_profiled_) profile_step_cost();
     proposals_.clear();
     int64_t n_decoding = 0;
     for (auto& [id, seq] : seqs_) {
@@ -802,6 +798,43 @@ class EngineImpl final : public Engine {
     const std::vector<int32_t> lengths = draft_lengths(n_decoding);
     for (size_t i = 0; i < proposals_.size(); ++i) {
       scheduler_.set_draft(proposals_[i].id, proposals_[i].draft.view().first(static_cast<size_t>(lengths[i])));
+    }
+  }
+
+  // The step-time curve the schedule starts from, measured once before the first draft: one
+  // sequence's pass over 1 and over 1 + num_tokens positions (after a pass that warms the
+  // memory up; the best of two each), weighted as a few dozen steps so that the engine's own
+  // steps then take over. A cold first pass or a grammar's first mask would otherwise teach
+  // the model that tokens are dear. Positions in blocks that are freed unpublished.
+  void profile_step_cost() {
+    step_cost_profiled_ = true;
+    constexpr kv::RequestId kProfileId = ~kv::RequestId{0};
+    const int64_t wide = 1 + config_.speculative.num_tokens;
+    if (!kv_manager_.allocate_slots(kProfileId, wide, nullptr)) return;  // the cache is busy: learn online
+    std::vector<int32_t> tokens(static_cast<size_t>(wide), 0);
+    std::array<std::vector<int32_t>, backend::kMaxKvGroups> tables;
+    BatchSequence b;
+    b.first_position = 0;
+    b.logits = LogitsMode::kAll;
+    for (int g = 0; g < kv_manager_.n_groups(); ++g) {
+      const auto t = kv_manager_.block_table(kProfileId, g);
+      tables[static_cast<size_t>(g)].assign(t.begin(), t.end());
+      b.block_tables[static_cast<size_t>(g)] = tables[static_cast<size_t>(g)];
+    }
+    const auto time_pass = [&](int64_t n) {
+      b.n_tokens = n;
+      const auto t0 = Clock::now();
+      const bool ok = runner_->run(std::span<const int32_t>(tokens.data(), static_cast<size_t>(n)), {&b, 1}, *kv_).ok();
+      return ok ? std::chrono::duration<double>(Clock::now() - t0).count() : -1.0;
+    };
+    time_pass(wide);
+    const double one = std::min(time_pass(1), time_pass(1));
+    const double many = std::min(time_pass(wide), time_pass(wide));
+    kv_manager_.free(kProfileId);
+    if (!(one > 0.0 && many > 0.0)) return;
+    for (int i = 0; i < 16; ++i) {
+      step_cost_.observe(1, one);
+      step_cost_.observe(wide, many);
     }
   }
 
@@ -992,6 +1025,7 @@ class EngineImpl final : public Engine {
   std::vector<Proposal> proposals_;  // propose_drafts' scratch
   std::array<speculative::AcceptanceStats, 3> pooled_{};  // by SpeculativeMethod, over all sequences
   speculative::StepCostModel step_cost_;
+  bool step_cost_profiled_ = false;
   int64_t last_prompt_tokens_ = 0;
   speculative::SuffixTrie global_suffix_;
   std::deque<std::vector<int32_t>> recent_outputs_;
