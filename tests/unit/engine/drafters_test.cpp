@@ -94,6 +94,21 @@ TEST(AcceptanceStats, FollowsTheAcceptancesPerPosition) {
   EXPECT_GT(s.rate(0, 0.6f), 0.9f);
   EXPECT_LT(s.rate(1, 0.6f), 0.2f);
   EXPECT_FLOAT_EQ(s.rate(2, 0.6f), 0.6f);  // never tried: position 1 always failed first
+  // Deeper positions share one estimate.
+  for (int i = 0; i < 40; ++i) s.record(6, 6);
+  EXPECT_GT(s.rate(2, 0.6f), 0.9f);
+  EXPECT_FLOAT_EQ(s.rate(2, 0.6f), s.rate(5, 0.6f));
+}
+
+TEST(AcceptanceStats, APositionNoLongerTriedDriftsBackToThePrior) {
+  AcceptanceStats s;
+  for (int i = 0; i < 20; ++i) s.record(2, 0);  // position 1 never reached after early failures
+  s.record(2, 1);
+  for (int i = 0; i < 10; ++i) s.record(2, 1);  // position 1 tried once: rejected
+  const float after = s.rate(1, 0.6f);
+  for (int i = 0; i < 60; ++i) s.record(1, 1);  // only position 0 is tried from now on
+  EXPECT_LT(after, 0.3f);
+  EXPECT_GT(s.rate(1, 0.6f), 0.55f);
 }
 
 TEST(StepCostModel, RecoversALinearCostAndLeansOnThePriorWithoutSpread) {
