@@ -104,7 +104,7 @@ TEST(SpeculativeEngine, GreedyOutputEqualsThePlainEnginesOnSmolLM2) {
   const std::string model = testing::real_model();
   if (model.empty()) return;
   std::vector<GenerationRequest> requests;
-  for (const char* text : kRepetitiveTexts) requests.push_back(greedy(encode(model, text), 40));
+  for (const char* text : kRepetitiveTexts) requests.push_back(greedy(encode(model, text), 32));
   const std::vector<Output> plain = run_all(config_for(model, SpeculativeMethod::kNone), requests);
   for (SpeculativeMethod m : {SpeculativeMethod::kNgram, SpeculativeMethod::kSuffix}) {
     for (SpeculativeSchedule schedule : {SpeculativeSchedule::kFixed, SpeculativeSchedule::kConfidence}) {
