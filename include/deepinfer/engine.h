@@ -34,6 +34,39 @@ namespace deepinfer {
 // bytes each decode step reads; f32 keeps K and V exactly as the model computed them.
 enum class KvCacheDtype { kF16, kF32 };
 
+// Speculative decoding (docs/speculative-decoding.md): a drafter proposes the next tokens, one
+// forward pass verifies them all, and the sequence keeps the longest prefix the target model
+// agrees with plus one token of its own. Lossless: greedy output is token for token the plain
+// engine's, and sampled output has the plain engine's distribution.
+//   kNgram   the continuation of the latest earlier occurrence of the context's last n tokens
+//            (prompt lookup, vLLM's `ngram`).
+//   kSuffix  the most frequent continuation in suffix tries over the request's own tokens and
+//            over the outputs of earlier requests (Arctic's suffix decoding).
+enum class SpeculativeMethod { kNone, kNgram, kSuffix };
+// kFixed verifies every proposed draft token (up to num_tokens); kConfidence verifies, per
+// request and step, the draft prefix that maximises expected accepted tokens per second given
+// each position's estimated acceptance and the step time the batch's size costs (DSpark's
+// prefix scheduler), so a busy engine verifies less and an idle one more.
+enum class SpeculativeSchedule { kFixed, kConfidence };
+
+inline constexpr int32_t kMaxSpeculativeTokens = 15;
+
+struct SpeculativeConfig {
+  SpeculativeMethod method = SpeculativeMethod::kNone;
+  int32_t num_tokens = 5;  // draft tokens per step at most, in [1, kMaxSpeculativeTokens]
+  SpeculativeSchedule schedule = SpeculativeSchedule::kConfidence;
+};
+
+// "none", "ngram", "suffix"; "fixed", "confidence".
+inline const char* speculative_method_name(SpeculativeMethod m) {
+  switch (m) {
+    case SpeculativeMethod::kNgram: return "ngram";
+    case SpeculativeMethod::kSuffix: return "suffix";
+    case SpeculativeMethod::kNone: break;
+  }
+  return "none";
+}
+
 struct EngineConfig {
   std::string model_path;               // GGUF file or Hugging Face directory
   std::string backend = "cpu";          // "cpu", or "cpu-reference" (the scalar reference kernels)
@@ -67,6 +100,9 @@ struct EngineConfig {
   int64_t kv_store_ttl_seconds = 72 * 3600; // a page lives this long after its last use; 0 = forever
   int64_t kv_store_page_tokens = 128;       // a multiple of block_size
   int64_t kv_store_write_queue_bytes = int64_t{256} << 20;  // write-behind bound: more is dropped
+  // Speculative decoding for every request that does not choose (GenerationRequest). Refused
+  // together with batch_invariant: how many drafts a step verifies depends on the load.
+  SpeculativeConfig speculative;
 };
 
 struct GenerationRequest {
@@ -85,6 +121,9 @@ struct GenerationRequest {
   // the whole distribution, such as `deepinfer score --logits-last`. Costs one copy of n_vocab
   // floats per sequence.
   bool return_last_prompt_logits = false;
+  // This request's speculative decoding method; unset: the engine's (EngineConfig::speculative),
+  // kNone: none. The engine's num_tokens and schedule apply.
+  std::optional<SpeculativeMethod> speculative_method;
 };
 
 // kError: the backend failed the step that computed the sequence (out of memory, a kernel
@@ -131,6 +170,11 @@ struct TokenEvent {
   double queue_seconds = 0.0;            // submission to first scheduling
   double first_token_seconds = 0.0;      // submission to this first event (time to first token)
   std::vector<float> last_prompt_logits;  // [n_vocab] with return_last_prompt_logits, when it has a token
+  // Set on the last event of each index (speculative decoding): draft tokens verified for this
+  // sequence and how many of them it kept.
+  int64_t n_draft_tokens = 0;
+  int64_t n_accepted_draft_tokens = 0;
+  double finish_seconds = 0.0;           // submission to this last event
 };
 
 enum class WaitStatus { kEvent, kTimeout, kEnd };
@@ -181,6 +225,39 @@ struct KvStoreUsage {
   double load_seconds = 0.0;       // reading and verifying pages (off the engine thread)
 };
 
+// Speculative decoding, per method (EngineStats::speculative).
+struct SpeculativeMethodUsage {
+  std::string method;            // speculative_method_name
+  int64_t verifications = 0;     // sequence-steps that verified at least one draft token
+  int64_t draft_tokens = 0;      // draft tokens verified
+  int64_t accepted_tokens = 0;   // of those, kept
+  // Tokens a verification yields on average, its own token included: 1 + accepted / verifications.
+  double mean_acceptance_length() const {
+    return verifications == 0 ? 0.0 : 1.0 + static_cast<double>(accepted_tokens) / static_cast<double>(verifications);
+  }
+};
+
+struct SpeculativeUsage {
+  std::vector<SpeculativeMethodUsage> methods;  // ngram, suffix
+  // [k]: sequence-steps of speculating sequences that verified k draft tokens (k = 0 when the
+  // drafter had nothing or the schedule chose none), k <= kMaxSpeculativeTokens.
+  std::vector<int64_t> verify_sizes;
+  int64_t draft_tokens() const;
+  int64_t accepted_tokens() const;
+};
+
+inline int64_t SpeculativeUsage::draft_tokens() const {
+  int64_t n = 0;
+  for (const SpeculativeMethodUsage& m : methods) n += m.draft_tokens;
+  return n;
+}
+
+inline int64_t SpeculativeUsage::accepted_tokens() const {
+  int64_t n = 0;
+  for (const SpeculativeMethodUsage& m : methods) n += m.accepted_tokens;
+  return n;
+}
+
 struct EngineStats {
   int64_t n_running = 0;
   int64_t n_waiting = 0;
@@ -208,6 +285,7 @@ struct EngineStats {
   int64_t decode_step_tokens = 0;
   double decode_step_seconds = 0.0;
   KvStoreUsage kv_store;
+  SpeculativeUsage speculative;
 };
 
 class Engine {

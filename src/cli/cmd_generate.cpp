@@ -353,7 +353,13 @@ int generate_command(const std::vector<std::string>& argv) {
       r["prompt_logprobs"] = pl;
     }
     // Seconds from submission: first scheduled, first token (TTFT); queue time is part of both.
-    r["metrics"] = {{"queue_seconds", s0.first.queue_seconds}, {"first_token_seconds", s0.first.first_token_seconds}};
+    r["metrics"] = {{"queue_seconds", s0.first.queue_seconds},
+                    {"first_token_seconds", s0.first.first_token_seconds},
+                    {"finish_seconds", s0.last.finish_seconds}};
+    if (s0.last.n_draft_tokens > 0) {
+      r["speculative"] = {{"draft_tokens", s0.last.n_draft_tokens},
+                          {"accepted_tokens", s0.last.n_accepted_draft_tokens}};
+    }
     r["usage"] = {{"prompt_tokens", req.prompt.size()},
                   {"completion_tokens", completion_tokens},
                   {"total_tokens", static_cast<int64_t>(req.prompt.size()) + completion_tokens}};
@@ -369,8 +375,15 @@ int generate_command(const std::vector<std::string>& argv) {
                requests.size(), static_cast<long long>(n_prompt), static_cast<long long>(n_cached),
                static_cast<long long>(n_generated), seconds, n_generated / seconds, static_cast<long long>(s.n_steps),
                step_total > 0 ? 100.0 * s.overhead_seconds / step_total : 0.0, static_cast<long long>(s.n_preemptions));
+  for (const SpeculativeMethodUsage& m : s.speculative.methods) {
+    if (m.verifications == 0) continue;
+    std::fprintf(stderr, "speculative (%s): %lld of %lld draft tokens accepted (%.1f%%), %.2f tokens per verification\n",
+                 m.method.c_str(), static_cast<long long>(m.accepted_tokens), static_cast<long long>(m.draft_tokens),
+                 100.0 * static_cast<double>(m.accepted_tokens) / static_cast<double>(m.draft_tokens),
+                 m.mean_acceptance_length());
+  }
   if (s.decode_steps > 0 && s.decode_step_seconds > 0) {
-    std::fprintf(stderr, "decode-only steps: %lld, %lld tokens in %.2f s: %.1f tokens/s, %.1f sequences per step\n",
+    std::fprintf(stderr, "decode-only steps: %lld, %lld tokens in %.2f s: %.1f tokens/s, %.1f tokens per step\n",
                  static_cast<long long>(s.decode_steps), static_cast<long long>(s.decode_step_tokens),
                  s.decode_step_seconds, s.decode_step_tokens / s.decode_step_seconds,
                  static_cast<double>(s.decode_step_tokens) / static_cast<double>(s.decode_steps));

@@ -104,18 +104,58 @@ Status read_kv_store_flags(const Args& args, EngineConfig& config) {
   return read_int(args, "--kv-store-page-tokens", 1, 1 << 16, &config.kv_store_page_tokens);
 }
 
+// draft and mtp are the issue's other methods: named so that asking for them says why not.
+Result<SpeculativeMethod> parse_speculative_method(const std::string& name) {
+  if (name == "ngram") return SpeculativeMethod::kNgram;
+  if (name == "suffix") return SpeculativeMethod::kSuffix;
+  if (name == "none") return SpeculativeMethod::kNone;
+  if (name == "draft") {
+    return invalid_argument("--speculative-method draft (a separate draft model) is not built yet; use ngram or suffix");
+  }
+  if (name == "mtp") {
+    return invalid_argument(
+        "--speculative-method mtp needs DeepSeek V4's MTP layers, which the V4 loader does not load yet; use ngram "
+        "or suffix");
+  }
+  return invalid_argument("--speculative-method must be ngram, suffix or none, got '" + name + "'");
+}
+
+Status read_speculative_flags(const Args& args, EngineConfig& config) {
+  if (auto method = args.get("--speculative-method")) {
+    DI_ASSIGN_OR_RETURN(config.speculative.method, parse_speculative_method(*method));
+  }
+  int64_t n = config.speculative.num_tokens;
+  DI_RETURN_IF_ERROR(read_int(args, "--num-speculative-tokens", 1, kMaxSpeculativeTokens, &n));
+  config.speculative.num_tokens = static_cast<int32_t>(n);
+  if (auto schedule = args.get("--speculative-schedule")) {
+    if (*schedule == "fixed") {
+      config.speculative.schedule = SpeculativeSchedule::kFixed;
+    } else if (*schedule == "confidence") {
+      config.speculative.schedule = SpeculativeSchedule::kConfidence;
+    } else {
+      return invalid_argument("--speculative-schedule must be fixed or confidence, got '" + *schedule + "'");
+    }
+  }
+  if (config.speculative.method != SpeculativeMethod::kNone && config.batch_invariant) {
+    return invalid_argument("--speculative-method and --batch-invariant are mutually exclusive: how many draft tokens "
+                            "a step verifies depends on the load");
+  }
+  return Status::ok_status();
+}
+
 }  // namespace
 
 void add_engine_flags(FlagSpec& spec) {
   spec.with_value.insert({"--model", "--backend", "--threads", "--kv-cache-dtype", "--kv-cache-tokens", "--block-size",
                           "--max-num-seqs", "--max-num-batched-tokens", "--kv-store", "--kv-store-memory",
-                          "--kv-store-capacity", "--kv-store-ttl", "--kv-store-page-tokens"});
+                          "--kv-store-capacity", "--kv-store-ttl", "--kv-store-page-tokens", "--speculative-method",
+                          "--num-speculative-tokens", "--speculative-schedule"});
   spec.switches.insert({"--no-prefix-caching", "--batch-invariant", "--no-async-scheduling", "--no-swa-replay"});
   spec.aliases.insert({{"-m", "--model"}, {"-t", "--threads"}, {"--ctx", "--kv-cache-tokens"}});
 }
 
 std::string engine_flags_usage(const EngineConfig& d) {
-  char text[3072];
+  char text[4096];
   std::snprintf(text, sizeof text, R"(engine options (the same in every command that runs a model):
   -m, --model MODEL          GGUF file, Hugging Face directory or known name (default: %s)
   --backend B                where the model runs: cpu, or cpu-reference (the scalar reference
@@ -139,12 +179,18 @@ std::string engine_flags_usage(const EngineConfig& d) {
   --kv-store-ttl DURATION    a page lives this long after its last use, e.g. 72h, 3d, 0: forever
                              (default %s)
   --kv-store-page-tokens N   tokens per page, a multiple of --block-size (default %lld)
+  --speculative-method M     speculative decoding: ngram (prompt lookup) or suffix (suffix tries
+                             over the request and earlier outputs); lossless (default none)
+  --num-speculative-tokens N draft tokens verified per step at most, 1-15 (default %d)
+  --speculative-schedule S   confidence: verify what pays at the current load (DSpark's
+                             scheduler); fixed: every draft token (default %s)
 )",
                 std::string(kDefaultModelName).c_str(), d.backend.c_str(), d.threads, dtype_name(d.kv_cache_dtype),
                 static_cast<long long>(d.kv_cache_tokens), d.block_size, d.max_num_seqs,
                 static_cast<long long>(d.max_num_batched_tokens),
                 (std::to_string(d.kv_store_ttl_seconds / 3600) + "h").c_str(),
-                static_cast<long long>(d.kv_store_page_tokens));
+                static_cast<long long>(d.kv_store_page_tokens), d.speculative.num_tokens,
+                d.speculative.schedule == SpeculativeSchedule::kFixed ? "fixed" : "confidence");
   return text;
 }
 
@@ -181,6 +227,7 @@ Result<EngineConfig> parse_engine_flags(const Args& args, EngineConfig config) {
   if (args.has("--no-async-scheduling")) config.async_scheduling = false;
   if (args.has("--no-swa-replay")) config.swa_replay = false;
   DI_RETURN_IF_ERROR(read_kv_store_flags(args, config));
+  DI_RETURN_IF_ERROR(read_speculative_flags(args, config));
   return config;
 }
 

@@ -30,6 +30,7 @@
 #include "deepinfer/engine.h"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <deque>
 #include <mutex>
@@ -45,6 +46,9 @@
 #include "engine/kv_store_connector.h"
 #include "engine/sampler.h"
 #include "engine/scheduler.h"
+#include "engine/speculative/schedule.h"
+#include "engine/speculative/sequence_drafter.h"
+#include "engine/speculative/verify.h"
 #include "engine/stream_handle.h"
 #include "kv/kv_cache_manager.h"
 #include "model/model.h"
@@ -87,6 +91,9 @@ struct Sequence {
   bool first_event_sent = false;
   int64_t n_cached_prompt = -1;           // set when first scheduled
   double queue_seconds = 0.0;
+  std::unique_ptr<speculative::SequenceDrafter> drafter;  // null: no speculative decoding
+  int64_t n_draft_tokens = 0;             // verified so far
+  int64_t n_accepted_draft_tokens = 0;
 };
 
 // Everything the engine runs on, made before its thread starts (Engine::create).
@@ -101,15 +108,22 @@ struct EngineParts {
   std::unique_ptr<kvstore::PageStore> store;  // null: no KV store
 };
 
-// One sampling row of a step, and what sampling it produced.
+// One sampling chunk of a step, and what sampling it produced. A chunk that verifies a draft
+// has 1 + n_draft rows: row i predicts the token after draft token i - 1 (row 0: after the
+// last known token).
 struct SampleJob {
   RequestId id = 0;
   int32_t epoch = 0;         // the chunk's (Request::live)
-  int64_t row = 0;
+  int64_t row = 0;           // its first logits row
   Sequence* seq = nullptr;   // resolved after the pass: the sequence may have ended meanwhile
-  int32_t token = 0;
-  FinishReason finish = FinishReason::kNone;  // the constraint ends the sequence here
-  TokenLogprob logprob;
+  int32_t n_draft = 0;
+  std::array<int32_t, kMaxSpeculativeTokens> draft{};
+  // What the sequence keeps: the draft tokens the target agreed with, then its own token.
+  int32_t n_tokens = 0;
+  std::array<int32_t, kMaxSpeculativeTokens + 1> tokens{};
+  int32_t n_accepted = 0;
+  FinishReason finish = FinishReason::kNone;  // the constraint ends the sequence at the last token
+  std::vector<TokenLogprob> logprobs;     // one per kept token, when asked
   std::vector<float> last_prompt_logits;  // the sequence's first sample, when its request asks
 };
 
@@ -143,8 +157,10 @@ struct Step {
   // pass before it, which may still write blocks freed while it ran).
   std::vector<KvStoreConnector::BlockWrite> kv_writes;
   int64_t prompt_tokens = 0;                // prompt tokens this step computes
+  int64_t draft_tokens = 0;                 // draft tokens this step verifies
   double plan_seconds = 0.0;                // planning on the model's critical path (synchronous)
   double forward_seconds = 0.0;
+  double sample_seconds = 0.0;
   Clock::time_point forward_end;
 };
 
@@ -258,6 +274,10 @@ class EngineImpl final : public Engine {
                           std::to_string(r.max_tokens) + " exceeds the context of " + std::to_string(max_context()) +
                           " tokens");
     }
+    if (r.speculative_method && *r.speculative_method != SpeculativeMethod::kNone && config_.batch_invariant) {
+      return invalid_argument("speculative decoding and batch-invariant mode are mutually exclusive: how many draft "
+                              "tokens a step verifies depends on the load");
+    }
     return Sampler::validate(r.sampling, n_vocab());
   }
 
@@ -300,7 +320,14 @@ class EngineImpl final : public Engine {
       const bool collect = index == 0 && req.sampling.prompt_logprobs >= 0;
       r->use_prefix_cache = !collect;
       auto constraint = g->grammar ? std::make_unique<SequenceConstraint>(g->grammar, g->stop_ids, n_vocab()) : nullptr;
-      seqs_.emplace(r->id, Sequence{g, index, std::move(sampler), std::move(constraint), collect, false, -1, 0.0});
+      Sequence& seq =
+          seqs_.emplace(r->id, Sequence{g, index, std::move(sampler), std::move(constraint), collect, false, -1, 0.0, nullptr, 0, 0})
+              .first->second;
+      const SpeculativeMethod method = req.speculative_method.value_or(config_.speculative.method);
+      if (method != SpeculativeMethod::kNone) {
+        seq.drafter = std::make_unique<speculative::SequenceDrafter>(method);
+        ++n_speculating_;
+      }
       scheduler_.add(std::move(r));
     }
   }
@@ -310,6 +337,11 @@ class EngineImpl final : public Engine {
     TokenEvent e;
     e.index = index;
     e.finish = reason;
+    e.finish_seconds = std::chrono::duration<double>(Clock::now() - g.submitted).count();
+    if (seq != nullptr) {
+      e.n_draft_tokens = seq->n_draft_tokens;
+      e.n_accepted_draft_tokens = seq->n_accepted_draft_tokens;
+    }
     if (seq == nullptr || !seq->first_event_sent) fill_first_event(seq, g, &e);
     return e;
   }
@@ -356,11 +388,14 @@ class EngineImpl final : public Engine {
       }
       drain_submissions();
       apply_cancellations();
-      if (worker_) {
+      // Drafts need synchronous steps (the next draft depends on what this step keeps): while
+      // a sequence speculates, the step in flight is finished and steps run in turn.
+      if (worker_ && n_speculating_ == 0) {
         Step* const before = in_flight;
         in_flight = step_async(in_flight);
         idle = before == nullptr && in_flight == nullptr && !ended_some_;
       } else {
+        if (in_flight != nullptr) in_flight = drain(in_flight);
         idle = !step_sync();
       }
     }
@@ -380,10 +415,23 @@ class EngineImpl final : public Engine {
     }
   }
 
+  // Samples and finishes the step in flight, launching nothing after it.
+  Step* drain(Step* in_flight) {
+    const Status st = worker_->wait();
+    if (!st.ok()) {
+      fail_step(*in_flight, st, nullptr);
+      return nullptr;
+    }
+    sample(*in_flight);
+    finish(*in_flight, Clock::time_point{});
+    return nullptr;
+  }
+
   // One step planned, run, sampled and finished in turn; false when there was nothing to do.
   bool step_sync() {
     Step& step = steps_[0];
     const auto t0 = Clock::now();
+    propose_drafts();
     plan(step);
     step.plan_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
     apply_kv_writes(step);
@@ -397,6 +445,7 @@ class EngineImpl final : public Engine {
         return true;
       }
       sample(step);
+      step_cost_.observe(step.plan.n_tokens, step.forward_seconds);
     }
     finish(step, Clock::time_point{});
     return !step.plan.empty() || !step.plan.finished.empty();
@@ -463,8 +512,10 @@ class EngineImpl final : public Engine {
     step.placeholders.clear();
     step.sampled.clear();
     step.prompt_tokens = 0;
+    step.draft_tokens = 0;
     step.plan_seconds = 0.0;
     step.forward_seconds = 0.0;
+    step.sample_seconds = 0.0;
     std::vector<std::pair<size_t, size_t>>& table_at = table_offsets_;  // (offset, size) per sequence and group
     table_at.clear();
     int64_t row = 0;
@@ -477,9 +528,12 @@ class EngineImpl final : public Engine {
         seq.queue_seconds = std::chrono::duration<double>(now - seq.group->submitted).count();
       }
       step.prompt_tokens += std::clamp<int64_t>(r->n_prompt - c.first_position, 0, c.n_tokens);
+      step.draft_tokens += c.n_draft;
       for (int64_t pos = c.first_position; pos < c.first_position + c.n_tokens; ++pos) {
         if (pos < r->n_tokens()) {
           step.tokens.push_back(r->tokens[static_cast<size_t>(pos)]);
+        } else if (c.n_draft > 0) {
+          step.tokens.push_back(r->draft[static_cast<size_t>(pos - r->n_tokens())]);
         } else {
           DI_ICHECK(pos == r->n_tokens() && r->n_placeholders > 1);  // the token in flight
           step.placeholders.push_back({step.tokens.size(), c.id});
@@ -487,7 +541,8 @@ class EngineImpl final : public Engine {
         }
       }
       // Prompt logprobs need every prompt position's logits; otherwise only a sampling row.
-      const bool all = seq.collects_prompt_logprobs && c.first_position < r->n_prompt - 1;
+      // A verifying chunk needs every row: row i judges draft token i.
+      const bool all = (seq.collects_prompt_logprobs && c.first_position < r->n_prompt - 1) || c.n_draft > 0;
       const LogitsMode mode = all ? LogitsMode::kAll : c.samples ? LogitsMode::kLast : LogitsMode::kNone;
       BatchSequence& b = step.batch.emplace_back();
       b.n_tokens = c.n_tokens;
@@ -500,6 +555,7 @@ class EngineImpl final : public Engine {
         table_at.emplace_back(step.block_tables.size(), table.size());
         step.block_tables.insert(step.block_tables.end(), table.begin(), table.end());
       }
+      const int64_t first_row = row;
       if (all) {
         for (int64_t i = 0; i < c.n_tokens && c.first_position + i + 1 < r->n_prompt; ++i) {
           step.prompt_jobs.push_back({c.id, c.epoch, row + i, c.first_position + i, nullptr});
@@ -508,7 +564,14 @@ class EngineImpl final : public Engine {
       } else if (c.samples) {
         ++row;
       }
-      if (c.samples) step.sample_jobs.push_back({c.id, c.epoch, row - 1, nullptr, 0, FinishReason::kNone, {}, {}});
+      if (c.samples) {
+        SampleJob& job = step.sample_jobs.emplace_back();
+        job.id = c.id;
+        job.epoch = c.epoch;
+        job.row = c.n_draft > 0 ? first_row : row - 1;
+        job.n_draft = c.n_draft;
+        std::copy_n(r->draft.begin(), c.n_draft, job.draft.begin());
+      }
     }
     // The copies are complete: the spans cannot move any more.
     const int32_t* tables = step.block_tables.data();
@@ -543,18 +606,14 @@ class EngineImpl final : public Engine {
     std::erase_if(step.prompt_jobs, [&](const PromptJob& p) { return !live(p.id, p.epoch); });
     for (SampleJob& s : step.sample_jobs) s.seq = &seqs_.at(s.id);
     for (PromptJob& p : step.prompt_jobs) p.group = seqs_.at(p.id).group.get();
+    const auto t0 = Clock::now();
     const auto n_samples = static_cast<int64_t>(step.sample_jobs.size());
     const auto n_jobs = n_samples + static_cast<int64_t>(step.prompt_jobs.size());
     pool_->parallel_for(n_jobs, [&](int thread, int64_t begin, int64_t end) {
       auto& scratch = logprob_scratch_[static_cast<size_t>(thread)];
       for (int64_t j = begin; j < end; ++j) {
         if (j < n_samples) {
-          SampleJob& s = step.sample_jobs[static_cast<size_t>(j)];
-          const std::span<const float> logits = runner_->logits(s.row);
-          sample_one(s, logits);
-          const int32_t k = s.seq->sampler.params().logprobs;
-          if (k >= 0) s.logprob = compute_logprob(logits, s.token, k, scratch);
-          copy_last_prompt_logits(s, logits);
+          sample_job(step.sample_jobs[static_cast<size_t>(j)], scratch);
         } else {
           const PromptJob& p = step.prompt_jobs[static_cast<size_t>(j - n_samples)];
           const auto next = static_cast<size_t>(p.position + 1);
@@ -564,21 +623,54 @@ class EngineImpl final : public Engine {
       }
     });
     step.sampled.clear();
-    for (const SampleJob& s : step.sample_jobs) step.sampled.push_back({s.id, s.token, s.epoch, s.finish});
+    for (const SampleJob& s : step.sample_jobs) {
+      SampledToken& t = step.sampled.emplace_back();
+      t.id = s.id;
+      t.token = s.tokens[0];
+      t.epoch = s.epoch;
+      t.finish = s.finish;
+      t.n_draft = s.n_draft;
+      t.n_more = s.n_tokens - 1;
+      std::copy_n(s.tokens.begin() + 1, t.n_more, t.more.begin());
+    }
+    step.sample_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  }
+
+  // Samples the job's rows in order (speculative/verify.h: the draft's verification).
+  void sample_job(SampleJob& s, std::vector<std::pair<float, int32_t>>& scratch) {
+    s.finish = FinishReason::kNone;
+    s.logprobs.clear();
+    const int32_t k = s.seq->sampler.params().logprobs;
+    const speculative::Verified v = speculative::verify_draft(
+        std::span<const int32_t>(s.draft.data(), static_cast<size_t>(s.n_draft)), s.tokens, [&](int32_t i, bool* ends) {
+          const std::span<const float> logits = runner_->logits(s.row + i);
+          const int32_t token = sample_row(*s.seq, logits, &s.finish);
+          if (k >= 0) s.logprobs.push_back(compute_logprob(logits, token, k, scratch));
+          if (i == 0) copy_last_prompt_logits(s, logits);
+          *ends = s.finish != FinishReason::kNone || is_stop(*s.seq, token);
+          return token;
+        });
+    s.n_tokens = v.n_tokens;
+    s.n_accepted = v.n_accepted;
+  }
+
+  static bool is_stop(const Sequence& seq, int32_t token) {
+    const std::vector<int32_t>& stops = seq.group->stop_ids;
+    return std::find(stops.begin(), stops.end(), token) != stops.end();
   }
 
   // The constraint's mask goes into the sampler and the token into the matcher (one sequence
   // per thread: the sequence's matcher and buffer are its own).
-  static void sample_one(SampleJob& s, std::span<const float> logits) {
-    SequenceConstraint* constraint = s.seq->constraint.get();
-    s.token = s.seq->sampler.sample(logits, constraint ? constraint->mask() : std::span<const uint64_t>());
-    s.finish = FinishReason::kNone;
-    if (constraint == nullptr) return;
-    switch (constraint->accept(s.token)) {
+  static int32_t sample_row(Sequence& seq, std::span<const float> logits, FinishReason* finish) {
+    SequenceConstraint* constraint = seq.constraint.get();
+    const int32_t token = seq.sampler.sample(logits, constraint ? constraint->mask() : std::span<const uint64_t>());
+    if (constraint == nullptr) return token;
+    switch (constraint->accept(token)) {
       case SequenceConstraint::Next::kContinue: break;
-      case SequenceConstraint::Next::kComplete: s.finish = FinishReason::kStop; break;
-      case SequenceConstraint::Next::kRefused: s.finish = FinishReason::kError; break;
+      case SequenceConstraint::Next::kComplete: *finish = FinishReason::kStop; break;
+      case SequenceConstraint::Next::kRefused: *finish = FinishReason::kError; break;
     }
+    return token;
   }
 
   // A sequence's first sample row is its prompt's last position.
@@ -598,8 +690,9 @@ class EngineImpl final : public Engine {
     update_stats(step);
     publish(step);
     for (RequestId id : finished) {
-      scheduler_.take_finished(id);
-      seqs_.erase(id);
+      const std::unique_ptr<Request> r = scheduler_.take_finished(id);
+      if (r) remember_output(id, *r);
+      erase_sequence(id);
     }
     if (!step.plan.empty()) {
       const auto resumed = model_resumed == Clock::time_point{} ? Clock::now() : model_resumed;
@@ -609,7 +702,7 @@ class EngineImpl final : public Engine {
       stats_.overhead_seconds += overhead;
       if (step.prompt_tokens == 0) {
         ++stats_.decode_steps;
-        stats_.decode_step_tokens += static_cast<int64_t>(step.plan.chunks.size());
+        for (const SampleJob& s : step.sample_jobs) stats_.decode_step_tokens += s.n_tokens;
         stats_.decode_step_seconds += step.forward_seconds + overhead;
       }
     }
@@ -625,18 +718,26 @@ class EngineImpl final : public Engine {
       e.index = seq.index;
       // A token the grammar refused (it allowed none) is not output.
       const bool refused = s.finish == FinishReason::kError;
-      if (!refused) e.tokens = {s.token};
-      if (!refused && seq.sampler.params().logprobs >= 0) e.logprobs.push_back(std::move(s.logprob));
+      const auto n_out = static_cast<size_t>(s.n_tokens - (refused ? 1 : 0));
+      e.tokens.assign(s.tokens.begin(), s.tokens.begin() + static_cast<ptrdiff_t>(n_out));
+      if (seq.sampler.params().logprobs >= 0) {
+        s.logprobs.resize(std::min(s.logprobs.size(), n_out));
+        e.logprobs = std::move(s.logprobs);
+      }
       if (refused) e.error = "the constraint's grammar allows no token here (nesting deeper than its limit)";
+      if (seq.drafter) record_verification(seq, s);
       if (!seq.first_event_sent) {
         fill_first_event(&seq, g, &e);
         e.last_prompt_logits = std::move(s.last_prompt_logits);
       }
       if (r->state == RequestState::kFinished) {
         e.finish = r->finish;
-        const bool stop_id = std::find(r->stop_token_ids.begin(), r->stop_token_ids.end(), s.token) !=
-                             r->stop_token_ids.end();
-        if (r->finish == FinishReason::kStop && stop_id) e.stop_token = s.token;  // else a complete grammar
+        e.finish_seconds = std::chrono::duration<double>(Clock::now() - g.submitted).count();
+        e.n_draft_tokens = seq.n_draft_tokens;
+        e.n_accepted_draft_tokens = seq.n_accepted_draft_tokens;
+        const int32_t last = r->tokens.back();  // the scheduler cut what followed a stop
+        const bool stop_id = std::find(r->stop_token_ids.begin(), r->stop_token_ids.end(), last) != r->stop_token_ids.end();
+        if (r->finish == FinishReason::kStop && stop_id) e.stop_token = last;  // else a complete grammar
       }
       g.handle->push(std::move(e));
       // The first sequence's prompt is in the cache now: its siblings start and share it.
@@ -662,6 +763,148 @@ class EngineImpl final : public Engine {
 
   void end_cancelled(RequestId id) { end_with(id, FinishReason::kCancelled, {}); }
 
+  void erase_sequence(RequestId id) {
+    auto it = seqs_.find(id);
+    if (it == seqs_.end()) return;
+    if (it->second.drafter) --n_speculating_;
+    seqs_.erase(it);
+  }
+
+  // ---- Speculative decoding ----
+
+  // Before planning a synchronous step: drafts for the speculating sequences that decode, and
+  // how much of each to verify (the schedule).
+  void propose_drafts() {
+    if (n_speculating_ == 0) return;
+    if (!step_cost_profiled_) profile_step_cost();
+    proposals_.clear();
+    int64_t n_decoding = 0;
+    for (auto& [id, seq] : seqs_) {
+      const Request* r = scheduler_.find(id);
+      if (r == nullptr || r->state != RequestState::kRunning || r->n_computed != r->n_tokens() - 1) continue;
+      ++n_decoding;
+      if (!seq.drafter) continue;
+      // The kept tokens never pass max_tokens: a draft leaves room for the target's own token.
+      const int64_t room = std::min<int64_t>(config_.speculative.num_tokens, r->max_tokens - r->n_generated() - 1);
+      Proposal p;
+      p.id = id;
+      if (room > 0) {
+        p.draft = seq.drafter->propose(r->tokens, static_cast<int32_t>(room), global_suffix_,
+                                       pooled_[static_cast<size_t>(seq.drafter->method())]);
+      }
+      proposals_.push_back(p);
+    }
+    std::sort(proposals_.begin(), proposals_.end(), [](const Proposal& a, const Proposal& b) { return a.id < b.id; });
+    const std::vector<int32_t> lengths = draft_lengths(n_decoding);
+    for (size_t i = 0; i < proposals_.size(); ++i) {
+      scheduler_.set_draft(proposals_[i].id, proposals_[i].draft.view().first(static_cast<size_t>(lengths[i])));
+    }
+  }
+
+  // The step-time curve the schedule starts from, measured once before the first draft: one
+  // sequence's pass over 1 and over 1 + num_tokens positions (after a pass that warms the
+  // memory up; the best of two each), weighted as a few dozen steps so that the engine's own
+  // steps then take over. A cold first pass or a grammar's first mask would otherwise teach
+  // the model that tokens are dear. Positions in blocks that are freed unpublished.
+  void profile_step_cost() {
+    step_cost_profiled_ = true;
+    constexpr kv::RequestId kProfileId = ~kv::RequestId{0};
+    const int64_t wide = 1 + config_.speculative.num_tokens;
+    if (!kv_manager_.allocate_slots(kProfileId, wide, nullptr)) return;  // the cache is busy: learn online
+    std::vector<int32_t> tokens(static_cast<size_t>(wide), 0);
+    std::array<std::vector<int32_t>, backend::kMaxKvGroups> tables;
+    BatchSequence b;
+    b.first_position = 0;
+    b.logits = LogitsMode::kAll;
+    for (int g = 0; g < kv_manager_.n_groups(); ++g) {
+      const auto t = kv_manager_.block_table(kProfileId, g);
+      tables[static_cast<size_t>(g)].assign(t.begin(), t.end());
+      b.block_tables[static_cast<size_t>(g)] = tables[static_cast<size_t>(g)];
+    }
+    const auto time_pass = [&](int64_t n) {
+      b.n_tokens = n;
+      const auto t0 = Clock::now();
+      const bool ok = runner_->run(std::span<const int32_t>(tokens.data(), static_cast<size_t>(n)), {&b, 1}, *kv_).ok();
+      return ok ? std::chrono::duration<double>(Clock::now() - t0).count() : -1.0;
+    };
+    time_pass(wide);
+    const double one = std::min(time_pass(1), time_pass(1));
+    const double many = std::min(time_pass(wide), time_pass(wide));
+    kv_manager_.free(kProfileId);
+    if (!(one > 0.0 && many > 0.0)) return;
+    for (int i = 0; i < 16; ++i) {
+      step_cost_.observe(1, one);
+      step_cost_.observe(wide, many);
+    }
+  }
+
+  std::vector<int32_t> draft_lengths(int64_t n_decoding) {
+    std::vector<int32_t> lengths;
+    if (config_.speculative.schedule == SpeculativeSchedule::kFixed) {
+      for (const Proposal& p : proposals_) lengths.push_back(p.draft.n);
+      return lengths;
+    }
+    std::vector<speculative::DraftCandidate> candidates;
+    for (Proposal& p : proposals_) {
+      float survival = 1.0f;
+      for (int32_t j = 0; j < p.draft.n; ++j) {
+        survival *= p.draft.confidence[static_cast<size_t>(j)];
+        p.survival[static_cast<size_t>(j)] = survival;
+      }
+      candidates.push_back({std::span<const float>(p.survival.data(), static_cast<size_t>(p.draft.n))});
+    }
+    // The step's other tokens: one per decoding sequence, and prompt tokens as many as the last
+    // step computed (the plan that decides them comes after the drafts).
+    const int64_t base = n_decoding + std::min(last_prompt_tokens_, config_.max_num_batched_tokens);
+    const int64_t room = std::max<int64_t>(0, config_.max_num_batched_tokens - base);
+    return speculative::choose_draft_lengths(candidates, base, static_cast<double>(n_decoding), room, step_cost_);
+  }
+
+  // After a speculating sequence's sample: its drafter's statistics and the engine's counts.
+  void record_verification(Sequence& seq, const SampleJob& s) {
+    if (!seq.first_event_sent) return;  // its prompt's chunk: nothing could be drafted
+    if (s.n_draft > 0) {
+      seq.drafter->record(s.n_draft, s.n_accepted);
+      pooled_[static_cast<size_t>(seq.drafter->method())].record(s.n_draft, s.n_accepted);
+      seq.n_draft_tokens += s.n_draft;
+      seq.n_accepted_draft_tokens += s.n_accepted;
+    }
+    std::lock_guard<std::mutex> lock(stats_mutex_);
+    SpeculativeUsage& u = stats_.speculative;
+    if (u.methods.empty()) {
+      for (SpeculativeMethod m : {SpeculativeMethod::kNgram, SpeculativeMethod::kSuffix}) {
+        u.methods.push_back({speculative_method_name(m)});
+      }
+      u.verify_sizes.assign(kMaxSpeculativeTokens + 1, 0);
+    }
+    ++u.verify_sizes[static_cast<size_t>(s.n_draft)];
+    if (s.n_draft == 0) return;
+    SpeculativeMethodUsage& m = u.methods[seq.drafter->method() == SpeculativeMethod::kNgram ? 0 : 1];
+    ++m.verifications;
+    m.draft_tokens += s.n_draft;
+    m.accepted_tokens += s.n_accepted;
+  }
+
+  // A finished sequence's output joins the suffix trie of earlier outputs (suffix decoding);
+  // when the trie is full it is rebuilt from the latest outputs.
+  void remember_output(RequestId id, const Request& r) {
+    auto it = seqs_.find(id);
+    if (it == seqs_.end() || !it->second.drafter || it->second.drafter->method() != SpeculativeMethod::kSuffix) return;
+    std::vector<int32_t> output(r.tokens.begin() + r.n_prompt, r.tokens.end());
+    recent_output_tokens_ += static_cast<int64_t>(output.size());
+    recent_outputs_.push_back(std::move(output));
+    while (recent_outputs_.size() > 1 && recent_output_tokens_ > kRecentOutputTokens) {
+      recent_output_tokens_ -= static_cast<int64_t>(recent_outputs_.front().size());
+      recent_outputs_.pop_front();
+    }
+    if (global_suffix_.full()) {
+      global_suffix_.clear();
+      for (const std::vector<int32_t>& o : recent_outputs_) global_suffix_.insert(o);
+    } else {
+      global_suffix_.insert(recent_outputs_.back());
+    }
+  }
+
   // Ends a sequence the scheduler has finished without a token, and its siblings that never
   // started.
   void end_with(RequestId id, FinishReason reason, const std::string& error) {
@@ -673,7 +916,7 @@ class EngineImpl final : public Engine {
     e.error = error;
     seq.group->handle->push(std::move(e));
     end_unstarted(*seq.group, reason, error);  // siblings that never started end with it
-    seqs_.erase(it);
+    erase_sequence(id);
   }
 
   void end_unstarted(Group& g, FinishReason reason = FinishReason::kCancelled, const std::string& error = {}) {
@@ -710,7 +953,8 @@ class EngineImpl final : public Engine {
     stats_.prefix_hits = kvs.prefix_hits;
     stats_.n_preemptions += static_cast<int64_t>(plan.preempted.size());
     stats_.prompt_tokens += step.prompt_tokens;
-    stats_.generation_tokens += static_cast<int64_t>(step.sample_jobs.size());
+    for (const SampleJob& s : step.sample_jobs) stats_.generation_tokens += s.n_tokens;
+    if (!plan.empty()) last_prompt_tokens_ = step.prompt_tokens;
     if (store_connector_) fill_store_stats(stats_.kv_store);
     if (!plan.empty()) {
       ++stats_.n_steps;
@@ -770,6 +1014,22 @@ class EngineImpl final : public Engine {
   bool ended_some_ = false;  // the last plan ended cancelled requests (work was done)
   std::vector<std::vector<std::pair<float, int32_t>>> logprob_scratch_;  // [pool threads]
   std::vector<int64_t> group_peaks_;  // [KV groups] most blocks held for computed positions
+  // Speculative decoding.
+  struct Proposal {
+    RequestId id = 0;
+    speculative::Draft draft;
+    std::array<float, kMaxSpeculativeTokens> survival{};
+  };
+  static constexpr int64_t kRecentOutputTokens = int64_t{1} << 20;  // what a rebuilt trie holds
+  int64_t n_speculating_ = 0;  // sequences with a drafter: steps run synchronously meanwhile
+  std::vector<Proposal> proposals_;  // propose_drafts' scratch
+  std::array<speculative::AcceptanceStats, 3> pooled_{};  // by SpeculativeMethod, over all sequences
+  speculative::StepCostModel step_cost_;
+  bool step_cost_profiled_ = false;
+  int64_t last_prompt_tokens_ = 0;
+  speculative::SuffixTrie global_suffix_;
+  std::deque<std::vector<int32_t>> recent_outputs_;
+  int64_t recent_output_tokens_ = 0;
   // Shared with submitters and handles.
   std::shared_ptr<EngineWakeup> wakeup_ = std::make_shared<EngineWakeup>();
   std::deque<Submission> queue_;  // guarded by wakeup_->mutex
@@ -825,6 +1085,14 @@ Result<std::unique_ptr<Engine>> create_engine(const EngineConfig& config, std::s
   if (config.block_size < 1) return invalid_argument("block_size must be at least 1");
   if (config.max_num_batched_tokens < 1 || config.max_num_seqs < 1) {
     return invalid_argument("max_num_batched_tokens and max_num_seqs must be at least 1");
+  }
+  if (config.speculative.num_tokens < 1 || config.speculative.num_tokens > kMaxSpeculativeTokens) {
+    return invalid_argument("the number of speculative tokens must be in [1, " + std::to_string(kMaxSpeculativeTokens) +
+                            "], got " + std::to_string(config.speculative.num_tokens));
+  }
+  if (config.speculative.method != SpeculativeMethod::kNone && config.batch_invariant) {
+    return invalid_argument("speculative decoding and batch-invariant mode are mutually exclusive: how many draft "
+                            "tokens a step verifies depends on the load");
   }
   EngineParts parts;
   parts.pool = std::make_unique<ThreadPool>(config.threads > 0 ? config.threads : ThreadPool::default_threads());

@@ -52,6 +52,9 @@ struct Request {
   bool cancel_requested = false;
   // The admission hook has been asked about this admission (reset by preemption).
   bool hook_consulted = false;
+  // Speculative decoding: tokens proposed to follow `tokens`, verified by the next decode chunk
+  // (set by the engine before schedule(), cleared by update() and preemption).
+  std::vector<int32_t> draft;
 
   int64_t n_tokens() const { return static_cast<int64_t>(tokens.size()); }
   int64_t n_generated() const { return n_tokens() - n_prompt; }

@@ -85,6 +85,7 @@ void Scheduler::preempt(Request* r, StepPlan& plan) {
   r->n_placeholders = 0;  // a token in flight is discarded (the epoch below changes)
   r->n_done = 0;
   r->hook_consulted = false;  // the blocks it loaded may be gone by its readmission
+  r->draft.clear();
   ++r->n_preemptions;
   insert_waiting(r, /*at_front=*/true);
   plan.preempted.push_back(r->id);
@@ -129,19 +130,13 @@ StepPlan Scheduler::schedule() {
     }
     const int64_t n = std::min(r->n_tokens() + r->n_placeholders - r->n_computed, budget);
     DI_ICHECK(n > 0);
-    bool scheduled = false;
-    while (true) {
-      if (kv_.allocate_slots(r->id, r->n_computed + n, nullptr)) {
-        scheduled = true;
-        break;
-      }
-      Request* victim = lowest_ranked_running(nullptr);
-      preempt(victim, plan);
-      if (victim == r) break;
-    }
-    if (!scheduled) break;  // r itself was the lowest: nothing after it is left to serve
-    plan_chunk(r, n, plan);
-    budget -= n;
+    // A draft rides on a decode chunk (its last known token) within the budget.
+    int32_t n_draft = n == 1 && r->n_placeholders == 0
+                          ? static_cast<int32_t>(std::min<int64_t>(static_cast<int64_t>(r->draft.size()), budget - 1))
+                          : 0;
+    if (!allocate_running(r, n, &n_draft, plan)) break;  // r itself was the lowest: nothing after it is left to serve
+    plan_chunk(r, n, plan, n_draft);
+    budget -= n + n_draft;
     ++i;
   }
 
@@ -172,6 +167,27 @@ StepPlan Scheduler::schedule() {
   return plan;
 }
 
+// Room for r's next n tokens and its draft; short of blocks, the draft goes first, then the
+// lowest-ranked running requests (r itself last: false).
+bool Scheduler::allocate_running(Request* r, int64_t n, int32_t* n_draft, StepPlan& plan) {
+  while (true) {
+    if (kv_.allocate_slots(r->id, r->n_computed + n + *n_draft, nullptr)) return true;
+    if (*n_draft > 0) {
+      *n_draft = 0;
+      continue;
+    }
+    Request* victim = lowest_ranked_running(nullptr);
+    preempt(victim, plan);
+    if (victim == r) return false;
+  }
+}
+
+void Scheduler::set_draft(RequestId id, std::span<const int32_t> draft) {
+  auto it = requests_.find(id);
+  if (it == requests_.end() || it->second->state != RequestState::kRunning) return;
+  it->second->draft.assign(draft.begin(), draft.end());
+}
+
 // Once per admission, the hook may take the request at the head of the queue to load more of
 // its prefix.
 bool Scheduler::hook_takes(Request* r) {
@@ -196,10 +212,11 @@ void Scheduler::take_loaded() {
   }
 }
 
-void Scheduler::plan_chunk(Request* r, int64_t n, StepPlan& plan) {
+void Scheduler::plan_chunk(Request* r, int64_t n, StepPlan& plan, int32_t n_draft) {
   const bool samples = r->n_computed + n == r->n_tokens() + r->n_placeholders;
-  plan.chunks.push_back({r->id, r->n_computed, n, samples, r->n_preemptions});
-  r->n_computed += n;
+  DI_ICHECK(n_draft == 0 || samples);
+  plan.chunks.push_back({r->id, r->n_computed, n + n_draft, samples, r->n_preemptions, n_draft});
+  r->n_computed += n + n_draft;
   if (samples) ++r->n_placeholders;
 }
 
@@ -213,6 +230,7 @@ std::vector<RequestId> Scheduler::update(const StepPlan& plan, const std::vector
   for (const ScheduledChunk& c : plan.chunks) {
     auto it = requests_.find(c.id);
     if (it == requests_.end() || !it->second->live(c.epoch)) continue;
+    if (c.n_draft > 0) continue;  // published once verification says which rows to keep (below)
     Request* r = it->second.get();
     // Every position the pass computed had a known token (placeholders were filled in).
     const int64_t computed = c.first_position + c.n_tokens;
@@ -228,14 +246,44 @@ std::vector<RequestId> Scheduler::update(const StepPlan& plan, const std::vector
     Request* r = it->second.get();
     DI_ICHECK(r->n_placeholders > 0);
     --r->n_placeholders;
-    r->tokens.push_back(s.token);
-    const bool stop = std::find(r->stop_token_ids.begin(), r->stop_token_ids.end(), s.token) != r->stop_token_ids.end();
-    if (s.finish != FinishReason::kNone || stop || r->n_generated() >= r->max_tokens) {
-      finish(r, s.finish != FinishReason::kNone ? s.finish : stop ? FinishReason::kStop : FinishReason::kLength);
-      finished.push_back(r->id);
-    }
+    if (append_sampled(r, s)) finished.push_back(r->id);
   }
   return finished;
+}
+
+// After a verifying chunk: rows past the kept tokens are dropped. Computing resumes at the last
+// kept token, and only kept rows are published (the next chunk overwrites the rest).
+void Scheduler::keep_verified_rows(Request* r) {
+  DI_ICHECK(r->n_placeholders == 0);  // drafts run in synchronous steps only
+  const int64_t computed = r->n_tokens() - 1;
+  r->n_computed = computed;
+  r->n_done = computed;
+  r->draft.clear();
+  kv_.cache_full_blocks(r->id, r->tokens, computed, r->cache_salt);
+  kv_.free_out_of_window(r->id, computed);
+  if (hook_) hook_->on_computed(*r, computed);
+}
+
+// Appends what the chunk sampled, up to the first stop token or max_tokens; true when r has
+// finished with it.
+bool Scheduler::append_sampled(Request* r, const SampledToken& s) {
+  const int32_t n = 1 + s.n_more;
+  for (int32_t i = 0; i < n; ++i) {
+    const int32_t token = i == 0 ? s.token : s.more[static_cast<size_t>(i - 1)];
+    r->tokens.push_back(token);
+    const bool stop = std::find(r->stop_token_ids.begin(), r->stop_token_ids.end(), token) != r->stop_token_ids.end();
+    const bool last = i == n - 1;
+    if ((last && s.finish != FinishReason::kNone) || stop || r->n_generated() >= r->max_tokens) {
+      const FinishReason reason = last && s.finish != FinishReason::kNone ? s.finish
+                                  : stop                                  ? FinishReason::kStop
+                                                                          : FinishReason::kLength;
+      if (s.n_draft > 0) keep_verified_rows(r);  // published before the blocks go back
+      finish(r, reason);
+      return true;
+    }
+  }
+  if (s.n_draft > 0) keep_verified_rows(r);
+  return false;
 }
 
 }  // namespace deepinfer

@@ -17,11 +17,19 @@
 // after a prefix hit starts at the replay start (see Request) and each update drops the blocks
 // that left the window. Features such as speculative decoding or grammar masks attach to the
 // plan and the update, not to branches here. Single-threaded: the engine thread owns it.
+//
+// Speculative decoding: a decoding request with a draft (set_draft) gets a chunk of its last
+// token plus the draft tokens, which one pass verifies; update() takes the tokens verification
+// kept and rolls the computed count back to them, so block publication, the sliding window and
+// the KV-store hook only ever see kept tokens (rejected rows are overwritten later). Drafts
+// need synchronous steps: the next draft depends on what this one kept.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <span>
 #include <unordered_map>
 #include <vector>
 
@@ -70,6 +78,7 @@ struct ScheduledChunk {
   int64_t n_tokens = 0;
   bool samples = false;        // the chunk reaches the last known token: a new token follows
   int32_t epoch = 0;           // the request's n_preemptions when planned (Request::live)
+  int32_t n_draft = 0;         // the chunk's last n_draft tokens are the request's draft
 };
 
 struct StepPlan {
@@ -85,9 +94,14 @@ struct SampledToken {
   RequestId id = 0;
   int32_t token = 0;
   int32_t epoch = 0;  // the sampling chunk's
-  // Set by the engine when the sequence must end after this token for a reason of its own (a
-  // constraint's grammar is complete: kStop; it could not continue: kError).
+  // Set by the engine when the sequence must end after its last token for a reason of its own
+  // (a constraint's grammar is complete: kStop; it could not continue: kError).
   FinishReason finish = FinishReason::kNone;
+  // A chunk that verified n_draft draft tokens keeps `token`, then more[0, n_more): the draft
+  // tokens the target agreed with and its own token after them.
+  int32_t n_draft = 0;
+  int32_t n_more = 0;
+  std::array<int32_t, kMaxSpeculativeTokens> more{};
 };
 
 class Scheduler {
@@ -100,6 +114,9 @@ class Scheduler {
   void add(std::unique_ptr<Request> request);
   // The request stops at the next schedule(): its blocks are freed, it finishes as cancelled.
   void cancel(RequestId id);
+  // Draft tokens for running request `id`'s next decode chunk (empty: none). Only between an
+  // update() and the next schedule(), with no step in flight.
+  void set_draft(RequestId id, std::span<const int32_t> draft);
 
   StepPlan schedule();
   // After the plan's forward pass: publishes the full blocks it computed to the prefix cache,
@@ -131,7 +148,10 @@ class Scheduler {
   void preempt(Request* r, StepPlan& plan);
   void finish(Request* r, FinishReason reason);
   Request* lowest_ranked_running(const Request* except) const;
-  void plan_chunk(Request* r, int64_t n, StepPlan& plan);
+  void plan_chunk(Request* r, int64_t n, StepPlan& plan, int32_t n_draft = 0);
+  bool allocate_running(Request* r, int64_t n, int32_t* n_draft, StepPlan& plan);
+  bool append_sampled(Request* r, const SampledToken& s);
+  void keep_verified_rows(Request* r);
   int64_t replay_start_for(int64_t n_hit) const;
   void take_loaded();
   bool hook_takes(Request* r);

@@ -1,6 +1,8 @@
 #include "server/api_metrics.h"
 
+#include <array>
 #include <memory>
+#include <string>
 #include <vector>
 
 namespace deepinfer::server {
@@ -61,6 +63,39 @@ void register_kv_store_metrics(MetricsRegistry& registry, const Engine& engine) 
       if (gained > 0) item.counter->inc(static_cast<double>(gained));
     }
     if (now.load_seconds > seen->second.load_seconds) load_seconds.inc(now.load_seconds - seen->second.load_seconds);
+    seen->second = now;
+  });
+}
+
+// Speculative decoding (vLLM's spec_decode counters, and per method and verify size).
+void register_speculative_metrics(MetricsRegistry& registry, const Engine& engine) {
+  Counter& drafts = registry.counter("deepinfer:spec_decode_num_drafts_total",
+                                     "Sequence-steps that verified at least one draft token.");
+  Counter& draft_tokens = registry.counter("deepinfer:spec_decode_num_draft_tokens_total", "Draft tokens verified.");
+  Counter& accepted = registry.counter("deepinfer:spec_decode_num_accepted_tokens_total", "Draft tokens kept.");
+  GaugeFamily& length = registry.gauge_family("deepinfer:spec_decode_mean_acceptance_length",
+                                              "Tokens per verification, its own included, per method.", "method");
+  GaugeFamily& sizes = registry.gauge_family("deepinfer:spec_decode_verify_size_steps",
+                                             "Sequence-steps of speculating sequences by draft tokens verified.",
+                                             "draft_tokens");
+  auto seen = std::make_shared<std::pair<std::mutex, std::array<int64_t, 3>>>();
+  registry.on_render([&engine, &drafts, &draft_tokens, &accepted, &length, &sizes, seen] {
+    const SpeculativeUsage u = engine.stats().speculative;
+    std::array<int64_t, 3> now{};
+    for (const SpeculativeMethodUsage& m : u.methods) {
+      now[0] += m.verifications;
+      now[1] += m.draft_tokens;
+      now[2] += m.accepted_tokens;
+      if (m.verifications > 0) length.with(m.method).set(m.mean_acceptance_length());
+    }
+    for (size_t k = 0; k < u.verify_sizes.size(); ++k) {
+      if (u.verify_sizes[k] > 0) sizes.with(std::to_string(k)).set(static_cast<double>(u.verify_sizes[k]));
+    }
+    std::lock_guard lock(seen->first);
+    Counter* counters[] = {&drafts, &draft_tokens, &accepted};
+    for (size_t i = 0; i < 3; ++i) {
+      if (now[i] > seen->second[i]) counters[i]->inc(static_cast<double>(now[i] - seen->second[i]));
+    }
     seen->second = now;
   });
 }
@@ -126,6 +161,7 @@ ApiMetrics::ApiMetrics(const Engine& engine)
     add(failed_steps, s.n_failed_steps, mirror->seen.n_failed_steps);
   });
   if (engine.stats().kv_store.enabled) register_kv_store_metrics(registry_, engine);
+  register_speculative_metrics(registry_, engine);
 }
 
 void RequestTimer::on_event(size_t n_tokens, bool first_of_index, double queue_seconds) {

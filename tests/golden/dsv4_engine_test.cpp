@@ -146,6 +146,37 @@ TEST(DeepseekV4Engine, ContinuousBatchingGivesEachRequestsTokens) {
   }
 }
 
+// Speculative decoding across compressed rows and the compressor's state. Drafts that close a
+// CSA (4) or HCA (8) window and are then rejected leave rows that the next chunk recomputes
+// (the random model's text seldom repeats: most n-gram and first-round suffix drafts fail);
+// drafts accepted across those windows come from a second round of the same prompts, which
+// the suffix trie of the first round's outputs predicts.
+TEST(DeepseekV4Engine, SpeculativeDecodingGivesEachRequestsTokens) {
+  for (const SpeculativeMethod m : {SpeculativeMethod::kNgram, SpeculativeMethod::kSuffix}) {
+    SCOPED_TRACE(speculative_method_name(m));
+    EngineConfig cfg = v4_config();
+    cfg.speculative.method = m;
+    cfg.speculative.schedule = SpeculativeSchedule::kFixed;
+    cfg.max_num_seqs = 2;
+    const EngineStats s = check_engine(cfg, kMaxTokens);
+    EXPECT_GT(s.speculative.draft_tokens(), s.speculative.accepted_tokens());  // rejections happened
+  }
+  EngineConfig cfg = v4_config();
+  cfg.speculative.method = SpeculativeMethod::kSuffix;
+  cfg.speculative.schedule = SpeculativeSchedule::kFixed;
+  cfg.enable_prefix_caching = false;  // each round computes its prompt cold
+  const Model* model = &reference();
+  const auto all = prompts(golden()["prompt_ids"].get<std::vector<int32_t>>(), model->config().n_vocab);
+  auto engine = std::move(Engine::create(cfg)).value();
+  for (int round = 0; round < 2; ++round) {
+    for (size_t i = 0; i < all.size(); ++i) {
+      const std::vector<int32_t> got = collect(*std::move(engine->submit(greedy(all[i], kMaxTokens))).value());
+      EXPECT_EQ(got, greedy_alone(*model, all[i], kMaxTokens)) << "round " << round << ", request " << i;
+    }
+  }
+  EXPECT_GT(engine->stats().speculative.accepted_tokens(), static_cast<int64_t>(all.size()) * kMaxTokens / 2);
+}
+
 TEST(DeepseekV4Engine, ChunkedPrefillGivesTheSameTokens) {
   // Budgets of 3 and 7 tokens a step: chunks end inside every kind of window, and decodes of
   // some requests share steps with prefill chunks of others.

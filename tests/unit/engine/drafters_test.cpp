@@ -1,0 +1,149 @@
+// The drafters and the draft-length schedule on hand-made inputs.
+#include <gtest/gtest.h>
+
+#include "engine/speculative/acceptance.h"
+#include "engine/speculative/ngram_drafter.h"
+#include "engine/speculative/schedule.h"
+#include "engine/speculative/suffix_trie.h"
+
+namespace deepinfer::speculative {
+namespace {
+
+std::vector<int32_t> tokens_of(const Draft& d) { return {d.tokens.begin(), d.tokens.begin() + d.n}; }
+
+TEST(NgramDrafter, ProposesWhatFollowedTheLatestEarlierOccurrence) {
+  //                         0  1  2  3  4  5  6  7  8  9 10
+  const std::vector<int32_t> c = {1, 2, 3, 4, 1, 2, 5, 6, 9, 1, 2};
+  // "1 2" occurred at 0 and 4; the latest is followed by 5 6 9.
+  EXPECT_EQ(tokens_of(propose_ngram(c, 3)), (std::vector<int32_t>{5, 6, 9}));
+  EXPECT_EQ(tokens_of(propose_ngram(c, 10)), (std::vector<int32_t>{5, 6, 9, 1, 2}));  // up to the end
+  EXPECT_EQ(tokens_of(propose_ngram(c, 0)), std::vector<int32_t>{});
+}
+
+TEST(NgramDrafter, PrefersTheLongestMatch) {
+  // "7 1 2" occurred once, followed by 8; "1 2" also later, followed by 3.
+  const std::vector<int32_t> c = {7, 1, 2, 8, 1, 2, 3, 7, 1, 2};
+  EXPECT_EQ(tokens_of(propose_ngram(c, 2)), (std::vector<int32_t>{8, 1}));
+}
+
+TEST(NgramDrafter, NothingWithoutARepetitionOfAtLeastMinN) {
+  EXPECT_EQ(propose_ngram(std::vector<int32_t>{1, 2, 3, 4, 5, 1}, 4).n, 0);  // "1" alone is below min_n
+  EXPECT_EQ(propose_ngram(std::vector<int32_t>{4}, 4).n, 0);
+  EXPECT_EQ(propose_ngram(std::vector<int32_t>{}, 4).n, 0);
+  EXPECT_EQ(tokens_of(propose_ngram(std::vector<int32_t>{1, 2, 3, 4, 5, 1}, 4, {.min_n = 1, .max_n = 3})),
+            (std::vector<int32_t>{2, 3, 4, 5}));
+}
+
+TEST(SuffixTrie, ProposesTheMostFrequentContinuationWithItsShare) {
+  SuffixTrie t;
+  t.insert(std::vector<int32_t>{1, 2, 3, 4});
+  t.insert(std::vector<int32_t>{1, 2, 3, 4});
+  t.insert(std::vector<int32_t>{1, 2, 3, 7});
+  t.insert(std::vector<int32_t>{9, 2, 5});
+  int32_t match = 0;
+  // Context "... 1 2": "1 2" occurred 3 times, always followed by 3; then 4 twice and 7 once.
+  const Draft d = t.propose(std::vector<int32_t>{8, 1, 2}, 5, &match);
+  EXPECT_EQ(match, 2);
+  EXPECT_EQ(tokens_of(d), (std::vector<int32_t>{3, 4}));
+  EXPECT_FLOAT_EQ(d.confidence[0], 1.0f);
+  EXPECT_FLOAT_EQ(d.confidence[1], 2.0f / 3.0f);
+  // Context "... 2" alone: "2" was followed by 3 three times and by 5 once.
+  const Draft d2 = t.propose(std::vector<int32_t>{6, 2}, 1, &match);
+  EXPECT_EQ(match, 1);
+  EXPECT_EQ(tokens_of(d2), (std::vector<int32_t>{3}));
+  EXPECT_FLOAT_EQ(d2.confidence[0], 0.75f);
+  // Nothing matches.
+  EXPECT_EQ(t.propose(std::vector<int32_t>{42}, 4, &match).n, 0);
+  EXPECT_EQ(match, 0);
+}
+
+TEST(SuffixTrie, ACursorContinuesAStreamAcrossInsertions) {
+  SuffixTrie a, b;
+  SuffixTrie::Cursor cursor;
+  a.insert(cursor, std::vector<int32_t>{1, 2, 3});
+  a.insert(cursor, std::vector<int32_t>{1, 2, 4, 1, 2});
+  b.insert(std::vector<int32_t>{1, 2, 3, 1, 2, 4, 1, 2});
+  EXPECT_EQ(a.n_nodes(), b.n_nodes());
+  int32_t ma = 0, mb = 0;
+  EXPECT_EQ(tokens_of(a.propose(std::vector<int32_t>{1, 2}, 3, &ma)), tokens_of(b.propose(std::vector<int32_t>{1, 2}, 3, &mb)));
+  EXPECT_EQ(ma, mb);
+}
+
+TEST(SuffixTrie, RareContinuationsAreNotDrafted) {
+  SuffixTrie t({.max_depth = 8, .max_match = 4, .min_token_probability = 0.5f});
+  t.insert(std::vector<int32_t>{1, 2, 1, 3, 1, 4});  // after 1: 2, 3 and 4, a third each
+  int32_t match = 0;
+  EXPECT_EQ(t.propose(std::vector<int32_t>{1}, 4, &match).n, 0);
+  EXPECT_EQ(match, 1);
+}
+
+TEST(SuffixTrie, IsBoundedByItsNodeBudget) {
+  SuffixTrie t({.max_depth = 4, .max_match = 2, .min_token_probability = 0.1f, .max_nodes = 50});
+  std::vector<int32_t> stream;
+  for (int i = 0; i < 100; ++i) stream.push_back(i);
+  t.insert(stream);
+  EXPECT_TRUE(t.full());
+  t.clear();
+  EXPECT_EQ(t.n_nodes(), 1);
+}
+
+TEST(AcceptanceStats, FollowsTheAcceptancesPerPosition) {
+  AcceptanceStats s;
+  EXPECT_FLOAT_EQ(s.rate(0, 0.6f), 0.6f);  // the prior alone
+  for (int i = 0; i < 40; ++i) s.record(3, 1);  // position 0 always kept, position 1 never
+  EXPECT_GT(s.rate(0, 0.6f), 0.9f);
+  EXPECT_LT(s.rate(1, 0.6f), 0.2f);
+  EXPECT_FLOAT_EQ(s.rate(2, 0.6f), 0.6f);  // never tried: position 1 always failed first
+  // Deeper positions share one estimate.
+  for (int i = 0; i < 40; ++i) s.record(6, 6);
+  EXPECT_GT(s.rate(2, 0.6f), 0.9f);
+  EXPECT_FLOAT_EQ(s.rate(2, 0.6f), s.rate(5, 0.6f));
+}
+
+TEST(AcceptanceStats, APositionNoLongerTriedDriftsBackToThePrior) {
+  AcceptanceStats s;
+  for (int i = 0; i < 20; ++i) s.record(2, 0);  // position 1 never reached after early failures
+  s.record(2, 1);
+  for (int i = 0; i < 10; ++i) s.record(2, 1);  // position 1 tried once: rejected
+  const float after = s.rate(1, 0.6f);
+  for (int i = 0; i < 60; ++i) s.record(1, 1);  // only position 0 is tried from now on
+  EXPECT_LT(after, 0.3f);
+  EXPECT_GT(s.rate(1, 0.6f), 0.55f);
+}
+
+TEST(StepCostModel, RecoversALinearCostAndLeansOnThePriorWithoutSpread) {
+  StepCostModel m;
+  for (int i = 0; i < 200; ++i) m.observe(1 + i % 40, 0.010 + 0.001 * (1 + i % 40));
+  EXPECT_NEAR(m.base_seconds(), 0.010, 0.0015);
+  EXPECT_NEAR(m.per_token_seconds(), 0.001, 0.0002);
+  StepCostModel flat(/*prior_per_token=*/0.1);
+  for (int i = 0; i < 50; ++i) flat.observe(1, 0.011);
+  EXPECT_NEAR(flat.per_token_seconds(), 0.001, 1e-4);  // t1 = 0.1 t0, t0 + t1 = 11 ms
+}
+
+// t(B) = 10 ms + 1 ms per token.
+StepCostModel linear_cost() {
+  StepCostModel m;
+  for (int i = 0; i < 400; ++i) m.observe(1 + i % 64, 0.010 + 0.001 * (1 + i % 64));
+  return m;
+}
+
+TEST(DraftSchedule, AnIdleEngineVerifiesFarABusyOneOnlyItsLikeliestDrafts) {
+  const StepCostModel cost = linear_cost();
+  const std::vector<float> sure = {0.95f, 0.9f, 0.85f, 0.8f, 0.75f};
+  const std::vector<float> weak = {0.3f, 0.09f, 0.027f};
+  // Alone: tau / t(B) = 1 / 11 ms; each sure token adds most of a token for 1 ms.
+  std::vector<DraftCandidate> one = {{sure}};
+  EXPECT_EQ(choose_draft_lengths(one, 1, 1.0, 100, cost), (std::vector<int32_t>{5}));
+  // A weak draft alone: 0.3 for 1 ms pays (rate 1.3/12 > 1/11), 0.09 does not.
+  std::vector<DraftCandidate> w = {{weak}};
+  EXPECT_EQ(choose_draft_lengths(w, 1, 1.0, 100, cost), (std::vector<int32_t>{1}));
+  // 32 sequences decoding: a token must bring more than 32 ms / 42 ms of yield.
+  std::vector<DraftCandidate> busy = {{sure}, {weak}};
+  EXPECT_EQ(choose_draft_lengths(busy, 32, 32.0, 100, cost), (std::vector<int32_t>{4, 0}));
+  // The step's room bounds the total.
+  EXPECT_EQ(choose_draft_lengths(one, 1, 1.0, 2, cost), (std::vector<int32_t>{2}));
+}
+
+}  // namespace
+}  // namespace deepinfer::speculative

