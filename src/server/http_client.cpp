@@ -176,6 +176,7 @@ Status HttpClient::request(std::string_view method, std::string_view path, std::
     if (parser.is_header_done() && !head_seen) {
       head_seen = true;
       head.status = static_cast<int>(parser.get().result_int());
+      head.content_type = std::string(parser.get()[http::field::content_type]);
     }
     const size_t produced = body.size() - parser.get().body().size;
     if (produced > 0 && !sink(std::string_view(body.data(), produced))) return Status::ok_status();
