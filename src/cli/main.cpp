@@ -28,6 +28,7 @@ commands:
            bench serve: TTFT, TPOT and throughput of a running server, as vllm bench serve
   kvstore  the KV-cache store's directory: stat, verify, gc, bench
   router   HTTP front door over serve replicas: cache-aware load balancing, health, failover
+  cluster  cluster up CONFIG: replicas, router and KV store as local processes, one config
   version  print the version
 )";
 
@@ -62,6 +63,7 @@ int main(int argc, char** argv) {
   if (command == "bench") return bench_command(args);
   if (command == "kvstore") return kvstore_command(args);
   if (command == "router") return router_command(args);
+  if (command == "cluster") return cluster_command(args);
   if (command == "version" || command == "--version") {
     std::puts("deepinfer 0.1.0");
     return 0;
