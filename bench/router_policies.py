@@ -121,7 +121,7 @@ def run_policy(args, policy, workload, tmp):
         cmd = [args.binary, "serve", "-m", MODEL, "--port", "0", "--threads", str(args.threads),
                "--max-num-seqs", "16", "--kv-cache-tokens", str(args.kv_cache_tokens)]
         replicas.append(start(cmd, f"{tmp}/{policy}-replica{i}.log", r"on http://127\.0\.0\.1:(\d+)"))
-    cmd = [args.binary, "router", "--port", "0", "--policy", policy, "--health-interval", "0.5"]
+    cmd = [args.binary, "router", "--port", "0", "--policy", policy, "--health-interval", "0.5", *args.router_args.split()]
     for _, url in replicas:
         cmd += ["--replica", url]
     router_proc, router = start(cmd, f"{tmp}/{policy}-router.log", r"on http://127\.0\.0\.1:(\d+)")
@@ -169,6 +169,9 @@ def run_policy(args, policy, workload, tmp):
     queries = sum(a["deepinfer:prefix_cache_queries_total"] - b["deepinfer:prefix_cache_queries_total"]
                   for a, b in zip(after, before))
     share = [int(rm.get(f'deepinfer_router:requests_total{{replica="{u}"}}', 0)) for u in urls]
+    estimated = sum(rm.get(f'deepinfer_router:estimated_hit_tokens_total{{replica="{u}"}}', 0) for u in urls)
+    actual = sum(rm.get(f'deepinfer_router:actual_hit_tokens_total{{replica="{u}"}}', 0) for u in urls)
+    decisions = {k.split('"')[1]: int(v) for k, v in rm.items() if k.startswith("deepinfer_router:decisions_total")}
     router_proc.terminate()
     router_proc.wait(timeout=30)
     for proc, _ in replicas:
@@ -177,7 +180,8 @@ def run_policy(args, policy, workload, tmp):
     q = statistics.quantiles(ttfts, n=100)
     return {"policy": policy, "requests": len(workload), "seconds": elapsed, "req_per_s": len(workload) / elapsed,
             "ttft_p50_ms": q[49] * 1000, "ttft_p99_ms": q[98] * 1000, "hit_rate": hits / queries if queries else 0.0,
-            "requests_per_replica": share, "max_waiting_per_replica": max_waiting}
+            "requests_per_replica": share, "max_waiting_per_replica": max_waiting,
+            "router_estimated_hit_tokens": estimated, "router_actual_hit_tokens": actual, "decisions": decisions}
 
 
 def main():
@@ -187,7 +191,7 @@ def main():
     p.add_argument("--policies", default="cache-aware,least-load,round-robin")
     p.add_argument("--replicas", type=int, default=2)
     p.add_argument("--threads", type=int, default=1, help="engine threads per replica")
-    p.add_argument("--kv-cache-tokens", type=int, default=8192, help="per replica: small, so that caches compete")
+    p.add_argument("--kv-cache-tokens", type=int, default=16384, help="per replica: small, so that caches compete")
     p.add_argument("--conversations", type=int, default=24)
     p.add_argument("--min-turns", type=int, default=3)
     p.add_argument("--tenants", type=int, default=4)
@@ -195,13 +199,15 @@ def main():
     p.add_argument("--block-words", type=int, default=24)
     p.add_argument("--max-tokens", type=int, default=4)
     p.add_argument("--concurrency", type=int, default=8)
+    p.add_argument("--router-args", default="", help="extra router flags, e.g. '--index-blocks 1024'")
+    p.add_argument("--rounds", type=int, default=1, help="repeat the policies, interleaved, to show the noise")
     p.add_argument("--out", help="write the results as JSON here")
     args = p.parse_args()
     workload = load_workload(args)
     print(f"workload: {len(workload)} requests, {args.conversations} conversations, {args.tenants} tenants", flush=True)
     results = []
     with tempfile.TemporaryDirectory(prefix="router-bench-") as tmp:
-        for policy in args.policies.split(","):
+        for policy in args.policies.split(",") * args.rounds:
             r = run_policy(args, policy, workload, tmp)
             results.append(r)
             print(json.dumps(r), flush=True)

@@ -59,6 +59,7 @@ Result<std::vector<std::string>> config_flags(const std::string& path) {
 
 Status read_options(const Args& args, router::RouterOptions& o) {
   o.replicas = args.get_all("--replica");
+  if (o.replicas.empty()) return invalid_argument("--replica: at least one replica URL is needed");
   if (auto host = args.get("--host")) o.host = *host;
   DI_ASSIGN_OR_RETURN(int64_t port, args.get_int("--port", 8000));
   if (port < 0 || port > 65535) return invalid_argument("--port must be 0-65535");

@@ -48,3 +48,17 @@ def test_cluster_config_errors_name_the_field(tmp_path):
     (tmp_path / "c.json").write_text(json.dumps({"replicas": [{"role": "both"}], "router": {"port": 2}}))
     r = subprocess.run([_binary(), "cluster", "up", str(tmp_path / "c.json")], capture_output=True, text=True, timeout=30)
     assert r.returncode == 2 and "replicas[0].port" in r.stderr
+
+
+def test_router_flag_and_config_errors(tmp_path):
+    r = subprocess.run([_binary(), "router", "--replica", "http://127.0.0.1:1", "--policy", "random"],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 2 and "--policy" in r.stderr
+    r = subprocess.run([_binary(), "router"], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 2 and "--replica" in r.stderr
+    (tmp_path / "r.json").write_text(json.dumps({"replica": ["https://x:1"]}))
+    r = subprocess.run([_binary(), "router", "--config", str(tmp_path / "r.json")], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 1 and "https" in r.stderr
+    (tmp_path / "r.json").write_text(json.dumps({"replica": [{"url": "x"}]}))
+    r = subprocess.run([_binary(), "router", "--config", str(tmp_path / "r.json")], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 2 and '"replica"' in r.stderr
