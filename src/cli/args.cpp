@@ -28,6 +28,7 @@ Result<Args> Args::parse(const std::vector<std::string>& argv, const FlagSpec& s
         if (i + 1 >= argv.size()) return invalid_argument("flag " + arg + " needs a value");
         args.values_[arg] = argv[++i];
       }
+      args.all_values_[arg].push_back(args.values_[arg]);
     } else {
       return invalid_argument("unknown flag " + arg + " (see --help)");
     }
@@ -39,6 +40,11 @@ std::optional<std::string> Args::get(const std::string& flag) const {
   auto it = values_.find(flag);
   if (it == values_.end()) return std::nullopt;
   return it->second;
+}
+
+std::vector<std::string> Args::get_all(const std::string& flag) const {
+  auto it = all_values_.find(flag);
+  return it == all_values_.end() ? std::vector<std::string>{} : it->second;
 }
 
 Result<int64_t> Args::get_int(const std::string& flag, int64_t fallback) const {

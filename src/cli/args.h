@@ -24,13 +24,16 @@ class Args {
   static Result<Args> parse(const std::vector<std::string>& argv, const FlagSpec& spec);
 
   bool has(const std::string& flag) const { return values_.count(flag) > 0; }
+  // The last value of a flag given more than once; get_all: every value, in order.
   std::optional<std::string> get(const std::string& flag) const;
+  std::vector<std::string> get_all(const std::string& flag) const;
   Result<int64_t> get_int(const std::string& flag, int64_t fallback) const;
   Result<double> get_float(const std::string& flag, double fallback) const;
   const std::vector<std::string>& positional() const { return positional_; }
 
  private:
   std::map<std::string, std::string> values_;
+  std::map<std::string, std::vector<std::string>> all_values_;
   std::vector<std::string> positional_;
 };
 

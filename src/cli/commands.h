@@ -18,6 +18,8 @@ int parse_command(const std::vector<std::string>& args);
 int serve_command(const std::vector<std::string>& args);
 int bench_command(const std::vector<std::string>& args);
 int kvstore_command(const std::vector<std::string>& args);
+int router_command(const std::vector<std::string>& args);
+int cluster_command(const std::vector<std::string>& args);
 
 // Prints "deepinfer: <message>" to stderr and returns `code`.
 int fail(const std::string& message, int code = 1);

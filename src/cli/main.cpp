@@ -27,6 +27,8 @@ commands:
   bench    kernel (bench ops) and model (bench model) speeds beside the memory bandwidth;
            bench serve: TTFT, TPOT and throughput of a running server, as vllm bench serve
   kvstore  the KV-cache store's directory: stat, verify, gc, bench; replay-trace (hit rate)
+  router   HTTP front door over serve replicas: cache-aware load balancing, health, failover
+  cluster  cluster up CONFIG: replicas, router and KV store as local processes, one config
   version  print the version
 )";
 
@@ -60,6 +62,8 @@ int main(int argc, char** argv) {
   if (command == "pull") return run_pull(argc - 1, argv + 1);
   if (command == "bench") return bench_command(args);
   if (command == "kvstore") return kvstore_command(args);
+  if (command == "router") return router_command(args);
+  if (command == "cluster") return cluster_command(args);
   if (command == "version" || command == "--version") {
     std::puts("deepinfer 0.1.0");
     return 0;

@@ -155,10 +155,11 @@ Status HttpClient::request(std::string_view method, std::string_view path, std::
       ReadResult r = socket->read_some(in.data() + end, in.size() - end, deadline);
       if (r.outcome == ReadOutcome::kTimeout) return timed_out(head_seen ? "reading the response" : "waiting for the response");
       if (r.outcome != ReadOutcome::kData) {
-        // A body without framing runs to the close; anything else ends too early.
+        // A body without framing runs to the close; anything else ends too early. NOTE: not
+        // put_eof before any byte: Beast then reports a complete message with status 0.
         beast::error_code ec;
-        parser.put_eof(ec);
-        if (!ec && parser.is_done()) break;
+        if (parser.is_header_done()) parser.put_eof(ec);
+        if (parser.is_header_done() && !ec && parser.is_done()) break;
         return unavailable(head_seen ? "the server closed the connection mid-response" : "the server closed the connection without a response");
       }
       end += r.n;
@@ -176,6 +177,7 @@ Status HttpClient::request(std::string_view method, std::string_view path, std::
     if (parser.is_header_done() && !head_seen) {
       head_seen = true;
       head.status = static_cast<int>(parser.get().result_int());
+      head.content_type = std::string(parser.get()[http::field::content_type]);
     }
     const size_t produced = body.size() - parser.get().body().size;
     if (produced > 0 && !sink(std::string_view(body.data(), produced))) return Status::ok_status();

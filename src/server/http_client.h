@@ -34,6 +34,7 @@ using BodySink = std::function<bool(std::string_view piece)>;
 
 struct HttpHead {
   int status = 0;
+  std::string content_type;  // the response's Content-Type ("" when it sent none)
 };
 
 class HttpClient {

@@ -10,11 +10,12 @@ namespace deepinfer::server {
 
 namespace {
 
-enum class Kind { kCounter, kGauge, kHistogram, kGaugeFamily };
+enum class Kind { kCounter, kGauge, kHistogram, kGaugeFamily, kCounterFamily };
 
 const char* kind_name(Kind kind) {
   switch (kind) {
-    case Kind::kCounter: return "counter";
+    case Kind::kCounter:
+    case Kind::kCounterFamily: return "counter";
     case Kind::kGauge:
     case Kind::kGaugeFamily: return "gauge";
     case Kind::kHistogram: return "histogram";
@@ -194,6 +195,14 @@ GaugeFamily& MetricsRegistry::gauge_family(const std::string& name, const std::s
           }).family;
 }
 
+GaugeFamily& MetricsRegistry::counter_family(const std::string& name, const std::string& help, const std::string& label) {
+  std::lock_guard lock(mutex_);
+  DI_ICHECK(valid_metric_name(label));
+  return *find_or_add(entries_, name, help, Kind::kCounterFamily, [&](Entry& e) {
+            e.family = std::make_unique<GaugeFamily>(label);
+          }).family;
+}
+
 void MetricsRegistry::on_render(std::function<void()> refresh) {
   std::lock_guard lock(mutex_);
   refreshers_.push_back(std::move(refresh));
@@ -229,6 +238,7 @@ std::string MetricsRegistry::render() const {
         out += '\n';
         break;
       case Kind::kGaugeFamily:
+      case Kind::kCounterFamily:
         for (const auto& [value, number] : e->family->values()) {
           out += e->name;
           out += '{';

@@ -69,6 +69,9 @@ class MetricsRegistry {
   Gauge& gauge(const std::string& name, const std::string& help);
   Histogram& histogram(const std::string& name, const std::string& help, std::vector<double> upper_bounds);
   GaugeFamily& gauge_family(const std::string& name, const std::string& help, const std::string& label);
+  // The same, exposed as counters: the owner sets each child from its own monotonic count
+  // (typically in an on_render refresher), so a labelled total needs no second atomic type.
+  GaugeFamily& counter_family(const std::string& name, const std::string& help, const std::string& label);
   // Called at the start of every render(), to refresh gauges from their sources.
   void on_render(std::function<void()> refresh);
   std::string render() const;

@@ -34,5 +34,16 @@ if grep -rnE --include='*.h' --include='*.cpp' '#include "(engine|recipe|server|
   echo "layering: the lines above include a higher layer from src/grammar" >&2
   status=1
 fi
+# The router sits above the server (it uses its transport and client) and below the cli: no
+# lower layer includes it, and it reaches no engine internals (it talks to replicas over HTTP).
+if grep -rn --include='*.h' --include='*.cpp' '#include "router/' src/core src/backend src/model src/tokenizer \
+    src/grammar src/recipe src/kv src/kvstore src/engine src/server; then
+  echo "layering: the lines above include src/router from a lower layer" >&2
+  status=1
+fi
+if grep -rnE --include='*.h' --include='*.cpp' '#include "(engine|kv|kvstore|model|backend|cli)/' src/router; then
+  echo "layering: the lines above reach below the HTTP seam from src/router" >&2
+  status=1
+fi
 ((status == 0)) && echo "layering: ok"
 exit $status

@@ -1,0 +1,78 @@
+// The routing decision as a pure function of a plain-data view of the replicas, so that every
+// policy is tested without sockets (tests/unit/router/cost_model_test.cpp).
+//
+// Load is counted at dispatch: `in_flight` is the router's own count, raised before the request
+// leaves and lowered when its answer ends, so a burst never lands on one replica because the
+// replicas' metrics have not caught up yet (the "lost load counter" and PD pile-up failures of
+// other routers). The scraped running/waiting counts only add load the router did not send.
+//
+// cache-aware: cost = miss + load_weight * load / (mean load + 1), where miss is the fraction of
+// the prompt's blocks the replica is not expected to hold. Dimensionless, so that one weight
+// means the same for short and long prompts: at weight 1 a full miss costs as much as being one
+// mean-load-plus-one above the others. Two guards keep one hot prefix from piling onto one
+// replica, per request rather than as a global gate (a gate opened by one hot replica would
+// turn affinity off for every other prefix too):
+//   - the bound: only replicas with load <= max(min_load + balance_abs, min_load * balance_rel)
+//     compete; the best-matching replica outside it loses the request ("bound");
+//   - a miss everywhere goes to the least loaded replica, never to "the smallest tree", which
+//     ignores load (SGLang's death spiral).
+// Ties break on load, then on the fewest requests routed so far, then on the lowest index.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string_view>
+
+namespace deepinfer::router {
+
+enum class Policy { kRoundRobin, kLeastLoad, kCacheAware };
+
+// "round-robin", "least-load", "cache-aware"; nullopt for anything else.
+std::optional<Policy> parse_policy(std::string_view name);
+std::string_view policy_name(Policy policy);
+
+struct CandidateView {
+  bool available = false;  // healthy and below its in-flight limit
+  int64_t in_flight = 0;   // counted by the router at dispatch
+  double scraped_queue = 0;  // running + waiting from the replica's last /metrics
+  double kv_usage = 0;       // 0-1, from the same scrape
+  size_t matched_blocks = 0; // of the request's blocks, expected in this replica's cache
+  uint64_t routed_total = 0; // requests routed here so far
+};
+
+struct CostParams {
+  double load_weight = 1.0;
+  double balance_abs = 8.0;
+  double balance_rel = 1.5;
+  // A replica whose KV cache is nearly full is about to preempt: its usage counts as this many
+  // queued requests (scaled 0-1).
+  double kv_usage_weight = 4.0;
+};
+
+enum class Reason {
+  kCacheHit,    // cache-aware: the cheapest replica holds part of the prompt
+  kLeastLoad,   // least-load policy, or cache-aware with no hit anywhere
+  kBound,       // cache-aware: the best-matching replica was over the bound
+  kRoundRobin,
+};
+inline constexpr size_t kNumReasons = 4;
+std::string_view reason_name(Reason reason);
+
+struct Choice {
+  size_t index = 0;
+  Reason reason = Reason::kLeastLoad;
+  size_t matched_blocks = 0;
+};
+
+// The load the policies compare: what the router sent or what the replica reports, whichever
+// is more, plus KV pressure.
+double load_of(const CandidateView& c, const CostParams& params);
+
+// The replica for a request of `total_blocks` routing blocks, or nullopt when none is available.
+// `rr_cursor` is the round-robin position (advanced by the caller after a kRoundRobin choice).
+std::optional<Choice> choose(Policy policy, std::span<const CandidateView> candidates, size_t total_blocks,
+                             const CostParams& params, uint64_t rr_cursor);
+
+}  // namespace deepinfer::router

@@ -1,0 +1,191 @@
+#include "router/replica_pool.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cstdio>
+
+namespace deepinfer::router {
+
+struct ReplicaPool::Replica {
+  Replica(server::HttpUrl u, std::string n, size_t index_blocks) : url(std::move(u)), name(std::move(n)), index(index_blocks) {}
+  server::HttpUrl url;
+  std::string name;
+  ReplicaCounters counters;
+  // Guarded by ReplicaPool::mutex_:
+  bool healthy = false;
+  bool checked = false;  // a scrape has been seen (its totals are a baseline)
+  int consecutive_failures = 0;
+  int consecutive_ok = 0;
+  int64_t in_flight = 0;
+  uint64_t routed_total = 0;
+  ReplicaScrape last;
+  PrefixIndex index;
+};
+
+ReplicaScrape parse_replica_metrics(std::string_view text) {
+  ReplicaScrape out;
+  size_t at = 0;
+  while (at < text.size()) {
+    size_t end = text.find('\n', at);
+    if (end == std::string_view::npos) end = text.size();
+    std::string_view line = text.substr(at, end - at);
+    at = end + 1;
+    if (line.empty() || line.front() == '#') continue;
+    const size_t space = line.rfind(' ');
+    if (space == std::string_view::npos) continue;
+    std::string_view name = line.substr(0, space), value_text = line.substr(space + 1);
+    double value = 0;
+    auto [ptr, ec] = std::from_chars(value_text.data(), value_text.data() + value_text.size(), value);
+    if (ec != std::errc()) continue;
+    if (name == "deepinfer:num_requests_running") out.running = value;
+    else if (name == "deepinfer:num_requests_waiting") out.waiting = value;
+    else if (name == "deepinfer:kv_cache_usage_perc") out.kv_usage = value;
+    else if (name == "deepinfer:prefix_cache_queries_total") out.prefix_queries_total = value;
+    else if (name == "deepinfer:prefix_cache_hits_total") out.prefix_hits_total = value;
+  }
+  return out;
+}
+
+ReplicaPool::ReplicaPool(std::vector<server::HttpUrl> urls, std::vector<std::string> names, ReplicaOptions options)
+    : options_(options) {
+  for (size_t i = 0; i < urls.size(); ++i) {
+    replicas_.push_back(std::make_unique<Replica>(std::move(urls[i]), std::move(names[i]), options.index_blocks));
+  }
+}
+
+ReplicaPool::~ReplicaPool() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  stop_cv_.notify_all();
+  if (checker_.joinable()) checker_.join();
+}
+
+const server::HttpUrl& ReplicaPool::url(size_t index) const { return replicas_[index]->url; }
+const std::string& ReplicaPool::name(size_t index) const { return replicas_[index]->name; }
+ReplicaCounters& ReplicaPool::counters(size_t index) { return replicas_[index]->counters; }
+
+bool ReplicaPool::check_one(size_t index, ReplicaScrape& scrape) const {
+  server::HttpClient client(replicas_[index]->url);
+  const auto deadline = server::Clock::now() + options_.health_timeout;
+  auto health = client.get("/health", deadline);
+  if (!health.ok() || health->status != 200) return false;
+  auto metrics = client.get("/metrics", deadline);
+  if (!metrics.ok() || metrics->status != 200) return false;
+  scrape = parse_replica_metrics(metrics->body);
+  return true;
+}
+
+void ReplicaPool::apply_check(size_t index, bool ok, const ReplicaScrape& scrape) {
+  std::lock_guard lock(mutex_);
+  Replica& r = *replicas_[index];
+  if (!ok) {
+    r.consecutive_ok = 0;
+    if (++r.consecutive_failures >= options_.eject_after && r.healthy) {
+      r.healthy = false;
+      r.counters.ejections.fetch_add(1);
+      std::fprintf(stderr, "deepinfer router: ejected %s (%d failed health checks)\n", r.name.c_str(), r.consecutive_failures);
+    }
+    return;
+  }
+  r.consecutive_failures = 0;
+  // A counter that went down means a new process: its cache is empty whatever we recorded.
+  const bool restarted = r.checked && scrape.prefix_queries_total < r.last.prefix_queries_total;
+  if (r.checked && !restarted) {
+    r.counters.actual_hit_tokens.fetch_add(std::max(0.0, scrape.prefix_hits_total - r.last.prefix_hits_total));
+  }
+  if (restarted) r.index.clear();
+  r.last = scrape;
+  r.checked = true;
+  // The first check admits at once: a router starting beside its replicas should not wait
+  // readmit_after intervals; a replica that was ejected has to prove itself again.
+  const bool first = r.counters.ejections.load() == 0;
+  if (!r.healthy && (++r.consecutive_ok >= options_.readmit_after || first)) {
+    r.healthy = true;
+    r.consecutive_ok = 0;
+    r.index.clear();
+    if (!first) {
+      r.counters.readmissions.fetch_add(1);
+      std::fprintf(stderr, "deepinfer router: re-admitted %s\n", r.name.c_str());
+    }
+  }
+}
+
+void ReplicaPool::check_all() {
+  // Replicas are checked one after another: with a 1 s timeout and a handful of replicas a
+  // round stays well inside the interval, and a thread per replica would buy nothing else.
+  for (size_t i = 0; i < replicas_.size(); ++i) {
+    ReplicaScrape scrape;
+    const bool ok = check_one(i, scrape);
+    apply_check(i, ok, scrape);
+  }
+}
+
+void ReplicaPool::start_checks() {
+  checker_ = std::thread([this] {
+    std::unique_lock lock(mutex_);
+    while (!stopping_) {
+      if (stop_cv_.wait_for(lock, options_.health_interval, [this] { return stopping_; })) break;
+      lock.unlock();
+      check_all();
+      lock.lock();
+    }
+  });
+}
+
+std::optional<ReplicaPool::Lease> ReplicaPool::acquire(Policy policy, const std::vector<uint64_t>& keys,
+                                                       const CostParams& params, const std::vector<size_t>& excluded) {
+  std::lock_guard lock(mutex_);
+  std::vector<CandidateView> views(replicas_.size());
+  for (size_t i = 0; i < replicas_.size(); ++i) {
+    const Replica& r = *replicas_[i];
+    CandidateView& v = views[i];
+    const bool below_limit = options_.max_in_flight <= 0 || r.in_flight < options_.max_in_flight;
+    v.available = r.healthy && below_limit && std::find(excluded.begin(), excluded.end(), i) == excluded.end();
+    v.in_flight = r.in_flight;
+    // The scrape counts this router's requests too; what it adds beyond in_flight is others'.
+    v.scraped_queue = r.last.running + r.last.waiting;
+    v.kv_usage = r.last.kv_usage;
+    v.matched_blocks = r.index.match(keys);  // every policy, so that /metrics compares estimates
+    v.routed_total = r.routed_total;
+  }
+  auto choice = choose(policy, views, keys.size(), params, rr_cursor_);
+  if (!choice) return std::nullopt;
+  if (choice->reason == Reason::kRoundRobin) rr_cursor_ = choice->index + 1;
+  Replica& r = *replicas_[choice->index];
+  ++r.in_flight;
+  ++r.routed_total;
+  r.index.insert(keys);
+  decisions_[static_cast<size_t>(choice->reason)].fetch_add(1);
+  r.counters.requests.fetch_add(1);
+  r.counters.estimated_hit_tokens.fetch_add(static_cast<double>(choice->matched_blocks * kTextBlockBytes) / kBytesPerToken);
+  return Lease{choice->index, *choice};
+}
+
+void ReplicaPool::release(size_t index) {
+  std::lock_guard lock(mutex_);
+  --replicas_[index]->in_flight;
+}
+
+void ReplicaPool::report_unreachable(size_t index) {
+  std::lock_guard lock(mutex_);
+  Replica& r = *replicas_[index];
+  r.counters.failures.fetch_add(1);
+  r.consecutive_ok = 0;
+  r.consecutive_failures = std::max(r.consecutive_failures, options_.eject_after);
+  if (r.healthy) {
+    r.healthy = false;
+    r.counters.ejections.fetch_add(1);
+    std::fprintf(stderr, "deepinfer router: ejected %s (unreachable)\n", r.name.c_str());
+  }
+}
+
+std::vector<ReplicaSnapshot> ReplicaPool::snapshot() const {
+  std::lock_guard lock(mutex_);
+  std::vector<ReplicaSnapshot> out;
+  for (const auto& r : replicas_) out.push_back({r->name, r->healthy, r->in_flight, r->index.size()});
+  return out;
+}
+
+}  // namespace deepinfer::router
