@@ -65,24 +65,28 @@ def _binary():
     return path
 
 
+def wait_listening(proc, log_path, what, timeout, hint=""):
+    """The Server once `proc` logs the port it listens on; a test failure if it exits first."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        text = Path(log_path).read_text(errors="replace")
+        match = re.search(r"on http://127\.0\.0\.1:(\d+)", text)
+        if match:
+            return Server(proc, int(match.group(1)), log_path)
+        if proc.poll() is not None:
+            pytest.fail(f"deepinfer {what} exited with {proc.returncode} before listening{hint}:\n{text}")
+        time.sleep(0.05)
+    proc.kill()
+    pytest.fail(f"deepinfer {what} did not start listening within {timeout} s:\n" + Path(log_path).read_text())
+
+
 def start_server(*extra_args, model=MODEL):
     """Starts `deepinfer serve` on a free port; returns a Server once it listens."""
     log = tempfile.NamedTemporaryFile(prefix="deepinfer-serve-", suffix=".log", delete=False)
     proc = subprocess.Popen(
         [_binary(), "serve", "-m", str(model), "--port", "0", "--api-key", API_KEY, *extra_args],
         stdout=log, stderr=subprocess.STDOUT)
-    deadline = time.time() + 120
-    while time.time() < deadline:
-        text = Path(log.name).read_text(errors="replace")
-        match = re.search(r"on http://127\.0\.0\.1:(\d+)", text)
-        if match:
-            return Server(proc, int(match.group(1)), log.name)
-        if proc.poll() is not None:
-            pytest.fail(f"deepinfer serve exited with {proc.returncode} before listening "
-                        f"(is the model pulled? `deepinfer pull {model}`):\n{text}")
-        time.sleep(0.1)
-    proc.kill()
-    pytest.fail("deepinfer serve did not start listening within 120 s:\n" + Path(log.name).read_text())
+    return wait_listening(proc, log.name, "serve", 120, f" (is the model pulled? `deepinfer pull {model}`)")
 
 
 def stop_server(srv):

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import API_KEY, MODEL, Server, _binary, start_server, stop_server
+from conftest import API_KEY, MODEL, Server, _binary, start_server, stop_server, wait_listening
 
 REPLICA_ARGS = ("--threads", "1", "--max-num-seqs", "8", "--shutdown-timeout", "5")
 
@@ -30,17 +30,7 @@ def start_router(*replica_urls, extra=()):
     for url in replica_urls:
         args += ["--replica", url]
     proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
-    deadline = time.time() + 20
-    while time.time() < deadline:
-        text = Path(log.name).read_text(errors="replace")
-        match = re.search(r"on http://127\.0\.0\.1:(\d+)", text)
-        if match:
-            return Server(proc, int(match.group(1)), log.name)
-        if proc.poll() is not None:
-            pytest.fail(f"deepinfer router exited with {proc.returncode}:\n{text}")
-        time.sleep(0.05)
-    proc.kill()
-    pytest.fail("deepinfer router did not start listening within 20 s")
+    return wait_listening(proc, log.name, "router", 20)
 
 
 def by_label(metrics, name):
