@@ -797,8 +797,20 @@ class EngineImpl final : public Engine {
     std::sort(proposals_.begin(), proposals_.end(), [](const Proposal& a, const Proposal& b) { return a.id < b.id; });
     const std::vector<int32_t> lengths = draft_lengths(n_decoding);
     for (size_t i = 0; i < proposals_.size(); ++i) {
-      scheduler_.set_draft(proposals_[i].id, proposals_[i].draft.view().first(static_cast<size_t>(lengths[i])));
+      const Proposal& p = proposals_[i];
+      scheduler_.set_draft(p.id, p.draft.view().first(static_cast<size_t>(lengths[i])));
+      if (p.draft.n > 0 && lengths[i] == 0) forget_a_little(p.id);
     }
+  }
+
+  // A draft the schedule left unverified teaches nothing, but its evidence still ages: else a
+  // sequence (or a method's pool) whose estimate once fell below what a step costs would never
+  // be verified again, and never learn that its text became repetitive.
+  void forget_a_little(RequestId id) {
+    auto it = seqs_.find(id);
+    if (it == seqs_.end() || !it->second.drafter) return;
+    it->second.drafter->record(0, 0);
+    pooled_[static_cast<size_t>(it->second.drafter->method())].record(0, 0);
   }
 
   // The step-time curve the schedule starts from, measured once before the first draft: one

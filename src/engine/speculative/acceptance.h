@@ -5,9 +5,9 @@
 //
 // Positions from 2 on share one estimate: a draft that got two tokens right is copying, and
 // deeper positions are tried too seldom to have estimates of their own. Every verification
-// decays every position's evidence, tried or not, so a position the schedule stopped trying
-// drifts back to the prior and is tried again: without that, one early bad run would keep it
-// untried for good.
+// decays every position's evidence, tried or not, and so does a draft the schedule verified
+// none of (record(0, 0)): a position the schedule stopped trying drifts back to the prior and
+// is tried again: without that, one early bad run would keep it untried for good.
 #pragma once
 
 #include <array>

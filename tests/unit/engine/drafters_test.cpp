@@ -111,6 +111,17 @@ TEST(AcceptanceStats, APositionNoLongerTriedDriftsBackToThePrior) {
   EXPECT_GT(s.rate(1, 0.6f), 0.55f);
 }
 
+TEST(AcceptanceStats, ADraftLeftUnverifiedStillAgesTheEvidence) {
+  AcceptanceStats s;
+  for (int i = 0; i < 30; ++i) s.record(3, 0);  // a bad start: position 0 always rejected
+  const float low = s.rate(0, 0.6f);
+  EXPECT_LT(low, 0.15f);
+  // The schedule now verifies none of this sequence's drafts (record(0, 0)): nothing is
+  // learnt, but the old evidence fades until the draft is worth trying again.
+  for (int i = 0; i < 40; ++i) s.record(0, 0);
+  EXPECT_GT(s.rate(0, 0.6f), 0.5f);
+}
+
 TEST(StepCostModel, RecoversALinearCostAndLeansOnThePriorWithoutSpread) {
   StepCostModel m;
   for (int i = 0; i < 200; ++i) m.observe(1 + i % 40, 0.010 + 0.001 * (1 + i % 40));

@@ -37,8 +37,13 @@ Output collect(RequestHandle& h) {
   return o;
 }
 
+// The fixed schedule verifies every draft: tests that count kept drafts use it, since what
+// the confidence schedule verifies follows the step times it measures on this machine (a
+// sanitizer build or a loaded runner may make every draft look too dear). drafters_test
+// checks the schedule's decisions against given step costs.
 EngineConfig config_for(const std::string& model, SpeculativeMethod method, int64_t max_batched = 2048) {
   EngineConfig cfg;
+  cfg.speculative.schedule = SpeculativeSchedule::kFixed;
   cfg.model_path = model;
   cfg.threads = 2;
   cfg.kv_cache_tokens = 16384;
@@ -116,7 +121,9 @@ TEST(SpeculativeEngine, GreedyOutputEqualsThePlainEnginesOnSmolLM2) {
       const std::string what = std::string(speculative_method_name(m)) +
                                (schedule == SpeculativeSchedule::kFixed ? " fixed" : " confidence");
       expect_same_tokens(plain, alone, what);
-      EXPECT_GT(accepted_of(alone), 0) << what << ": no draft was ever accepted, nothing was tested";
+      if (schedule == SpeculativeSchedule::kFixed) {
+        EXPECT_GT(accepted_of(alone), 0) << what << ": no draft was ever accepted, nothing was tested";
+      }
     }
   }
 }
