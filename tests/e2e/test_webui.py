@@ -9,7 +9,8 @@ tokenizer's ids say), the chat playground against the server's own metrics (a st
 gone), the dashboard against a load run beside it.
 
 DEEPINFER_UI_SCREENSHOTS=DIR writes a screenshot of each page into DIR (docs/img/ holds the
-committed ones); DEEPINFER_CHROMIUM names the browser binary (default: chromium on PATH). The
+committed ones; take them with Debian's fonts-noto-cjk installed, or DeepSeek's full-width
+bars in control tokens show as boxes); DEEPINFER_CHROMIUM names the browser binary (default: chromium on PATH). The
 tests are skipped, saying why, where Playwright or Chromium is missing (scripts/setup installs
 both).
 """
