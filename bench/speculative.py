@@ -24,6 +24,7 @@ import json
 import os
 import pathlib
 import platform
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -150,6 +151,18 @@ def run(args, input_path, concurrency, method, schedule):
     }
 
 
+def median_run(runs):
+    """The rounds of one configuration: speeds are medians; tokens must agree across rounds."""
+    out = dict(runs[0])
+    for key in ("per_user_tok_s", "throughput_tok_s", "process_seconds"):
+        out[key] = statistics.median(r[key] for r in runs)
+    out["draft_tokens"] = sum(r["draft_tokens"] for r in runs)
+    out["accepted_tokens"] = sum(r["accepted_tokens"] for r in runs)
+    if any(r["tokens"] != runs[0]["tokens"] for r in runs):
+        out["tokens"] = None  # differs from plain's: reported as TOKENS DIFFER
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default="smollm2-135m-instruct")
@@ -160,6 +173,8 @@ def main():
     ap.add_argument("--num-tokens", type=int, default=5, help="--num-speculative-tokens")
     ap.add_argument("--requests-per-slot", type=int, default=2,
                     help="requests per concurrency slot (at concurrency 1: this many requests, one at a time)")
+    ap.add_argument("--repeats", type=int, default=1,
+                    help="rounds of every configuration; speeds reported are the medians")
     ap.add_argument("--out", help="write every result as JSON here")
     args = ap.parse_args()
     if not BIN.exists():
@@ -174,14 +189,18 @@ def main():
                 n = max(2, c * args.requests_per_slot) if c > 1 else args.requests_per_slot
                 input_path = os.path.join(tmp, f"{workload}-{c}.jsonl")
                 write_input(input_path, WORKLOADS[workload](n), args.max_tokens)
-                results = {}
-                for method, schedule in CONFIGS:
-                    results[(method, schedule)] = run(args, input_path, c, method, schedule)
+                # Rounds of every configuration in turn; each figure is the median over rounds,
+                # so a burst of load on the machine moves one round of all, not one configuration.
+                rounds = {cfg: [] for cfg in CONFIGS}
+                for _ in range(args.repeats):
+                    for method, schedule in CONFIGS:
+                        rounds[(method, schedule)].append(run(args, input_path, c, method, schedule))
+                results = {cfg: median_run(rs) for cfg, rs in rounds.items()}
                 plain = results[("none", None)]
                 for (method, schedule), r in results.items():
                     row = {k: v for k, v in r.items() if k != "tokens"}
                     row.update(workload=workload, concurrency=c, requests=n, method=method, schedule=schedule or "-",
-                               equal_to_plain=r["tokens"] == plain["tokens"],
+                               equal_to_plain=r["tokens"] is not None and r["tokens"] == plain["tokens"],
                                per_user_speedup=r["per_user_tok_s"] / plain["per_user_tok_s"],
                                throughput_ratio=r["throughput_tok_s"] / plain["throughput_tok_s"],
                                acceptance=r["accepted_tokens"] / r["draft_tokens"] if r["draft_tokens"] else 0.0)
@@ -193,7 +212,7 @@ def main():
                           f"{'same tokens' if row['equal_to_plain'] else 'TOKENS DIFFER'}", flush=True)
     if args.out:
         meta = {"cpu": cpu, "cores": os.cpu_count(), "model": args.model, "threads": args.threads,
-                "max_tokens": args.max_tokens, "num_speculative_tokens": args.num_tokens,
+                "max_tokens": args.max_tokens, "num_speculative_tokens": args.num_tokens, "repeats": args.repeats,
                 "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "python": platform.python_version()}
         pathlib.Path(args.out).write_text(json.dumps({"meta": meta, "rows": rows}, indent=1) + "\n")
     if not all(r["equal_to_plain"] for r in rows):

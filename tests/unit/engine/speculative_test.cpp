@@ -115,9 +115,8 @@ TEST(SpeculativeEngine, GreedyOutputEqualsThePlainEnginesOnSmolLM2) {
     for (SpeculativeSchedule schedule : {SpeculativeSchedule::kFixed, SpeculativeSchedule::kConfidence}) {
       EngineConfig cfg = config_for(model, m);
       cfg.speculative.schedule = schedule;
-      // One request at a time: alone in the batch.
-      std::vector<Output> alone;
-      for (const GenerationRequest& r : requests) alone.push_back(run_all(cfg, {r})[0]);
+      cfg.max_num_seqs = 1;  // one request at a time: each alone in its batch
+      const std::vector<Output> alone = run_all(cfg, requests);
       const std::string what = std::string(speculative_method_name(m)) +
                                (schedule == SpeculativeSchedule::kFixed ? " fixed" : " confidence");
       expect_same_tokens(plain, alone, what);
