@@ -302,6 +302,10 @@ class Engine {
   virtual EngineStats stats() const = 0;
   virtual int64_t n_vocab() const = 0;
   virtual int64_t max_context() const = 0;
+  // Waits until every KV page queued for the store so far is written (a page dropped because
+  // the write queue was full is not). A prefill worker calls it before it answers, so that the
+  // decode worker finds the prompt's pages. Returns at once without a store. Thread-safe.
+  virtual void flush_kv_store() = 0;
 };
 
 }  // namespace deepinfer

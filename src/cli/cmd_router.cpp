@@ -15,6 +15,12 @@ namespace {
 
 const char* kRouterUsage = R"(usage: deepinfer router --replica URL [--replica URL ...] [options]
   --replica URL          a `deepinfer serve` replica (http://host:port), repeatable
+  --decode URL           a decode worker (`serve --role decode`), repeatable; routed as replicas
+  --prefill URL          a prefill worker (`serve --role prefill`), repeatable: a decode worker's
+                         request whose uncached prompt is long enough is prefilled there first
+                         (its KV pages reach the decode worker through their shared --kv-store)
+  --pd-min-tokens N      remote prefill only when the decode worker is expected to miss at least
+                         this many prompt tokens (default 256; estimated at 4 bytes a token)
   --config FILE          JSON object of these flags without their dashes, e.g.
                          {"replica": ["http://10.0.0.1:8000"], "policy": "least-load"};
                          flags on the command line win (replicas add up)
@@ -59,7 +65,16 @@ Result<std::vector<std::string>> config_flags(const std::string& path) {
 
 Status read_options(const Args& args, router::RouterOptions& o) {
   o.replicas = args.get_all("--replica");
-  if (o.replicas.empty()) return invalid_argument("--replica: at least one replica URL is needed");
+  o.decode = args.get_all("--decode");
+  o.prefill = args.get_all("--prefill");
+  if (o.replicas.empty() && o.decode.empty()) {
+    return invalid_argument("--replica or --decode: at least one replica URL is needed");
+  }
+  if (!o.prefill.empty() && o.decode.empty()) {
+    return invalid_argument("--prefill needs --decode workers: a prefill worker only computes prompts for them");
+  }
+  DI_ASSIGN_OR_RETURN(o.pd_min_tokens, args.get_int("--pd-min-tokens", o.pd_min_tokens));
+  if (o.pd_min_tokens < 0) return invalid_argument("--pd-min-tokens must be >= 0");
   if (auto host = args.get("--host")) o.host = *host;
   DI_ASSIGN_OR_RETURN(int64_t port, args.get_int("--port", 8000));
   if (port < 0 || port > 65535) return invalid_argument("--port must be 0-65535");
@@ -106,7 +121,8 @@ int router_command(const std::vector<std::string>& argv) {
   FlagSpec spec;
   spec.with_value = {"--replica", "--config", "--host", "--port", "--policy", "--load-weight", "--balance-abs",
                      "--balance-rel", "--max-in-flight", "--max-retries", "--request-timeout", "--health-interval",
-                     "--eject-after", "--readmit-after", "--index-blocks", "--shutdown-timeout"};
+                     "--eject-after", "--readmit-after", "--index-blocks", "--shutdown-timeout", "--decode", "--prefill",
+                     "--pd-min-tokens"};
   spec.switches = {"--help"};
   spec.aliases = {{"-h", "--help"}};
   auto parsed = Args::parse(argv, spec);

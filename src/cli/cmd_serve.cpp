@@ -26,6 +26,9 @@ const char* kServeUsage = R"(usage: deepinfer serve [-m MODEL] [options]
                              the server (CORS), or '*'; default none: other origins get 403
   --allowed-hosts LIST       comma-separated Host names accepted besides localhost and IP
                              addresses (DNS-rebinding check on a loopback address), or '*'
+  --role both|prefill|decode a worker's part in a prefill/decode split behind `deepinfer router
+                             --prefill URL --decode URL` (default both); prefill and decode need
+                             one shared --kv-store (docs/deployment.md)
 )";
 
 std::string usage() { return kServeUsage + engine_flags_usage(); }
@@ -50,7 +53,7 @@ std::vector<std::string> split_list(const std::string& text) {
 int serve_command(const std::vector<std::string>& argv) {
   FlagSpec spec;
   spec.with_value = {"--host", "--port", "--api-key", "--served-model-name", "--max-queue", "--shutdown-timeout",
-                     "--max-body-bytes", "--read-timeout", "--allowed-origins", "--allowed-hosts"};
+                     "--max-body-bytes", "--read-timeout", "--allowed-origins", "--allowed-hosts", "--role"};
   spec.switches = {"--help"};
   spec.aliases = {{"-h", "--help"}};
   add_engine_flags(spec);
@@ -98,6 +101,19 @@ int serve_command(const std::vector<std::string>& argv) {
   options.read_timeout_s = *read_timeout;
   options.allowed_origins = split_list(args.get("--allowed-origins").value_or(""));
   options.allowed_hosts = split_list(args.get("--allowed-hosts").value_or(""));
+  const std::string role = args.get("--role").value_or("both");
+  if (role == "both") {
+    options.role = server::WorkerRole::kBoth;
+  } else if (role == "prefill") {
+    options.role = server::WorkerRole::kPrefill;
+  } else if (role == "decode") {
+    options.role = server::WorkerRole::kDecode;
+  } else {
+    return fail("--role must be both, prefill or decode (got '" + role + "')", 2);
+  }
+  if (options.role != server::WorkerRole::kBoth && options.engine.kv_store_dir.empty()) {
+    return fail("--role " + role + " needs --kv-store DIR: the store carries the prompt's KV pages between the workers", 2);
+  }
   Status status = server::serve(options);
   if (!status.ok()) return fail("serve: " + status.message());
   return 0;

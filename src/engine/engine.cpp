@@ -234,6 +234,9 @@ class EngineImpl final : public Engine {
   }
   int64_t n_vocab() const override { return model_->config().n_vocab; }
   int64_t max_context() const override { return max_context_; }
+  void flush_kv_store() override {
+    if (store_connector_) store_connector_->flush();
+  }
 
  private:
   Status validate(const GenerationRequest& r) const {

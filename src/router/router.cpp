@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <thread>
 
+#include "router/prefix_index.h"
 #include "router/request_key.h"
 #include "server/api_errors.h"
 #include "server/api_server.h"
@@ -41,20 +42,44 @@ bool refused(int status) { return status == 429 || status == 503; }
 
 }  // namespace
 
-Result<std::unique_ptr<Router>> Router::create(const RouterOptions& options) {
-  if (options.replicas.empty()) return invalid_argument("--replica: at least one replica URL is needed");
-  std::vector<server::HttpUrl> urls;
-  for (const std::string& text : options.replicas) {
+namespace {
+
+Status add_urls(const char* flag, const std::vector<std::string>& texts, std::vector<server::HttpUrl>& urls,
+                std::vector<std::string>& names) {
+  for (const std::string& text : texts) {
     auto url = server::parse_http_url(text);
-    if (!url.ok()) return invalid_argument("--replica " + text + ": " + url.status().message());
+    if (!url.ok()) return invalid_argument(std::string(flag) + " " + text + ": " + url.status().message());
     urls.push_back(*url);
+    names.push_back(text);
   }
-  auto pool = std::make_unique<ReplicaPool>(std::move(urls), options.replicas, options.replica);
-  return std::unique_ptr<Router>(new Router(options, std::move(pool)));
+  return Status::ok_status();
 }
 
-Router::Router(const RouterOptions& options, std::unique_ptr<ReplicaPool> pool)
-    : options_(options), pool_(std::move(pool)) {
+}  // namespace
+
+Result<std::unique_ptr<Router>> Router::create(const RouterOptions& options) {
+  if (options.replicas.empty() && options.decode.empty()) {
+    return invalid_argument("--replica or --decode: at least one replica URL is needed");
+  }
+  if (!options.prefill.empty() && options.decode.empty()) {
+    return invalid_argument("--prefill needs --decode workers: a prefill worker only computes prompts for them");
+  }
+  std::vector<server::HttpUrl> urls, prefill_urls;
+  std::vector<std::string> names, prefill_names;
+  DI_RETURN_IF_ERROR(add_urls("--replica", options.replicas, urls, names));
+  DI_RETURN_IF_ERROR(add_urls("--decode", options.decode, urls, names));
+  DI_RETURN_IF_ERROR(add_urls("--prefill", options.prefill, prefill_urls, prefill_names));
+  auto pool = std::make_unique<ReplicaPool>(std::move(urls), std::move(names), options.replica);
+  std::unique_ptr<ReplicaPool> prefill_pool;
+  if (!prefill_urls.empty()) {
+    prefill_pool = std::make_unique<ReplicaPool>(std::move(prefill_urls), std::move(prefill_names), options.replica);
+  }
+  return std::unique_ptr<Router>(new Router(options, std::move(pool), std::move(prefill_pool)));
+}
+
+Router::Router(const RouterOptions& options, std::unique_ptr<ReplicaPool> pool, std::unique_ptr<ReplicaPool> prefill_pool)
+    : options_(options), pool_(std::move(pool)), prefill_pool_(std::move(prefill_pool)),
+      first_decode_(options.replicas.size()) {
   register_metrics();
 }
 
@@ -65,6 +90,10 @@ void Router::register_metrics() {
                                 "Requests sent to another replica after one failed before the first byte.");
   no_replica_ = &registry_.counter("deepinfer_router:no_replica_total",
                                    "Requests answered 503 because no replica was available.");
+  remote_prefills_ = &registry_.counter("deepinfer_router:remote_prefills_total",
+                                        "Requests prefilled on a prefill worker before their decode worker took them.");
+  prefill_failures_ = &registry_.counter("deepinfer_router:remote_prefill_failures_total",
+                                         "Remote prefills that failed or found no prefill worker (the decode worker computed the prompt).");
   added_latency_ = &registry_.histogram("deepinfer_router:routing_seconds",
                                         "Time from a request's arrival to its hand-over to a replica (parse, key, decision).",
                                         {0.00001, 0.00003, 0.0001, 0.0003, 0.001, 0.003, 0.01, 0.03, 0.1});
@@ -139,6 +168,7 @@ void Router::proxy(const server::HttpRequest& request, server::ResponseWriter& w
     if (attempt > 0) retries_->inc();
     added_latency_->observe(seconds_since(arrived));
     const size_t index = lease->index;
+    if (attempt == 0) remote_prefill(request, index, keys.size() - std::min(keys.size(), lease->choice.matched_blocks), deadline);
     server::HttpClient client(pool_->url(index), forwarded_headers(request));
     server::HttpHead head;
     bool streaming = false, started = false;
@@ -197,6 +227,41 @@ void Router::proxy(const server::HttpRequest& request, server::ResponseWriter& w
   }
 }
 
+bool Router::remote_prefill(const server::HttpRequest& request, size_t replica, size_t missed_blocks,
+                            server::Clock::time_point deadline) {
+  if (!prefill_pool_ || replica < first_decode_) return false;
+  const double missed_tokens = static_cast<double>(missed_blocks * kTextBlockBytes) / kBytesPerToken;
+  if (missed_tokens < static_cast<double>(options_.pd_min_tokens)) return false;
+  // Least load: a prefill worker keeps nothing a later request could reuse in place (the store
+  // holds the pages), so affinity buys it little.
+  auto lease = prefill_pool_->acquire(Policy::kLeastLoad, {}, options_.cost, {});
+  if (!lease) {
+    prefill_failures_->inc();
+    return false;
+  }
+  server::Headers headers = forwarded_headers(request);
+  headers.emplace_back(std::string(server::kPrefillOnlyHeader), "1");
+  server::HttpClient client(prefill_pool_->url(lease->index), headers);
+  server::HttpHead head;
+  std::string body;
+  const Status s = client.request(request.method, request.target, request.body, deadline, head, [&](std::string_view piece) {
+    body.append(piece);
+    return body.size() <= (size_t{1} << 20);
+  });
+  prefill_pool_->release(lease->index);
+  if (s.ok() && head.status == 200) {
+    remote_prefills_->inc();
+    return true;
+  }
+  if (!s.ok() && s.code() == StatusCode::kUnavailable) prefill_pool_->report_unreachable(lease->index);
+  prefill_pool_->counters(lease->index).failures.fetch_add(1);
+  prefill_failures_->inc();
+  std::fprintf(stderr, "deepinfer router: prefill on %s failed (%s); %s computes the prompt\n",
+               prefill_pool_->name(lease->index).c_str(),
+               s.ok() ? ("HTTP " + std::to_string(head.status)).c_str() : s.message().c_str(), pool_->name(replica).c_str());
+  return false;
+}
+
 std::vector<server::Route> Router::routes() {
   auto proxy = [this](const server::HttpRequest& r, server::ResponseWriter& w) { this->proxy(r, w); };
   std::vector<server::Route> out;
@@ -244,11 +309,17 @@ Status run_router(const RouterOptions& options) {
   DI_ASSIGN_OR_RETURN(std::unique_ptr<Router> router, Router::create(options));
   router->pool().check_all();
   router->pool().start_checks();
+  if (ReplicaPool* prefill = router->prefill_pool()) {
+    prefill->check_all();
+    prefill->start_checks();
+  }
   DI_ASSIGN_OR_RETURN(std::unique_ptr<server::HttpServer> http, server::HttpServer::start(router->http_config(), router->routes()));
   size_t n_healthy = 0;
   for (const auto& r : router->pool().snapshot()) n_healthy += r.healthy ? 1 : 0;
-  std::fprintf(stderr, "deepinfer router: %s over %zu replicas (%zu healthy) on http://%s:%u\n",
-               std::string(policy_name(options.policy)).c_str(), options.replicas.size(), n_healthy, options.host.c_str(),
+  const size_t n_prefill = router->prefill_pool() ? router->prefill_pool()->size() : 0;
+  std::fprintf(stderr, "deepinfer router: %s over %zu replicas (%zu healthy)%s on http://%s:%u\n",
+               std::string(policy_name(options.policy)).c_str(), router->pool().size(), n_healthy,
+               n_prefill ? (", " + std::to_string(n_prefill) + " prefill workers").c_str() : "", options.host.c_str(),
                static_cast<unsigned>(http->port()));
   std::fflush(stderr);
   std::thread waiter([&] {

@@ -34,6 +34,13 @@ struct RouterOptions {
   std::string host = "127.0.0.1";
   uint16_t port = 8000;  // 0: any free port
   std::vector<std::string> replicas;  // "http://host:port"
+  // Prefill/decode: decode workers are routed like replicas; before a decode worker gets a
+  // request whose expected miss is at least pd_min_tokens, a prefill worker computes the prompt
+  // (x-deepinfer-prefill-only) and the decode worker then finds its pages in the shared store.
+  // A prefill that fails is skipped: the decode worker computes the prompt itself.
+  std::vector<std::string> decode;
+  std::vector<std::string> prefill;
+  int64_t pd_min_tokens = 256;
   Policy policy = Policy::kCacheAware;
   CostParams cost;
   ReplicaOptions replica;
@@ -53,18 +60,27 @@ class Router {
   std::vector<server::Route> routes();
   server::HttpServerConfig http_config() const;
   ReplicaPool& pool() { return *pool_; }
+  ReplicaPool* prefill_pool() { return prefill_pool_.get(); }
 
  private:
-  explicit Router(const RouterOptions& options, std::unique_ptr<ReplicaPool> pool);
+  Router(const RouterOptions& options, std::unique_ptr<ReplicaPool> pool, std::unique_ptr<ReplicaPool> prefill_pool);
+  // Whether the chosen replica gets a remote prefill first, and that prefill; false when it
+  // was not worth it or failed (the replica then computes the prompt).
+  bool remote_prefill(const server::HttpRequest& request, size_t replica, size_t missed_blocks,
+                      server::Clock::time_point deadline);
   void proxy(const server::HttpRequest& request, server::ResponseWriter& writer);
   void models(const server::HttpRequest& request, server::ResponseWriter& writer);
   void register_metrics();
 
   RouterOptions options_;
-  std::unique_ptr<ReplicaPool> pool_;
+  std::unique_ptr<ReplicaPool> pool_;          // replicas, then decode workers
+  std::unique_ptr<ReplicaPool> prefill_pool_;  // nullptr without --prefill
+  size_t first_decode_ = 0;                    // pool_ index of the first decode worker
   server::MetricsRegistry registry_;
   server::Counter* retries_ = nullptr;
   server::Counter* no_replica_ = nullptr;
+  server::Counter* remote_prefills_ = nullptr;
+  server::Counter* prefill_failures_ = nullptr;
   server::Histogram* added_latency_ = nullptr;
   server::Histogram* chunk_latency_ = nullptr;
 };

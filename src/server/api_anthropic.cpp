@@ -29,7 +29,7 @@ void ApiServer::messages(const HttpRequest& request, ResponseWriter& out) {
   if (!p) return;
   p->generation.n = 1;
   p->generation.sampling.logprobs = -1;
-  auto handle = submit_or_answer(engine_, p->generation, ApiFlavor::kAnthropic, out);
+  auto handle = submit(request, p->generation, ApiFlavor::kAnthropic, out);
   if (!handle) return;
 
   recipe::MessagesResponseSettings settings;

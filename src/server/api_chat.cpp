@@ -61,7 +61,7 @@ void ApiServer::chat_completions(const HttpRequest& request, ResponseWriter& out
   if (!p) return;
   const bool want_logprobs = p->generation.sampling.logprobs >= 0;
   const int32_t n = p->generation.n;
-  auto handle = submit_or_answer(engine_, p->generation, ApiFlavor::kOpenAi, out);
+  auto handle = submit(request, p->generation, ApiFlavor::kOpenAi, out);
   if (!handle) return;
 
   recipe::ChatResponseSettings settings;

@@ -172,7 +172,7 @@ void ApiServer::completions(const HttpRequest& request, ResponseWriter& out) {
   g.sampling.constraint = std::move(structured->constraint);
   const int32_t n = g.n;
   const bool want_logprobs = g.sampling.logprobs >= 0;
-  auto handle = submit_or_answer(engine_, std::move(g), ApiFlavor::kOpenAi, out);
+  auto handle = submit(request, std::move(g), ApiFlavor::kOpenAi, out);
   if (!handle) return;
 
   const std::string id = random_id("cmpl-");

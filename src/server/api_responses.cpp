@@ -19,7 +19,7 @@ void ApiServer::responses(const HttpRequest& request, ResponseWriter& out) {
   if (!echo.ok()) {
     return send_error(out, ApiFlavor::kOpenAi, {recipe::error_status(echo.status()), echo.status().message(), "", ""});
   }
-  auto handle = submit_or_answer(engine_, p->generation, ApiFlavor::kOpenAi, out);
+  auto handle = submit(request, p->generation, ApiFlavor::kOpenAi, out);
   if (!handle) return;
 
   recipe::ResponsesResponseSettings settings;

@@ -28,10 +28,13 @@
 #include "server/api_prompt.h"
 #include "server/api_recipe.h"
 #include "server/http.h"
+#include "server/worker_role.h"
 
 namespace deepinfer::server {
 
+
 struct ApiConfig {
+  WorkerRole role = WorkerRole::kBoth;
   std::string served_model_name = "deepinfer";
   int32_t max_num_seqs = 64;   // the engine's; admission counts it as running
   // Requests beyond max_num_seqs that may wait for a slot; one more is answered 429 with
@@ -80,6 +83,11 @@ class ApiServer {
                                          bool chat_logprobs, ResponseWriter& out) const;
   recipe::ConversionOptions conversion_options() const;
   int64_t admission_limit() const { return config_.max_num_seqs + config_.max_queue; }
+  // Submits a prepared generation; nullptr once the request was answered (an error, or a
+  // prefill request, which ends here: api_prefill.cpp).
+  std::shared_ptr<RequestHandle> submit(const HttpRequest& request, GenerationRequest generation, ApiFlavor flavor,
+                                        ResponseWriter& out);
+  void prefill_only(GenerationRequest generation, ApiFlavor flavor, ResponseWriter& out);
   // 404 when the body names a model this server does not serve.
   bool check_model(const std::string& body_model, ApiFlavor flavor, ResponseWriter& out) const;
 

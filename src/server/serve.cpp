@@ -62,6 +62,10 @@ Status serve(const ServeOptions& options) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
+  if (options.role != WorkerRole::kBoth && options.engine.kv_store_dir.empty()) {
+    return invalid_argument("--role prefill and --role decode need --kv-store: the store carries the prompt's KV "
+                            "pages from the prefill worker to the decode worker");
+  }
   const std::string& path = options.engine.model_path;
   // One tokenizer for the prompts and the engine's text.
   DI_ASSIGN_OR_RETURN(std::shared_ptr<const Tokenizer> tokenizer, load_tokenizer(path, TokenizerPresence::kRequired));
@@ -76,6 +80,7 @@ Status serve(const ServeOptions& options) {
   api_config.max_num_seqs = options.engine.max_num_seqs;
   api_config.max_queue = options.max_queue;
   api_config.engine = options.engine;
+  api_config.role = options.role;
   ApiServer api(api_config, *engine, std::move(prompts));
 
   HttpServerConfig http_config;
@@ -92,9 +97,11 @@ Status serve(const ServeOptions& options) {
   http_config.stream_cut_event = api.stream_cut_event();
   DI_ASSIGN_OR_RETURN(std::unique_ptr<HttpServer> http, HttpServer::start(http_config, api.routes()));
 
-  std::fprintf(stderr, "deepinfer serve: %s on http://%s:%u (context %lld tokens)%s\n",
+  static constexpr const char* kRoleNote[] = {"", ", prefill worker", ", decode worker"};
+  std::fprintf(stderr, "deepinfer serve: %s on http://%s:%u (context %lld tokens)%s%s\n",
                api_config.served_model_name.c_str(), options.host.c_str(), static_cast<unsigned>(http->port()),
-               static_cast<long long>(engine->max_context()), options.api_keys.empty() ? "" : ", API key required");
+               static_cast<long long>(engine->max_context()), options.api_keys.empty() ? "" : ", API key required",
+               kRoleNote[static_cast<int>(options.role)]);
   if (!is_loopback_host(options.host) && options.api_keys.empty()) {
     std::fprintf(stderr, "deepinfer serve: warning: %s is not a loopback address and no --api-key is set: "
                          "anyone who can reach the port can use the model (docs/security.md)\n",

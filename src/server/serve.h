@@ -10,6 +10,7 @@
 
 #include "deepinfer/engine.h"
 #include "deepinfer/status.h"
+#include "server/worker_role.h"
 
 namespace deepinfer::server {
 
@@ -31,6 +32,7 @@ struct ServeOptions {
   // none, "*": any) and Host names accepted besides localhost and IP addresses ("*": any).
   std::vector<std::string> allowed_origins;
   std::vector<std::string> allowed_hosts;
+  WorkerRole role = WorkerRole::kBoth;  // prefill and decode need engine.kv_store_dir
 };
 
 // Returns after a graceful shutdown (OK) or when loading or binding fails (the error).
