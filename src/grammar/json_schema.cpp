@@ -230,16 +230,82 @@ class SchemaCompiler {
     return out;
   }
 
+  static constexpr const char* kElementKeywords[] = {"prefixItems", "items", "additionalItems"};
+
+  static bool has_element_keywords(const Json& s) {
+    return s.contains("prefixItems") || s.contains("items");  // additionalItems alone does nothing
+  }
+
+  // Element i of an array meets prefix[i] (i < prefix.size()) or rest, as one schema object
+  // says it: prefixItems and the items after them (2020-12), or an items array and
+  // additionalItems (drafts 4-7), or one items schema for every element.
+  struct ElementSchemas {
+    std::vector<Json> prefix;
+    Json rest = Json(true);
+  };
+
+  static Result<ElementSchemas> element_schemas(const Json& s, const std::string& path) {
+    ElementSchemas out;
+    if (s.contains("prefixItems")) {
+      if (!s["prefixItems"].is_array()) return error(path, "prefixItems must be an array");
+      out.prefix.assign(s["prefixItems"].begin(), s["prefixItems"].end());
+      if (s.contains("items")) out.rest = s["items"];
+    } else if (s.contains("items") && s["items"].is_array()) {
+      out.prefix.assign(s["items"].begin(), s["items"].end());
+      if (s.contains("additionalItems")) out.rest = s["additionalItems"];
+    } else if (s.contains("items")) {
+      out.rest = s["items"];
+    }
+    return out;
+  }
+
+  // {prefixItems, items} (only the keywords needed) that accept exactly the arrays both a's
+  // and b's element keywords accept.
+  Result<Json> merge_element_schemas(const Json& a, const Json& b, const std::string& path) {
+    DI_ASSIGN_OR_RETURN(ElementSchemas x, element_schemas(a, path));
+    DI_ASSIGN_OR_RETURN(ElementSchemas y, element_schemas(b, path));
+    Json out = Json::object();
+    const size_t n = std::max(x.prefix.size(), y.prefix.size());
+    if (n > 0) {
+      out["prefixItems"] = Json::array();
+      for (size_t i = 0; i < n; ++i) {
+        const Json& xi = i < x.prefix.size() ? x.prefix[i] : x.rest;
+        const Json& yi = i < y.prefix.size() ? y.prefix[i] : y.rest;
+        DI_ASSIGN_OR_RETURN(Json m, merge(xi, yi, path + "/prefixItems/" + std::to_string(i)));
+        out["prefixItems"].push_back(std::move(m));
+      }
+    }
+    DI_ASSIGN_OR_RETURN(Json rest, merge(x.rest, y.rest, path + "/items"));
+    if (rest != Json(true)) out["items"] = std::move(rest);
+    return out;
+  }
+
   Result<Json> merge(const Json& a_in, const Json& b_in, const std::string& path) {
     if (a_in.is_boolean()) return a_in.get<bool>() ? b_in : a_in;
     if (b_in.is_boolean()) return b_in.get<bool>() ? a_in : b_in;
     DI_ASSIGN_OR_RETURN(Json a, inline_ref(a_in, path));
     DI_ASSIGN_OR_RETURN(Json b, inline_ref(b_in, path));
     if (a.is_boolean() || b.is_boolean()) return merge(a, b, path);
+    // additionalItems means something only beside an items array of its own object; merged
+    // beside another object's items array it would wrongly constrain it.
+    for (Json* x : {&a, &b}) {
+      if (x->contains("additionalItems") && !(x->contains("items") && (*x)["items"].is_array())) x->erase("additionalItems");
+    }
     Json out = a;
+    // Which `items` applies to which element depends on the prefix of its own schema object,
+    // so when both objects constrain elements they are merged element by element, not by key.
+    const bool merge_elements = has_element_keywords(a) && has_element_keywords(b);
+    if (merge_elements) {
+      DI_ASSIGN_OR_RETURN(Json elements, merge_element_schemas(a, b, path));
+      for (const char* k : kElementKeywords) out.erase(k);
+      for (auto it = elements.begin(); it != elements.end(); ++it) out[it.key()] = it.value();
+    }
     for (auto it = b.begin(); it != b.end(); ++it) {
       const std::string& k = it.key();
       const Json& v = it.value();
+      if (merge_elements && std::find(std::begin(kElementKeywords), std::end(kElementKeywords), k) != std::end(kElementKeywords)) {
+        continue;
+      }
       if (!out.contains(k)) {
         out[k] = v;
         continue;
@@ -280,9 +346,6 @@ class SchemaCompiler {
           if (std::find(v.begin(), v.end(), x) != v.end()) both.push_back(x);
         }
         out[k] = both;
-      } else if (k == "items" && v.is_object() && out[k].is_object()) {
-        DI_ASSIGN_OR_RETURN(Json m, merge(out[k], v, path + "/items"));
-        out[k] = m;
       } else if (k == "allOf" && v.is_array()) {
         for (const Json& x : v) out[k].push_back(x);
       } else {
