@@ -3,15 +3,18 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
 #include <string>
+#include <type_traits>
 #include <unordered_map>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "grammar/byte_dfa.h"
 #include "grammar/json_schema_formats.h"
 #include "grammar/number_ranges.h"
 #include "grammar/regex.h"
@@ -343,7 +346,7 @@ class SchemaCompiler {
       } else if (k == "enum" && v.is_array() && out[k].is_array()) {
         Json both = Json::array();
         for (const Json& x : out[k]) {
-          if (std::find(v.begin(), v.end(), x) != v.end()) both.push_back(x);
+          if (json_contains(v, x)) both.push_back(x);
         }
         out[k] = both;
       } else if (k == "allOf" && v.is_array()) {
@@ -426,7 +429,7 @@ class SchemaCompiler {
   static bool values_disjoint(const std::vector<Json>& a, const std::vector<Json>& b) {
     for (const Json& x : a) {
       for (const Json& y : b) {
-        if (x == y) return false;
+        if (json_equal(x, y)) return false;
       }
     }
     return true;
@@ -551,6 +554,87 @@ class SchemaCompiler {
 
   // ---- scalars ------------------------------------------------------------------------------
 
+  // ---- string languages as DFAs (between the quotes, escaped as a compact serializer does) --
+
+  Result<ByteDfa> body_dfa(const std::string& path, auto&& make) {
+    Grammar t;
+    auto e = make(t);
+    if constexpr (std::is_same_v<decltype(e), ExprId>) {
+      auto d = dfa_of(t, e);
+      if (!d.ok()) return error(path, d.status().message());
+      return d;
+    } else {
+      if (!e.ok()) return error(path, e.status().message());
+      auto d = dfa_of(t, *e);
+      if (!d.ok()) return error(path, d.status().message());
+      return d;
+    }
+  }
+
+  Result<ByteDfa> pattern_dfa(const std::string& pattern, RegexMatch match, const std::string& path) {
+    return body_dfa(path, [&](Grammar& t) { return compile_regex(t, pattern, RegexEncoding::kJsonString, match); });
+  }
+
+  Result<ByteDfa> length_dfa(int64_t min_len, int64_t max_len, const std::string& path) {
+    return body_dfa(path, [&](Grammar& t) {
+      return t.repeat(any_char_expr(t, RegexEncoding::kJsonString), static_cast<int32_t>(min_len),
+                      max_len == kUnbounded ? kUnbounded : static_cast<int32_t>(max_len));
+    });
+  }
+
+  Result<ByteDfa> any_string_dfa(const std::string& path) { return length_dfa(0, kUnbounded, path); }
+
+  // The names as a compact serializer writes them (what lit(Json(name).dump()) matches).
+  Result<ByteDfa> names_dfa(const std::set<std::string>& names, const std::string& path) {
+    return body_dfa(path, [&](Grammar& t) {
+      std::vector<ExprId> alts;
+      for (const std::string& n : names) {
+        const std::string quoted = Json(n).dump();
+        alts.push_back(t.bytes(quoted.substr(1, quoted.size() - 2)));
+      }
+      return t.alt(std::move(alts));
+    });
+  }
+
+  Result<ByteDfa> dfa_op(const ByteDfa& a, const ByteDfa& b, DfaOp op, const std::string& path) {
+    auto d = combine(a, b, op);
+    if (!d.ok()) return error(path, d.status().message());
+    return d;
+  }
+
+  static bool string_body_accepted(const ByteDfa& d, const std::string& value) {
+    const std::string quoted = Json(value).dump();
+    return dfa_accepts(d, std::string_view(quoted).substr(1, quoted.size() - 2));
+  }
+
+  // The string keywords of `s` (pattern, format, minLength, maxLength) as one DFA of the body.
+  Result<ByteDfa> string_keywords_dfa(const Json& s, const std::string& path) {
+    DI_ASSIGN_OR_RETURN(ByteDfa d, any_string_dfa(path));
+    if (s.contains("format")) {
+      if (!s["format"].is_string()) return error(path, "format must be a string");
+      auto regex = format_regex(s["format"].get<std::string>());
+      if (!regex) return error(path, "format '" + s["format"].get<std::string>() + "' is not supported");
+      DI_ASSIGN_OR_RETURN(ByteDfa f, pattern_dfa(*regex, RegexMatch::kFull, path));
+      DI_ASSIGN_OR_RETURN(d, dfa_op(d, f, DfaOp::kAnd, path));
+    }
+    if (s.contains("pattern")) {
+      if (!s["pattern"].is_string()) return error(path, "pattern must be a string");
+      DI_ASSIGN_OR_RETURN(ByteDfa p, pattern_dfa(s["pattern"].get<std::string>(), RegexMatch::kSearch, path));
+      DI_ASSIGN_OR_RETURN(d, dfa_op(d, p, DfaOp::kAnd, path));
+    }
+    if (s.contains("minLength") || s.contains("maxLength")) {
+      int64_t min_len = 0, max_len = kUnbounded;
+      if (s.contains("minLength")) min_len = static_cast<int64_t>(std::ceil(s["minLength"].get<double>()));
+      if (s.contains("maxLength")) max_len = static_cast<int64_t>(std::floor(s["maxLength"].get<double>()));
+      if (min_len > 4096 || max_len > 4096) return error(path, "minLength/maxLength above 4096 beside pattern or format");
+      DI_ASSIGN_OR_RETURN(ByteDfa one_char, length_dfa(1, 1, path));
+      auto l = with_length(d, one_char, min_len, max_len);
+      if (!l.ok()) return error(path, l.status().message());
+      d = std::move(*l);
+    }
+    return d;
+  }
+
   Result<ExprId> compile_string(const Json& s, const std::string& path) {
     const bool has_len = s.contains("minLength") || s.contains("maxLength");
     int64_t min_len = 0, max_len = kUnbounded;
@@ -570,14 +654,17 @@ class SchemaCompiler {
       auto regex = format_regex(f);
       if (!regex) return error(path, "format '" + f + "' is not supported");
       pattern = *regex;
-      if (s.contains("pattern")) return error(path, "pattern together with format is not supported");
+    }
+    if ((s.contains("format") && s.contains("pattern")) || ((s.contains("format") || s.contains("pattern")) && has_len)) {
+      // An intersection of string languages: built as a DFA.
+      DI_ASSIGN_OR_RETURN(ByteDfa d, string_keywords_dfa(s, path));
+      return g_.seq({lit("\""), g_.dfa(std::make_shared<const ByteDfa>(std::move(d))), lit("\"")});
     }
     if (s.contains("pattern")) {
       if (!s["pattern"].is_string()) return error(path, "pattern must be a string");
       pattern = s["pattern"].get<std::string>();
     }
     if (!pattern.empty() || s.contains("pattern")) {
-      if (has_len) return error(path, "pattern or format together with minLength/maxLength is not supported");
       const RegexMatch match = s.contains("format") ? RegexMatch::kFull : RegexMatch::kSearch;
       auto body = compile_regex(g_, pattern, RegexEncoding::kJsonString, match);
       if (!body.ok()) return error(path, body.status().message());
@@ -642,7 +729,7 @@ class SchemaCompiler {
   }
 
   Result<ExprId> compile_enum(const Json& s, const std::string& path) {
-    static const std::set<std::string> kSiblingsAllowed = {"type", "const", "enum", "minLength", "maxLength",
+    static const std::set<std::string> kSiblingsAllowed = {"type", "const", "enum", "minLength", "maxLength", "pattern", "format",
                                                            "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"};
     for (auto it = s.begin(); it != s.end(); ++it) {
       // Unknown keywords are annotations; known assertions beside enum must be checked.
@@ -655,15 +742,144 @@ class SchemaCompiler {
     if (s.contains("enum")) {
       if (!s["enum"].is_array()) return error(path, "enum must be an array");
       if (!s.contains("const")) values.assign(s["enum"].begin(), s["enum"].end());
-      else if (std::find(s["enum"].begin(), s["enum"].end(), s["const"]) == s["enum"].end()) values.clear();
+      else if (!json_contains(s["enum"], s["const"])) values.clear();
     }
     const std::vector<std::string> types = types_of(s);
+    std::optional<ByteDfa> string_dfa;
+    if (s.contains("pattern") || s.contains("format")) {
+      DI_ASSIGN_OR_RETURN(ByteDfa d, string_keywords_dfa(s, path));
+      string_dfa = std::move(d);
+    }
     std::vector<ExprId> alts;
     for (const Json& v : values) {
       if (!value_fits(v, s, types)) continue;
-      alts.push_back(lit(v.dump()));
+      if (string_dfa && v.is_string() && !string_body_accepted(*string_dfa, v.get<std::string>())) continue;
+      alts.push_back(const_expr(v));
     }
     return g_.alt(std::move(alts));
+  }
+
+  // Equality as JSON Schema defines it: numbers by value, objects regardless of key order.
+  static bool json_equal(const Json& a, const Json& b) {
+    if (a.is_number() && b.is_number()) {
+      if (a.is_number_float() || b.is_number_float()) return a.get<double>() == b.get<double>();
+      if (a.is_number_unsigned() && b.is_number_unsigned()) return a.get<uint64_t>() == b.get<uint64_t>();
+      if (a.is_number_unsigned() || b.is_number_unsigned()) {
+        const Json& u = a.is_number_unsigned() ? a : b;
+        const Json& i = a.is_number_unsigned() ? b : a;
+        return i.get<int64_t>() >= 0 && static_cast<uint64_t>(i.get<int64_t>()) == u.get<uint64_t>();
+      }
+      return a.get<int64_t>() == b.get<int64_t>();
+    }
+    if (a.type() != b.type()) return false;
+    if (a.is_array()) {
+      if (a.size() != b.size()) return false;
+      for (size_t i = 0; i < a.size(); ++i) {
+        if (!json_equal(a[i], b[i])) return false;
+      }
+      return true;
+    }
+    if (a.is_object()) {
+      if (a.size() != b.size()) return false;
+      for (auto it = a.begin(); it != a.end(); ++it) {
+        if (!b.contains(it.key()) || !json_equal(it.value(), b[it.key()])) return false;
+      }
+      return true;
+    }
+    return a == b;
+  }
+
+  static bool json_contains(const Json& array, const Json& v) {
+    for (const Json& x : array) {
+      if (json_equal(x, v)) return true;
+    }
+    return false;
+  }
+
+  // Every instance equal to `v`: numbers in each plain decimal spelling of their value (1, 1.0,
+  // 1.00; not exponents, which would make the set irregular in general), objects with their
+  // members in any order (up to four members; more keep the written order, which is stricter).
+  ExprId const_expr(const Json& v) {
+    if (v.is_number()) return number_spellings(v);
+    if (v.is_array()) {
+      if (v.empty()) return g_.seq({lit("["), ws_, lit("]")});
+      std::vector<ExprId> parts = {lit("["), ws_};
+      for (size_t i = 0; i < v.size(); ++i) {
+        if (i) parts.push_back(comma());
+        parts.push_back(const_expr(v[i]));
+      }
+      parts.push_back(ws_);
+      parts.push_back(lit("]"));
+      return g_.seq(std::move(parts));
+    }
+    if (v.is_object()) {
+      if (v.empty()) return g_.seq({lit("{"), ws_, lit("}")});
+      std::vector<ExprId> members;
+      for (auto it = v.begin(); it != v.end(); ++it) {
+        members.push_back(g_.seq({lit(Json(it.key()).dump()), ws_, lit(":"), ws_, const_expr(it.value())}));
+      }
+      const size_t n = members.size();
+      ExprId body;
+      if (n <= 4) {
+        // rest(mask): the members still to write, any order, each after a comma.
+        std::function<ExprId(uint32_t, bool)> rest = [&](uint32_t mask, bool first) -> ExprId {
+          if (mask == 0) return g_.empty();
+          std::vector<ExprId> alts;
+          for (size_t j = 0; j < n; ++j) {
+            if (mask & (1u << j)) alts.push_back(g_.seq({first ? g_.empty() : comma(), members[j], rest(mask & ~(1u << j), false)}));
+          }
+          return g_.alt(std::move(alts));
+        };
+        body = rest((1u << n) - 1, true);
+      } else {
+        std::vector<ExprId> parts;
+        for (size_t j = 0; j < n; ++j) {
+          if (j) parts.push_back(comma());
+          parts.push_back(members[j]);
+        }
+        body = g_.seq(std::move(parts));
+      }
+      return g_.seq({lit("{"), ws_, body, ws_, lit("}")});
+    }
+    return lit(v.dump());
+  }
+
+  ExprId number_spellings(const Json& v) {
+    const std::string text = v.dump();
+    std::string digits;
+    int64_t point = -1, exponent = 0;
+    const bool negative = !text.empty() && text[0] == '-';
+    size_t i = negative ? 1 : 0;
+    for (; i < text.size() && text[i] != 'e' && text[i] != 'E'; ++i) {
+      if (text[i] == '.') point = static_cast<int64_t>(digits.size());
+      else digits += text[i];
+    }
+    if (i < text.size()) exponent = std::strtoll(text.c_str() + i + 1, nullptr, 10);
+    int64_t int_digits = (point < 0 ? static_cast<int64_t>(digits.size()) : point) + exponent;
+    // Significant digits only: value = 0.digits * 10^int_digits.
+    size_t lead = 0;
+    while (lead < digits.size() && digits[lead] == '0') ++lead;
+    digits = digits.substr(lead);
+    int_digits -= static_cast<int64_t>(lead);
+    while (!digits.empty() && digits.back() == '0') digits.pop_back();
+    const ExprId zeros = g_.star(lit("0"));
+    if (digits.empty()) return g_.seq({g_.optional(lit("-")), lit("0"), g_.optional(g_.seq({lit("."), g_.plus(lit("0"))}))});
+    if (int_digits > 40 || int_digits < -40) return lit(text);
+    std::string int_part, frac;
+    if (int_digits <= 0) {
+      int_part = "0";
+      frac = std::string(static_cast<size_t>(-int_digits), '0') + digits;
+    } else if (int_digits >= static_cast<int64_t>(digits.size())) {
+      int_part = digits + std::string(static_cast<size_t>(int_digits) - digits.size(), '0');
+    } else {
+      int_part = digits.substr(0, static_cast<size_t>(int_digits));
+      frac = digits.substr(static_cast<size_t>(int_digits));
+    }
+    const std::string sign = negative ? "-" : "";
+    const ExprId plain = frac.empty() ? g_.seq({lit(sign + int_part), g_.optional(g_.seq({lit("."), g_.plus(lit("0"))}))})
+                                      : g_.seq({lit(sign + int_part + "." + frac), zeros});
+    const bool has_exponent = text.find_first_of("eE") != std::string::npos;
+    return has_exponent ? g_.alt({plain, lit(text)}) : plain;
   }
 
   static bool value_fits(const Json& v, const Json& s, const std::vector<std::string>& types) {
@@ -697,46 +913,79 @@ class SchemaCompiler {
     bool required;
   };
 
+  struct PatternProperty {
+    ByteDfa keys;  // key bodies the pattern matches (anywhere: JSON Schema's search)
+    Json schema;
+  };
+
   Result<ExprId> compile_object(const Json& s, const std::string& path) {
-    if (s.contains("patternProperties") && !(s["patternProperties"].is_object() && s["patternProperties"].empty())) {
-      return error(path, "keyword 'patternProperties' is not supported");
+    std::vector<PatternProperty> patterns;
+    if (s.contains("patternProperties")) {
+      if (!s["patternProperties"].is_object()) return error(path, "patternProperties must be an object");
+      // Each extra key takes the schemas of exactly the patterns it matches: one key language per
+      // subset of patterns, so their number stays small.
+      if (s["patternProperties"].size() > 4) return error(path, "patternProperties with more than 4 patterns is not supported");
+      for (auto p = s["patternProperties"].begin(); p != s["patternProperties"].end(); ++p) {
+        DI_ASSIGN_OR_RETURN(ByteDfa d, pattern_dfa(p.key(), RegexMatch::kSearch, path + "/patternProperties"));
+        patterns.push_back({std::move(d), p.value()});
+      }
     }
-    std::set<std::string> required;
+    std::vector<std::string> required;
     if (s.contains("required")) {
       if (!s["required"].is_array()) return error(path, "required must be an array");
       for (const Json& r : s["required"]) {
         if (!r.is_string()) return error(path, "required must list strings");
-        required.insert(r.get<std::string>());
+        if (std::find(required.begin(), required.end(), r.get<std::string>()) == required.end()) required.push_back(r.get<std::string>());
       }
     }
+    auto is_required = [&](const std::string& k) { return std::find(required.begin(), required.end(), k) != required.end(); };
     Json additional = s.contains("additionalProperties") ? s["additionalProperties"] : Json(true);
     if (!additional.is_boolean() && !additional.is_object()) return error(path, "additionalProperties must be a schema");
     const bool additional_allowed = !(additional.is_boolean() && !additional.get<bool>());
+    // A named property's value meets its own schema and that of every pattern matching its name;
+    // a name no `properties` declares takes the patterns' schemas, or additionalProperties if none.
+    auto with_patterns = [&](const std::string& name, std::optional<Json> own) -> Result<std::optional<Json>> {
+      std::optional<Json> out = std::move(own);
+      for (const PatternProperty& p : patterns) {
+        if (!string_body_accepted(p.keys, name)) continue;
+        if (!out) {
+          out = p.schema;
+        } else {
+          DI_ASSIGN_OR_RETURN(Json m, merge(*out, p.schema, path + "/patternProperties"));
+          out = std::move(m);
+        }
+      }
+      if (!out && additional_allowed) out = additional;
+      return out;
+    };
     std::vector<Property> props;
     std::set<std::string> names;
     if (s.contains("properties")) {
       if (!s["properties"].is_object()) return error(path, "properties must be an object");
       for (auto p = s["properties"].begin(); p != s["properties"].end(); ++p) {
         names.insert(p.key());
-        if (p.value().is_boolean() && !p.value().get<bool>()) {
-          if (required.count(p.key())) return g_.nothing();
+        DI_ASSIGN_OR_RETURN(std::optional<Json> schema, with_patterns(p.key(), p.value()));
+        if (schema->is_boolean() && !schema->get<bool>()) {
+          if (is_required(p.key())) return g_.nothing();
           continue;  // may not appear
         }
-        props.push_back({p.key(), p.value(), required.count(p.key()) > 0});
+        props.push_back({p.key(), *schema, is_required(p.key())});
       }
     }
     for (const std::string& r : required) {
       if (names.count(r)) continue;
-      if (!additional_allowed) return g_.nothing();
-      props.push_back({r, additional, true});
+      DI_ASSIGN_OR_RETURN(std::optional<Json> schema, with_patterns(r, std::nullopt));
+      if (!schema) return g_.nothing();
+      props.push_back({r, *schema, true});
       names.insert(r);
     }
+    const bool extras_possible = additional_allowed || !patterns.empty();
     const size_t n_required = required.size();
     if (s.contains("minProperties") && s["minProperties"].is_number() && s["minProperties"].get<double>() > n_required) {
       return error(path, "minProperties above the number of required properties is not supported");
     }
     if (s.contains("maxProperties") && s["maxProperties"].is_number() &&
-        (additional_allowed || s["maxProperties"].get<double>() < props.size())) {
+        (extras_possible || s["maxProperties"].get<double>() < props.size())) {
       return error(path, "maxProperties below the number of possible properties is not supported");
     }
     std::vector<ExprId> kv;
@@ -745,13 +994,16 @@ class SchemaCompiler {
       kv.push_back(g_.seq({lit(Json(p.name).dump()), ws_, lit(":"), ws_, value}));
     }
     ExprId add_kv = g_.nothing();
-    if (additional_allowed) {
+    if (!patterns.empty()) {
+      DI_ASSIGN_OR_RETURN(add_kv, pattern_members(patterns, names, additional_allowed ? std::optional<Json>(additional) : std::nullopt, path));
+    } else if (additional_allowed) {
       DI_ASSIGN_OR_RETURN(ExprId key, other_key(names, path));
       DI_ASSIGN_OR_RETURN(ExprId value, compile(additional, path + "/additionalProperties"));
       // A rule of its own: the suffixes below use it at every gap, and inlined its key trie and
       // value would be copied into each (most of a small schema's automaton, measured).
       add_kv = g_.call(g_.add_rule(g_.fresh_name("additional_member"), g_.seq({key, ws_, lit(":"), ws_, value})));
     }
+    const bool additional_allowed_any = extras_possible;
     // B_i: the members from property i on, after a member (each starts with a comma); A_0: all
     // of them, none written yet. A B_i is flat: one branch per property that may come next (up
     // to the first required one), each followed by the B after it. Nested instead (B_i as "i
@@ -762,8 +1014,8 @@ class SchemaCompiler {
     std::vector<size_t> next_required(n + 1, n);
     for (size_t i = n; i-- > 0;) next_required[i] = props[i].required ? i : next_required[i + 1];
     std::vector<ExprId> b(n + 1);
-    b[n] = additional_allowed ? g_.star(g_.seq({comma(), add_kv})) : g_.empty();
-    const ExprId a_end = additional_allowed ? g_.optional(g_.seq({add_kv, b[n]})) : g_.empty();
+    b[n] = additional_allowed_any ? g_.star(g_.seq({comma(), add_kv})) : g_.empty();
+    const ExprId a_end = additional_allowed_any ? g_.optional(g_.seq({add_kv, b[n]})) : g_.empty();
     const bool as_rules = n > 3;
     auto members_from = [&](size_t i, bool first) {
       std::vector<ExprId> alts;
@@ -782,6 +1034,43 @@ class SchemaCompiler {
     return g_.seq({lit("{"), ws_, a[0], ws_, lit("}")});
   }
 
+  // Members whose key no `properties` declares: for each set C of patterns, the keys matching
+  // exactly those in C, valued by all of C's schemas (C empty: by additionalProperties, if any).
+  Result<ExprId> pattern_members(const std::vector<PatternProperty>& patterns, const std::set<std::string>& names,
+                                 const std::optional<Json>& additional, const std::string& path) {
+    for (const std::string& n : names) {
+      for (unsigned char c : n) {
+        // A control character's escape (\u00XX) need not be the only spelling of the name.
+        if (c < 0x20) return error(path, "patternProperties beside a property name with a control character is not supported");
+      }
+    }
+    DI_ASSIGN_OR_RETURN(ByteDfa any, any_string_dfa(path));
+    DI_ASSIGN_OR_RETURN(ByteDfa declared, names_dfa(names, path));
+    DI_ASSIGN_OR_RETURN(ByteDfa others, dfa_op(any, declared, DfaOp::kAndNot, path));
+    std::vector<ExprId> members;
+    for (uint32_t subset = 0; subset < (1u << patterns.size()); ++subset) {
+      if (subset == 0 && !additional) continue;
+      ByteDfa keys = others;
+      std::optional<Json> value = subset == 0 ? additional : std::nullopt;
+      for (size_t q = 0; q < patterns.size() && !dfa_empty(keys); ++q) {
+        const bool in = subset & (1u << q);
+        DI_ASSIGN_OR_RETURN(keys, dfa_op(keys, patterns[q].keys, in ? DfaOp::kAnd : DfaOp::kAndNot, path));
+        if (!in) continue;
+        if (!value) {
+          value = patterns[q].schema;
+        } else {
+          DI_ASSIGN_OR_RETURN(Json m, merge(*value, patterns[q].schema, path + "/patternProperties"));
+          value = std::move(m);
+        }
+      }
+      if (dfa_empty(keys)) continue;
+      DI_ASSIGN_OR_RETURN(ExprId v, compile(*value, path + "/patternProperties"));
+      const ExprId key = g_.seq({lit("\""), g_.dfa(std::make_shared<const ByteDfa>(std::move(keys))), lit("\"")});
+      members.push_back(g_.seq({key, ws_, lit(":"), ws_, v}));
+    }
+    return g_.call(g_.add_rule(g_.fresh_name("pattern_member"), g_.alt(std::move(members))));
+  }
+
   static CodepointSet quote_and_backslash() {
     CodepointSet s;
     s.add('"');
@@ -792,12 +1081,20 @@ class SchemaCompiler {
   // A JSON string that is none of `names` (the keys additionalProperties covers).
   Result<ExprId> other_key(const std::set<std::string>& names, const std::string& path) {
     if (names.empty()) return any_string();
+    bool plain = true;
     for (const std::string& n : names) {
       for (unsigned char c : n) {
-        if (c < 0x20 || c >= 0x7f || c == '"' || c == '\\') {
-          return error(path, "additionalProperties beside a property name with non-ASCII or escaped characters is not supported");
-        }
+        // A control character's escape (\u00XX) need not be the only spelling of the name.
+        if (c < 0x20) return error(path, "additionalProperties beside a property name with a control character is not supported");
+        if (c >= 0x7f || c == '"' || c == '\\') plain = false;
       }
+    }
+    if (!plain) {
+      // The key trie below assumes printable ASCII names; others are subtracted as DFAs.
+      DI_ASSIGN_OR_RETURN(ByteDfa any, any_string_dfa(path));
+      DI_ASSIGN_OR_RETURN(ByteDfa declared, names_dfa(names, path));
+      DI_ASSIGN_OR_RETURN(ByteDfa others, dfa_op(any, declared, DfaOp::kAndNot, path));
+      return g_.seq({lit("\""), g_.dfa(std::make_shared<const ByteDfa>(std::move(others))), lit("\"")});
     }
     return g_.seq({lit("\""), key_trie(std::vector<std::string>(names.begin(), names.end()), 0)});
   }
