@@ -34,7 +34,7 @@ const std::set<std::string> kAnnotations = {
 
 // Assertions this compiler cannot express exactly: refused by name.
 const std::set<std::string> kUnsupported = {
-    "not", "if", "then", "else", "dependencies", "dependentRequired", "dependentSchemas", "propertyNames",
+    "if", "then", "else", "dependencies", "dependentRequired", "dependentSchemas", "propertyNames",
     "contains", "minContains", "maxContains", "unevaluatedProperties", "unevaluatedItems", "$dynamicRef",
     "$recursiveRef"};
 
@@ -468,6 +468,7 @@ class SchemaCompiler {
         return error(path, "keyword '" + it.key() + "' is not supported");
       }
     }
+    if (s.contains("not")) return compile_not(s, path);
     if (s.contains("$ref")) {
       Json rest = s;
       rest.erase("$ref");
@@ -527,6 +528,121 @@ class SchemaCompiler {
       if (t == "integer" && has_number) continue;
       DI_ASSIGN_OR_RETURN(ExprId e, compile_type(t, s, path));
       alts.push_back(e);
+    }
+    return g_.alt(std::move(alts));
+  }
+
+  // `not` over what can be complemented exactly: a schema of type, const/enum of scalars and
+  // the string keywords, beside nothing but `type`. The complement is built per JSON type: the
+  // null and boolean values left out, every object or array unless the schema takes them all,
+  // the strings outside the schema's string language (a DFA complement), and the numbers not
+  // among its values (plain decimals: exponent spellings are refused, which is stricter).
+  Result<ExprId> compile_not(const Json& s, const std::string& path) {
+    static const std::set<std::string> kComplementable = {"type", "enum", "const", "pattern", "minLength", "maxLength", "format"};
+    Json rest = s;
+    rest.erase("not");
+    for (auto it = rest.begin(); it != rest.end(); ++it) {
+      if (it.key() != "type" && !kAnnotations.count(it.key())) {
+        return error(path, "keyword 'not' beside '" + it.key() + "' is not supported");
+      }
+    }
+    DI_ASSIGN_OR_RETURN(Json n, inline_ref(s["not"], path + "/not"));
+    if (n.is_boolean()) return n.get<bool>() ? g_.nothing() : compile(rest, path);
+    if (!n.is_object()) return error(path, "not must be a schema");
+    for (auto it = n.begin(); it != n.end(); ++it) {
+      if (!kComplementable.count(it.key()) && !kAnnotations.count(it.key())) {
+        return error(path, "keyword 'not' over '" + it.key() + "' is not supported");
+      }
+    }
+    std::optional<std::vector<Json>> values;
+    if (n.contains("const")) values = std::vector<Json>{n["const"]};
+    if (n.contains("enum")) {
+      if (!n["enum"].is_array()) return error(path, "enum must be an array");
+      std::vector<Json> e;
+      for (const Json& v : n["enum"]) {
+        if (!values || json_contains(Json(*values), v)) e.push_back(v);
+      }
+      values = std::move(e);
+    }
+    const std::vector<std::string> n_types = types_of(n);
+    if (values) {
+      std::vector<Json> kept;
+      for (const Json& v : *values) {
+        if (v.is_object() || v.is_array()) return error(path, "keyword 'not' over an object or array const/enum is not supported");
+        if (value_fits(v, n, n_types)) kept.push_back(v);
+      }
+      values = std::move(kept);
+    }
+    auto n_has = [&](const char* t) { return std::find(n_types.begin(), n_types.end(), t) != n_types.end(); };
+    auto in_values = [&](const Json& v) { return !values || json_contains(Json(*values), v); };
+    const std::vector<std::string> outer = types_of(rest);
+    auto outer_has = [&](const char* t) { return std::find(outer.begin(), outer.end(), t) != outer.end(); };
+    std::vector<ExprId> alts;
+    if (outer_has("null") && !(n_has("null") && in_values(Json(nullptr)))) alts.push_back(lit("null"));
+    if (outer_has("boolean")) {
+      for (bool b : {true, false}) {
+        if (!(n_has("boolean") && in_values(Json(b)))) alts.push_back(lit(b ? "true" : "false"));
+      }
+    }
+    for (const char* t : {"object", "array"}) {
+      if (outer_has(t) && !(n_has(t) && !values)) {
+        DI_ASSIGN_OR_RETURN(ExprId e, compile_type(t, Json::object(), path));
+        alts.push_back(e);
+      }
+    }
+    if (outer_has("string")) {
+      DI_ASSIGN_OR_RETURN(ByteDfa any, any_string_dfa(path));
+      ByteDfa taken;  // the strings `n` accepts
+      if (n_has("string")) {
+        DI_ASSIGN_OR_RETURN(taken, string_keywords_dfa(n, path));
+        if (values) {
+          std::set<std::string> strings;
+          for (const Json& v : *values) {
+            if (v.is_string()) strings.insert(v.get<std::string>());
+          }
+          for (const std::string& x : strings) {
+            for (unsigned char c : x) {
+              if (c < 0x20) return error(path, "keyword 'not' over a string with a control character is not supported");
+            }
+          }
+          DI_ASSIGN_OR_RETURN(ByteDfa listed, names_dfa(strings, path));
+          DI_ASSIGN_OR_RETURN(taken, dfa_op(taken, listed, DfaOp::kAnd, path));
+        }
+      }
+      DI_ASSIGN_OR_RETURN(ByteDfa left, dfa_op(any, taken, DfaOp::kAndNot, path));
+      alts.push_back(g_.seq({lit("\""), g_.dfa(std::make_shared<const ByteDfa>(std::move(left))), lit("\"")}));
+    }
+    const bool outer_number = outer_has("number"), outer_integer = outer_has("integer") || outer_number;
+    if (outer_integer) {
+      const bool n_takes_all = (n_has("number") || (n_has("integer") && !outer_number)) && !values;
+      const bool n_takes_none = !n_has("number") && !n_has("integer");
+      if (n_takes_none) {
+        alts.push_back(outer_number ? any_number() : any_integer());
+      } else if (!n_takes_all) {
+        // Plain decimals (integers only, for an integer-only outer type) not among n's numbers.
+        Grammar t;
+        const ExprId digits = t.plus(t.byte_range('0', '9'));
+        const ExprId integer = t.seq({t.optional(t.bytes("-")), t.alt({t.bytes("0"), t.seq({t.byte_range('1', '9'), t.star(t.byte_range('0', '9'))})})});
+        const ExprId universe = outer_number ? t.seq({integer, t.optional(t.seq({t.bytes("."), digits}))}) : integer;
+        std::vector<ExprId> taken;
+        if (values) {
+          for (const Json& v : *values) {
+            if (!v.is_number()) continue;
+            const double x = std::fabs(v.get<double>());
+            // number_spellings_in writes such values only as given, not every plain spelling.
+            if (x >= 1e39 || (x != 0 && x < 1e-39)) return error(path, "keyword 'not' over a number this large or small is not supported");
+            taken.push_back(number_spellings_in(t, v));
+          }
+        } else {
+          // n is integer-only: every plain spelling of an integer.
+          taken.push_back(t.seq({integer, t.optional(t.seq({t.bytes("."), t.plus(t.bytes("0"))}))}));
+        }
+        auto u = dfa_of(t, universe);
+        auto k = dfa_of(t, t.alt(std::move(taken)));
+        if (!u.ok() || !k.ok()) return error(path, (u.ok() ? k.status() : u.status()).message());
+        DI_ASSIGN_OR_RETURN(ByteDfa left, dfa_op(*u, *k, DfaOp::kAndNot, path));
+        alts.push_back(g_.dfa(std::make_shared<const ByteDfa>(std::move(left))));
+      }
     }
     return g_.alt(std::move(alts));
   }
@@ -844,7 +960,10 @@ class SchemaCompiler {
     return lit(v.dump());
   }
 
-  ExprId number_spellings(const Json& v) {
+  ExprId number_spellings(const Json& v) { return number_spellings_in(g_, v); }
+
+  static ExprId number_spellings_in(Grammar& g_, const Json& v) {
+    auto lit = [&](std::string_view t) { return g_.bytes(t); };
     const std::string text = v.dump();
     std::string digits;
     int64_t point = -1, exponent = 0;
@@ -979,14 +1098,24 @@ class SchemaCompiler {
       props.push_back({r, *schema, true});
       names.insert(r);
     }
-    const bool extras_possible = additional_allowed || !patterns.empty();
+    bool extras_possible = additional_allowed || !patterns.empty();
     const size_t n_required = required.size();
+    // minProperties 1 with nothing required: the member list must not be empty (below).
+    bool non_empty = false;
     if (s.contains("minProperties") && s["minProperties"].is_number() && s["minProperties"].get<double>() > n_required) {
-      return error(path, "minProperties above the number of required properties is not supported");
+      if (n_required > 0 || s["minProperties"].get<double>() > 1) {
+        return error(path, "minProperties above the number of required properties (other than 1 with none required) is not supported");
+      }
+      non_empty = true;
     }
-    if (s.contains("maxProperties") && s["maxProperties"].is_number() &&
-        (extras_possible || s["maxProperties"].get<double>() < props.size())) {
-      return error(path, "maxProperties below the number of possible properties is not supported");
+    if (s.contains("maxProperties") && s["maxProperties"].is_number() && (extras_possible || s["maxProperties"].get<double>() < props.size())) {
+      if (s["maxProperties"].get<double>() != n_required) {
+        return error(path, "maxProperties below the number of possible properties (other than the required count) is not supported");
+      }
+      // Exactly the required properties: nothing else may appear.
+      std::erase_if(props, [](const Property& p) { return !p.required; });
+      extras_possible = false;
+      patterns.clear();
     }
     std::vector<ExprId> kv;
     for (const Property& p : props) {
@@ -994,7 +1123,8 @@ class SchemaCompiler {
       kv.push_back(g_.seq({lit(Json(p.name).dump()), ws_, lit(":"), ws_, value}));
     }
     ExprId add_kv = g_.nothing();
-    if (!patterns.empty()) {
+    if (!extras_possible) {
+    } else if (!patterns.empty()) {
       DI_ASSIGN_OR_RETURN(add_kv, pattern_members(patterns, names, additional_allowed ? std::optional<Json>(additional) : std::nullopt, path));
     } else if (additional_allowed) {
       DI_ASSIGN_OR_RETURN(ExprId key, other_key(names, path));
@@ -1015,7 +1145,8 @@ class SchemaCompiler {
     for (size_t i = n; i-- > 0;) next_required[i] = props[i].required ? i : next_required[i + 1];
     std::vector<ExprId> b(n + 1);
     b[n] = additional_allowed_any ? g_.star(g_.seq({comma(), add_kv})) : g_.empty();
-    const ExprId a_end = additional_allowed_any ? g_.optional(g_.seq({add_kv, b[n]})) : g_.empty();
+    ExprId a_end = additional_allowed_any ? g_.optional(g_.seq({add_kv, b[n]})) : g_.empty();
+    if (non_empty) a_end = additional_allowed_any ? g_.seq({add_kv, b[n]}) : g_.nothing();
     const bool as_rules = n > 3;
     auto members_from = [&](size_t i, bool first) {
       std::vector<ExprId> alts;

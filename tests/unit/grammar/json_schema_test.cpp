@@ -205,9 +205,21 @@ TEST(JsonSchema, RequiredNamesOutsidePropertiesKeepTheirOrder) {
   expect_instances(R"({"required":["z","a"]})", {{R"({"z":1,"a":2})", true}, {R"({"z":1})", false}});
 }
 
+// `not` of what can be complemented exactly, per JSON type.
+TEST(JsonSchema, NotOfTypesValuesAndStringLanguages) {
+  expect_instances(R"({"not":{"type":"null"}})", {{"null", false}, {"1", true}, {"\"a\"", true}, {"{}", true}, {"[]", true}, {"true", true}});
+  expect_instances(R"({"not":{"pattern":"^a*$"}})", {{"\"aa\"", false}, {"\"\"", false}, {"\"ab\"", true}, {"1", false}});
+  expect_instances(R"({"not":{"maxLength":2}})", {{"\"abc\"", true}, {"\"ab\"", false}, {"null", false}});
+  expect_instances(R"({"type":"string","not":{"enum":["a","b"]}})", {{"\"a\"", false}, {"\"c\"", true}, {"\"ab\"", true}, {"1", false}});
+  expect_instances(R"({"type":"integer","not":{"const":3}})", {{"3", false}, {"3.0", false}, {"4", true}, {"-3", true}, {"\"3\"", false}});
+  expect_instances(R"({"type":"number","not":{"type":"integer"}})", {{"1.5", true}, {"2", false}, {"2.0", false}, {"2e0", false}});
+  expect_instances(R"({"not":{"enum":[true,null]}})", {{"true", false}, {"null", false}, {"false", true}, {"0", true}});
+  expect_instances(R"({"not":{}})", {{"null", false}, {"1", false}});
+}
+
 TEST(JsonSchema, UnsupportedKeywordsAreErrorsNamingTheKeyword) {
   const std::pair<const char*, const char*> cases[] = {
-      {R"({"not":{"type":"string"}})", "'not'"},
+      {R"({"not":{"type":"object","required":["a"]}})", "'not' over 'required'"},
       {R"({"type":"array","uniqueItems":true})", "'uniqueItems'"},
       {R"({"oneOf":[{"type":"string"},{"type":"string","minLength":2}]})", "oneOf: branches 0 and 1 may both match"},
       {R"({"type":"string","format":"hostname"})", "format 'hostname'"},
