@@ -14,10 +14,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "grammar/automaton.h"
 #include "grammar/byte_dfa.h"
 #include "grammar/json_schema_formats.h"
 #include "grammar/number_ranges.h"
 #include "grammar/regex.h"
+#include "grammar/stacks.h"
 
 namespace deepinfer::grammar {
 
@@ -53,9 +55,12 @@ class SchemaCompiler {
  public:
   SchemaCompiler(Json root, const JsonSchemaOptions& options) : root_(std::move(root)), options_(options) {}
 
-  Result<Grammar> run() {
+  Result<Grammar> run() { return run_on(root_, ""); }
+
+  // The grammar of `s`, a schema inside this document (its $refs resolve against the root).
+  Result<Grammar> run_on(const Json& s, const std::string& path) {
     ws_ = options_.compact ? g_.empty() : g_.repeat(ws_char(), 0, std::max(options_.max_whitespace, 0));
-    DI_ASSIGN_OR_RETURN(ExprId body, compile(root_, ""));
+    DI_ASSIGN_OR_RETURN(ExprId body, compile(s, path));
     g_.set_root(g_.add_rule(g_.fresh_name("root"), body));
     DI_RETURN_IF_ERROR(g_.validate());
     return std::move(g_);
@@ -468,7 +473,7 @@ class SchemaCompiler {
         return error(path, "keyword '" + it.key() + "' is not supported");
       }
     }
-    if (s.contains("not")) return compile_not(s, path);
+    if (s.contains("not") && !s.contains("enum") && !s.contains("const")) return compile_not(s, path);
     if (s.contains("$ref")) {
       Json rest = s;
       rest.erase("$ref");
@@ -549,6 +554,10 @@ class SchemaCompiler {
     DI_ASSIGN_OR_RETURN(Json n, inline_ref(s["not"], path + "/not"));
     if (n.is_boolean()) return n.get<bool>() ? g_.nothing() : compile(rest, path);
     if (!n.is_object()) return error(path, "not must be a schema");
+    if (n.contains("not") && !has_assertions([&] { Json x = n; x.erase("not"); return x; }())) {
+      DI_ASSIGN_OR_RETURN(Json m, merge(rest, n["not"], path + "/not/not"));  // not(not(X)) is X
+      return compile(m, path);
+    }
     for (auto it = n.begin(); it != n.end(); ++it) {
       if (!kComplementable.count(it.key()) && !kAnnotations.count(it.key())) {
         return error(path, "keyword 'not' over '" + it.key() + "' is not supported");
@@ -847,12 +856,34 @@ class SchemaCompiler {
   Result<ExprId> compile_enum(const Json& s, const std::string& path) {
     static const std::set<std::string> kSiblingsAllowed = {"type", "const", "enum", "minLength", "maxLength", "pattern", "format",
                                                            "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"};
+    // Unknown keywords are annotations; known assertions beside enum must be checked. Those
+    // the filter below does not know are checked by the grammar of the rest of the schema,
+    // run over each value (compact): a value it refuses is left out, which at worst is stricter.
+    Json others = Json::object();
     for (auto it = s.begin(); it != s.end(); ++it) {
-      // Unknown keywords are annotations; known assertions beside enum must be checked.
-      if (!kSiblingsAllowed.count(it.key()) && kAssertions.count(it.key())) {
-        return error(path, "enum/const together with '" + it.key() + "' is not supported");
-      }
+      if (!kSiblingsAllowed.count(it.key()) && kAssertions.count(it.key())) others[it.key()] = it.value();
     }
+    std::shared_ptr<const Automaton> others_grammar;
+    if (!others.empty()) {
+      if (s.contains("type")) others["type"] = s["type"];
+      JsonSchemaOptions compact = options_;
+      compact.compact = true;
+      SchemaCompiler sub(root_, compact);
+      auto g = sub.run_on(others, path);
+      if (!g.ok()) return g.status();
+      auto a = Automaton::compile(*g, CompileBudget{});
+      if (!a.ok()) return error(path, "enum/const beside other keywords: " + a.status().message());
+      others_grammar = *a;
+    }
+    auto others_accept = [&](const Json& v) {
+      if (!others_grammar) return true;
+      Stacks st(others_grammar.get(), 2000);
+      st.reset(others_grammar->root_start(), Stacks::kRoot);
+      for (char c : v.dump()) {
+        if (!st.advance(static_cast<uint8_t>(c))) return false;
+      }
+      return st.can_end();
+    };
     std::vector<Json> values;
     if (s.contains("const")) values.push_back(s["const"]);
     if (s.contains("enum")) {
@@ -870,6 +901,7 @@ class SchemaCompiler {
     for (const Json& v : values) {
       if (!value_fits(v, s, types)) continue;
       if (string_dfa && v.is_string() && !string_body_accepted(*string_dfa, v.get<std::string>())) continue;
+      if (!others_accept(v)) continue;
       alts.push_back(const_expr(v));
     }
     return g_.alt(std::move(alts));
