@@ -422,6 +422,19 @@ class SchemaCompiler {
       return s.contains("required") && s["required"].is_array() &&
              std::find(s["required"].begin(), s["required"].end(), Json(k)) != s["required"].end();
     };
+    // A property one requires and the other cannot have (no such property beside
+    // additionalProperties false, or a false property schema).
+    auto forbids = [](const Json& s, const std::string& k) {
+      if (s.contains("patternProperties") || s.contains("$ref") || s.contains("allOf") || s.contains("anyOf") || s.contains("oneOf")) return false;
+      if (s["properties"].contains(k)) return s["properties"][k] == Json(false);
+      return s.contains("additionalProperties") && s["additionalProperties"] == Json(false);
+    };
+    for (const auto& [x, y] : {std::pair<const Json*, const Json*>{&a, &b}, {&b, &a}}) {
+      if (!x->contains("required") || !(*x)["required"].is_array()) continue;
+      for (const Json& r : (*x)["required"]) {
+        if (r.is_string() && forbids(*y, r.get<std::string>())) return true;
+      }
+    }
     for (auto p = a["properties"].begin(); p != a["properties"].end(); ++p) {
       if (!b["properties"].contains(p.key()) || !required(a, p.key()) || !required(b, p.key())) continue;
       DI_ASSIGN_OR_RETURN(Shape x, shape(p.value(), path));
@@ -741,6 +754,14 @@ class SchemaCompiler {
       if (!regex) return error(path, "format '" + s["format"].get<std::string>() + "' is not supported");
       DI_ASSIGN_OR_RETURN(ByteDfa f, pattern_dfa(*regex, RegexMatch::kFull, path));
       DI_ASSIGN_OR_RETURN(d, dfa_op(d, f, DfaOp::kAnd, path));
+      if (s["format"] == Json("hostname")) {
+        DI_ASSIGN_OR_RETURN(ByteDfa dashes, pattern_dfa("--", RegexMatch::kSearch, path));
+        DI_ASSIGN_OR_RETURN(d, dfa_op(d, dashes, DfaOp::kAndNot, path));
+        DI_ASSIGN_OR_RETURN(ByteDfa one_char, length_dfa(1, 1, path));
+        auto l = with_length(d, one_char, 0, 253);
+        if (!l.ok()) return error(path, l.status().message());
+        d = std::move(*l);
+      }
     }
     if (s.contains("pattern")) {
       if (!s["pattern"].is_string()) return error(path, "pattern must be a string");
@@ -780,7 +801,8 @@ class SchemaCompiler {
       if (!regex) return error(path, "format '" + f + "' is not supported");
       pattern = *regex;
     }
-    if ((s.contains("format") && s.contains("pattern")) || ((s.contains("format") || s.contains("pattern")) && has_len)) {
+    if ((s.contains("format") && s.contains("pattern")) || ((s.contains("format") || s.contains("pattern")) && has_len) ||
+        (s.contains("format") && s["format"] == Json("hostname"))) {
       // An intersection of string languages: built as a DFA.
       DI_ASSIGN_OR_RETURN(ByteDfa d, string_keywords_dfa(s, path));
       return g_.seq({lit("\""), g_.dfa(std::make_shared<const ByteDfa>(std::move(d))), lit("\"")});

@@ -217,12 +217,34 @@ TEST(JsonSchema, NotOfTypesValuesAndStringLanguages) {
   expect_instances(R"({"not":{}})", {{"null", false}, {"1", false}});
 }
 
+TEST(JsonSchema, HostnameFormat) {
+  const std::string long_label(64, 'a');
+  std::string long_name;
+  for (int i = 0; i < 3; ++i) long_name += std::string(63, 'a') + ".";
+  long_name += std::string(62, 'a');  // 254 characters
+  expect_instances(R"({"type":"string","format":"hostname"})",
+                   {{"\"example.com\"", true}, {"\"a-b.c1\"", true}, {"\"localhost\"", true}, {"\"-a.com\"", false},
+                    {"\"a-.com\"", false}, {"\"a..com\"", false}, {"\"a_b.com\"", false}, {"\"xn--x.com\"", false}});
+  auto g = testing::compile_spec(GrammarKind::kJsonSchema, R"({"type":"string","format":"hostname"})");
+  ASSERT_TRUE(g.ok());
+  EXPECT_FALSE(matches(*g, "\"" + long_label + ".com\""));
+  EXPECT_FALSE(matches(*g, "\"" + long_name + "\""));
+  EXPECT_TRUE(matches(*g, "\"" + long_name.substr(1) + "\""));
+}
+
+// oneOf branches where one requires a property the other cannot have are disjoint.
+TEST(JsonSchema, OneOfDisjointByAForbiddenRequiredProperty) {
+  expect_instances(R"({"oneOf":[{"type":"object","properties":{"src":{"type":"string"},"to":{"type":"string"}},"required":["src","to"],"additionalProperties":false},
+                                {"type":"object","properties":{"replace":{"type":"string"},"with":{"type":"string"}},"required":["replace","with"],"additionalProperties":false}]})",
+                   {{R"({"src":"a","to":"b"})", true}, {R"({"replace":"a","with":"b"})", true}, {R"({"src":"a","with":"b"})", false}});
+}
+
 TEST(JsonSchema, UnsupportedKeywordsAreErrorsNamingTheKeyword) {
   const std::pair<const char*, const char*> cases[] = {
       {R"({"not":{"type":"object","required":["a"]}})", "'not' over 'required'"},
       {R"({"type":"array","uniqueItems":true})", "'uniqueItems'"},
       {R"({"oneOf":[{"type":"string"},{"type":"string","minLength":2}]})", "oneOf: branches 0 and 1 may both match"},
-      {R"({"type":"string","format":"hostname"})", "format 'hostname'"},
+      {R"({"type":"string","format":"idn-hostname"})", "format 'idn-hostname'"},
       {R"({"$ref":"other.json#/a"})", "only references inside the document"},
       {R"({"$ref":"#/$defs/missing"})", "does not resolve"},
       {R"({"$defs":{},"$ref":"#/$defs/%zz"})", "bad percent escape"},
