@@ -318,7 +318,7 @@ class SchemaCompiler {
         out[k] = v;
         continue;
       }
-      if (out[k] == v || kAnnotations.count(k)) continue;
+      if (out[k] == v || !kAssertions.count(k)) continue;  // annotations and unknown keywords: the first kept
       if (k == "properties" && v.is_object() && out[k].is_object()) {
         for (auto p = v.begin(); p != v.end(); ++p) {
           if (out[k].contains(p.key())) {
@@ -822,9 +822,15 @@ class SchemaCompiler {
     if (min_len > (1 << 20) || max_len > (1 << 20)) return error(path, "minLength/maxLength above 1048576");
     const std::string key = "string_" + std::to_string(min_len) + "_" + (max_len == kUnbounded ? "inf" : std::to_string(max_len));
     return g_.call(shared(key, [&] {
-      return g_.seq({lit("\""), g_.repeat(string_char(), static_cast<int32_t>(min_len), static_cast<int32_t>(max_len)), lit("\"")});
+      // Long bounds repeat a call of one character: inlined, each repetition copies the
+      // character's automaton (escapes, UTF-8), and a few thousand of them outgrow the budget.
+      const bool long_bounds = min_len > kInlineLengthBound || max_len > kInlineLengthBound;
+      const ExprId c = long_bounds ? g_.call(shared("string_char", [&] { return string_char(); })) : string_char();
+      return g_.seq({lit("\""), g_.repeat(c, static_cast<int32_t>(min_len), static_cast<int32_t>(max_len)), lit("\"")});
     }));
   }
+
+  static constexpr int64_t kInlineLengthBound = 512;
 
   Result<ExprId> compile_number(const Json& s, bool integer, const std::string& path) {
     NumberBounds b;

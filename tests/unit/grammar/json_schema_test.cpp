@@ -239,6 +239,29 @@ TEST(JsonSchema, OneOfDisjointByAForbiddenRequiredProperty) {
                    {{R"({"src":"a","to":"b"})", true}, {R"({"replace":"a","with":"b"})", true}, {R"({"src":"a","with":"b"})", false}});
 }
 
+// Length bounds in the thousands repeat a call of one character: inlined, they outgrew the
+// 250 000-state budget (maxLength 2000 was refused).
+TEST(JsonSchema, LongStringBounds) {
+  auto g = testing::compile_spec(GrammarKind::kJsonSchema, R"({"type":"string","maxLength":70000})");
+  ASSERT_TRUE(g.ok()) << g.status().to_string();
+  EXPECT_TRUE(matches(*g, "\"abc\\n\u00e9\""));
+  EXPECT_TRUE(matches(*g, "\"" + std::string(70000, 'x') + "\""));
+  EXPECT_FALSE(matches(*g, "\"" + std::string(70001, 'x') + "\""));
+  expect_instances(R"({"type":"string","minLength":600,"maxLength":601})", {{"\"\"", false}});
+  auto m = testing::compile_spec(GrammarKind::kJsonSchema, R"({"type":"string","minLength":600,"maxLength":601})");
+  ASSERT_TRUE(m.ok());
+  EXPECT_FALSE(matches(*m, "\"" + std::string(599, 'x') + "\""));
+  EXPECT_TRUE(matches(*m, "\"" + std::string(600, 'x') + "\""));
+  EXPECT_TRUE(matches(*m, "\"" + std::string(601, 'x') + "\""));
+  EXPECT_FALSE(matches(*m, "\"" + std::string(602, 'x') + "\""));
+}
+
+// allOf branches that differ only in keywords without an assertion (vendor extensions) merge.
+TEST(JsonSchema, AllOfIgnoresUnknownKeywords) {
+  expect_instances(R"({"allOf":[{"x-doc":"a","type":"string"},{"x-doc":"b","minLength":1}]})",
+                   {{"\"a\"", true}, {"\"\"", false}, {"1", false}});
+}
+
 TEST(JsonSchema, UnsupportedKeywordsAreErrorsNamingTheKeyword) {
   const std::pair<const char*, const char*> cases[] = {
       {R"({"not":{"type":"object","required":["a"]}})", "'not' over 'required'"},
