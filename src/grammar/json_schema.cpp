@@ -36,7 +36,7 @@ const std::set<std::string> kAnnotations = {
 
 // Assertions this compiler cannot express exactly: refused by name.
 const std::set<std::string> kUnsupported = {
-    "if", "then", "else", "dependencies", "dependentRequired", "dependentSchemas", "propertyNames",
+    "if", "then", "else", "propertyNames",
     "contains", "minContains", "maxContains", "unevaluatedProperties", "unevaluatedItems", "$dynamicRef",
     "$recursiveRef"};
 
@@ -506,6 +506,9 @@ class SchemaCompiler {
       }
       return compile(acc, path);
     }
+    if (s.contains("dependencies") || s.contains("dependentRequired") || s.contains("dependentSchemas")) {
+      return compile_dependencies(s, path);
+    }
     for (const char* key : {"anyOf", "oneOf"}) {
       if (!s.contains(key)) continue;
       const Json& branches = s[key];
@@ -550,6 +553,79 @@ class SchemaCompiler {
     return g_.alt(std::move(alts));
   }
 
+  // dependentRequired, dependentSchemas and draft 7's dependencies: one variant of the schema
+  // per set of trigger properties present, the others forbidden (a false property schema), the
+  // present ones required along with what they bring. The variants are disjoint by which
+  // triggers appear, so their union is exact; there are 2^k of them, so k is kept small.
+  Result<ExprId> compile_dependencies(const Json& s, const std::string& path) {
+    std::vector<std::string> triggers;
+    std::map<std::string, std::vector<std::string>> needs;
+    std::map<std::string, Json> schemas;
+    for (const char* kw : {"dependentRequired", "dependentSchemas", "dependencies"}) {
+      if (!s.contains(kw)) continue;
+      if (!s[kw].is_object()) return error(path, std::string(kw) + " must be an object");
+      for (auto it = s[kw].begin(); it != s[kw].end(); ++it) {
+        const std::string& t = it.key();
+        if (std::find(triggers.begin(), triggers.end(), t) == triggers.end()) triggers.push_back(t);
+        if (std::string(kw) == "dependentRequired" || (std::string(kw) == "dependencies" && it.value().is_array())) {
+          if (!it.value().is_array()) return error(path, std::string(kw) + " must map names to arrays of names");
+          for (const Json& r : it.value()) {
+            if (!r.is_string()) return error(path, std::string(kw) + " must map names to arrays of names");
+            needs[t].push_back(r.get<std::string>());
+          }
+        } else if (schemas.count(t)) {
+          DI_ASSIGN_OR_RETURN(Json m, merge(schemas[t], it.value(), path + "/" + kw));
+          schemas[t] = std::move(m);
+        } else {
+          schemas[t] = it.value();
+        }
+      }
+    }
+    if (triggers.size() > 4) return error(path, "keyword 'dependencies' (or dependentRequired/dependentSchemas) over more than 4 properties is not supported");
+    Json base = s;
+    for (const char* kw : {"dependentRequired", "dependentSchemas", "dependencies"}) base.erase(kw);
+    std::vector<ExprId> alts;
+    for (uint32_t present = 0; present < (1u << triggers.size()); ++present) {
+      Json v = base;
+      auto require = [&](const std::string& name) {
+        if (!v.contains("required") || !v["required"].is_array()) v["required"] = Json::array();
+        if (!json_contains(v["required"], Json(name))) v["required"].push_back(name);
+      };
+      for (size_t i = 0; i < triggers.size(); ++i) {
+        if (!(present & (1u << i))) continue;
+        require(triggers[i]);
+        // An undeclared trigger is declared first (a trigger usually comes before what it
+        // brings; properties go in declared order), where that changes no value's schema.
+        if (!v.contains("additionalProperties") && !v.contains("patternProperties") &&
+            !(v.contains("properties") && v["properties"].is_object() && v["properties"].contains(triggers[i]))) {
+          Json props = Json::object();
+          props[triggers[i]] = Json::object();
+          if (v.contains("properties") && v["properties"].is_object()) {
+            for (auto it = v["properties"].begin(); it != v["properties"].end(); ++it) props[it.key()] = it.value();
+          }
+          v["properties"] = std::move(props);
+        }
+        for (const std::string& r : needs[triggers[i]]) require(r);
+        if (schemas.count(triggers[i])) {
+          DI_ASSIGN_OR_RETURN(Json m, merge(v, schemas[triggers[i]], path + "/dependencies/" + triggers[i]));
+          v = std::move(m);
+        }
+      }
+      if (v.is_boolean()) {
+        if (v.get<bool>()) return error(path, "dependencies: a variant merged to true");  // cannot happen: base is an object
+        continue;
+      }
+      for (size_t i = 0; i < triggers.size(); ++i) {
+        if (present & (1u << i)) continue;
+        if (!v.contains("properties") || !v["properties"].is_object()) v["properties"] = Json::object();
+        v["properties"][triggers[i]] = false;
+      }
+      DI_ASSIGN_OR_RETURN(ExprId e, compile(v, path));
+      alts.push_back(e);
+    }
+    return g_.alt(std::move(alts));
+  }
+
   // `not` over what can be complemented exactly: a schema of type, const/enum of scalars and
   // the string keywords, beside nothing but `type`. The complement is built per JSON type: the
   // null and boolean values left out, every object or array unless the schema takes them all,
@@ -560,7 +636,7 @@ class SchemaCompiler {
     Json rest = s;
     rest.erase("not");
     for (auto it = rest.begin(); it != rest.end(); ++it) {
-      if (it.key() != "type" && !kAnnotations.count(it.key())) {
+      if (it.key() != "type" && kAssertions.count(it.key())) {
         return error(path, "keyword 'not' beside '" + it.key() + "' is not supported");
       }
     }
@@ -572,7 +648,7 @@ class SchemaCompiler {
       return compile(m, path);
     }
     for (auto it = n.begin(); it != n.end(); ++it) {
-      if (!kComplementable.count(it.key()) && !kAnnotations.count(it.key())) {
+      if (!kComplementable.count(it.key()) && kAssertions.count(it.key())) {
         return error(path, "keyword 'not' over '" + it.key() + "' is not supported");
       }
     }

@@ -262,6 +262,22 @@ TEST(JsonSchema, AllOfIgnoresUnknownKeywords) {
                    {{"\"a\"", true}, {"\"\"", false}, {"1", false}});
 }
 
+// One variant per set of trigger properties present: each was a compile error before.
+TEST(JsonSchema, DependenciesAsVariantsPerTrigger) {
+  const char* required = R"({"type":"object","properties":{"card":{"type":"string"},"address":{"type":"string"},"name":{}},
+                             "dependentRequired":{"card":["address"]}})";
+  expect_instances(required, {{R"({})", true}, {R"({"name":1})", true}, {R"({"card":"x","address":"y"})", true},
+                              {R"({"card":"x"})", false}, {R"({"address":"y"})", true}, {R"({"card":"x","name":1})", false}});
+  const char* draft7 = R"({"dependencies":{"a":["b"],"c":{"properties":{"d":{"type":"integer"}},"required":["d"]}}})";
+  expect_instances(draft7, {{R"({"a":1,"b":2})", true}, {R"({"a":1})", false}, {R"({"c":1,"d":2})", true}, {R"({"c":1,"d":"x"})", false},
+                            {R"({"c":1})", false}, {R"({"d":"x"})", true}, {"5", true}, {"\"s\"", true}});
+  expect_instances(R"({"dependentSchemas":{"a":false}})", {{R"({"a":1})", false}, {R"({"b":1})", true}});
+}
+
+TEST(JsonSchema, NotIgnoresUnknownKeywords) {
+  expect_instances(R"({"comment":"x","not":{"type":"string","comment":"y"}})", {{"\"a\"", false}, {"1", true}});
+}
+
 TEST(JsonSchema, UnsupportedKeywordsAreErrorsNamingTheKeyword) {
   const std::pair<const char*, const char*> cases[] = {
       {R"({"not":{"type":"object","required":["a"]}})", "'not' over 'required'"},
