@@ -365,6 +365,7 @@ class SchemaCompiler {
       const Json* other = x == &a ? &b : &a;
       if (x->contains("additionalProperties") && (*x)["additionalProperties"] != Json(true) && other->contains("properties")) {
         for (auto p = (*other)["properties"].begin(); p != (*other)["properties"].end(); ++p) {
+          if (p.value() == Json(false)) continue;  // forbids a name: widens nothing
           if (!x->contains("properties") || !(*x)["properties"].contains(p.key())) {
             return error(path, "allOf: property '" + p.key() + "' is limited by another branch's additionalProperties");
           }
@@ -514,9 +515,26 @@ class SchemaCompiler {
       const Json& branches = s[key];
       if (!branches.is_array() || branches.empty()) return error(path, std::string(key) + " must be a non-empty array");
       if (std::string(key) == "oneOf") {
+        Json base = s;
+        base.erase(key);
+        // Disjointness is judged with the siblings merged in (a parent's "type": "object" makes
+        // branches that differ by a discriminator disjoint), or alone where merging fails.
+        std::vector<Json> judged(branches.begin(), branches.end());
+        if (has_assertions(base)) {
+          for (size_t i = 0; i < judged.size(); ++i) {
+            auto m = merge(base, branches[i], path);
+            if (!m.ok()) {
+              judged.assign(branches.begin(), branches.end());
+              break;
+            }
+            judged[i] = std::move(*m);
+          }
+        }
+        auto required_only = compile_one_of_required(s, base, path);
+        if (!required_only.ok() || *required_only != kNoExpr) return required_only;
         for (size_t i = 0; i < branches.size(); ++i) {
           for (size_t j = i + 1; j < branches.size(); ++j) {
-            DI_ASSIGN_OR_RETURN(bool d, disjoint(branches[i], branches[j], path));
+            DI_ASSIGN_OR_RETURN(bool d, disjoint(judged[i], judged[j], path));
             if (!d) {
               return error(path, "oneOf: branches " + std::to_string(i) + " and " + std::to_string(j) +
                                      " may both match (only mutually exclusive branches are supported)");
@@ -621,6 +639,58 @@ class SchemaCompiler {
         v["properties"][triggers[i]] = false;
       }
       DI_ASSIGN_OR_RETURN(ExprId e, compile(v, path));
+      alts.push_back(e);
+    }
+    return g_.alt(std::move(alts));
+  }
+
+  static constexpr ExprId kNoExpr = -1;
+
+  // oneOf whose branches only require properties ({"required": ["a"]}, {"required": ["b"]}): an
+  // object matches exactly one branch depending on which of the named properties it has, so the
+  // schema is one variant per presence set with exactly one branch satisfied (present names
+  // required, absent ones forbidden), objects only (anything else meets every branch). kNoExpr
+  // when the branches are not of that form.
+  Result<ExprId> compile_one_of_required(const Json& s, const Json& base, const std::string& path) {
+    const Json& branches = s["oneOf"];
+    if (branches.size() < 2) return kNoExpr;
+    std::vector<std::vector<std::string>> sets;
+    std::vector<std::string> names;
+    for (const Json& b_in : branches) {
+      if (!b_in.is_object()) return kNoExpr;
+      for (auto it = b_in.begin(); it != b_in.end(); ++it) {
+        if (it.key() != "required" && kAssertions.count(it.key())) return kNoExpr;
+      }
+      std::vector<std::string> set;
+      if (b_in.contains("required")) {
+        if (!b_in["required"].is_array()) return kNoExpr;
+        for (const Json& r : b_in["required"]) {
+          if (!r.is_string()) return kNoExpr;
+          set.push_back(r.get<std::string>());
+          if (std::find(names.begin(), names.end(), set.back()) == names.end()) names.push_back(set.back());
+        }
+      }
+      sets.push_back(std::move(set));
+    }
+    if (names.size() > 6) return error(path, "oneOf of required lists over more than 6 properties is not supported");
+    DI_ASSIGN_OR_RETURN(Json objects, merge(base, Json{{"type", "object"}}, path));
+    std::vector<ExprId> alts;
+    for (uint32_t present = 0; present < (1u << names.size()); ++present) {
+      auto has = [&](const std::string& n) {
+        return (present >> (std::find(names.begin(), names.end(), n) - names.begin())) & 1u;
+      };
+      int satisfied = 0;
+      for (const auto& set : sets) satisfied += std::all_of(set.begin(), set.end(), has);
+      if (satisfied != 1) continue;
+      Json variant = Json::object();
+      variant["required"] = Json::array();
+      variant["properties"] = Json::object();
+      for (size_t i = 0; i < names.size(); ++i) {
+        if (present & (1u << i)) variant["required"].push_back(names[i]);
+        else variant["properties"][names[i]] = false;
+      }
+      DI_ASSIGN_OR_RETURN(Json m, merge(objects, variant, path + "/oneOf"));
+      DI_ASSIGN_OR_RETURN(ExprId e, compile(m, path + "/oneOf"));
       alts.push_back(e);
     }
     return g_.alt(std::move(alts));

@@ -278,6 +278,25 @@ TEST(JsonSchema, NotIgnoresUnknownKeywords) {
   expect_instances(R"({"comment":"x","not":{"type":"string","comment":"y"}})", {{"\"a\"", false}, {"1", true}});
 }
 
+// oneOf over required lists: one variant per presence set that satisfies exactly one branch.
+TEST(JsonSchema, OneOfOfRequiredLists) {
+  const char* schema = R"({"type":"object","properties":{"a":{"type":"integer"},"b":{},"c":{}},
+                           "oneOf":[{"required":["a"]},{"required":["b","c"]}]})";
+  expect_instances(schema, {{R"({"a":1})", true}, {R"({"b":1,"c":2})", true}, {R"({"a":1,"b":2})", true},
+                            {R"({"a":1,"b":1,"c":2})", false}, {R"({"b":1})", false}, {R"({})", false},
+                            {R"({"a":"x"})", false}});
+  // Without "type": "object" a non-object meets both branches, so oneOf refuses it.
+  expect_instances(R"({"oneOf":[{"required":["x"]},{"required":["y"]}]})",
+                   {{R"({"x":1})", true}, {R"({"y":1})", true}, {R"({"x":1,"y":1})", false}, {"1", false}, {R"({"z":1})", false}});
+}
+
+// A parent's "type": "object" makes branches told apart by a discriminator disjoint.
+TEST(JsonSchema, OneOfDisjointnessSeesTheSiblings) {
+  expect_instances(R"({"type":"object","oneOf":[{"properties":{"k":{"enum":["a"]}},"required":["k"]},
+                                               {"properties":{"k":{"enum":["b"]}},"required":["k"]}]})",
+                   {{R"({"k":"a"})", true}, {R"({"k":"b"})", true}, {R"({"k":"c"})", false}, {"1", false}});
+}
+
 TEST(JsonSchema, UnsupportedKeywordsAreErrorsNamingTheKeyword) {
   const std::pair<const char*, const char*> cases[] = {
       {R"({"not":{"type":"object","required":["a"]}})", "'not' over 'required'"},
