@@ -706,7 +706,9 @@ class SchemaCompiler {
     Json rest = s;
     rest.erase("not");
     for (auto it = rest.begin(); it != rest.end(); ++it) {
-      if (it.key() != "type" && kAssertions.count(it.key())) {
+      // Beside it: the type, and string keywords (they narrow only the strings' piece below).
+      static const std::set<std::string> kBeside = {"type", "pattern", "minLength", "maxLength", "format"};
+      if (!kBeside.count(it.key()) && kAssertions.count(it.key())) {
         return error(path, "keyword 'not' beside '" + it.key() + "' is not supported");
       }
     }
@@ -777,7 +779,8 @@ class SchemaCompiler {
           DI_ASSIGN_OR_RETURN(taken, dfa_op(taken, listed, DfaOp::kAnd, path));
         }
       }
-      DI_ASSIGN_OR_RETURN(ByteDfa left, dfa_op(any, taken, DfaOp::kAndNot, path));
+      DI_ASSIGN_OR_RETURN(ByteDfa allowed, string_keywords_dfa(rest, path));
+      DI_ASSIGN_OR_RETURN(ByteDfa left, dfa_op(allowed, taken, DfaOp::kAndNot, path));
       alts.push_back(g_.seq({lit("\""), g_.dfa(std::make_shared<const ByteDfa>(std::move(left))), lit("\"")}));
     }
     const bool outer_number = outer_has("number"), outer_integer = outer_has("integer") || outer_number;

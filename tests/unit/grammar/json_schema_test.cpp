@@ -215,6 +215,10 @@ TEST(JsonSchema, NotOfTypesValuesAndStringLanguages) {
   expect_instances(R"({"type":"number","not":{"type":"integer"}})", {{"1.5", true}, {"2", false}, {"2.0", false}, {"2e0", false}});
   expect_instances(R"({"not":{"enum":[true,null]}})", {{"true", false}, {"null", false}, {"false", true}, {"0", true}});
   expect_instances(R"({"not":{}})", {{"null", false}, {"1", false}});
+  // String keywords beside `not` narrow the strings it leaves.
+  expect_instances(R"({"type":"string","minLength":2,"not":{"pattern":"^a"}})",
+                   {{"\"bb\"", true}, {"\"b\"", false}, {"\"ab\"", false}, {"1", false}});
+  expect_instances(R"({"maxLength":1,"not":{"type":"null"}})", {{"\"a\"", true}, {"\"ab\"", false}, {"2", true}, {"null", false}});
 }
 
 TEST(JsonSchema, HostnameFormat) {
