@@ -32,7 +32,7 @@ import grammar_stats  # noqa: E402
 WORK = REPO / "build" / "json-schema-suite"
 JSONSCHEMA_VERSION = "4.26.0"  # the suite revision the committed results were measured with
 # The formats src/grammar checks (docs/structured-output.md); their optional/format tests assert.
-CHECKED_FORMATS = ["date", "time", "date-time", "email", "uuid", "uri", "ipv4", "ipv6"]
+CHECKED_FORMATS = ["date", "time", "date-time", "email", "uuid", "uri", "ipv4", "ipv6", "hostname"]
 
 
 def fetch_suite() -> pathlib.Path:

@@ -137,6 +137,27 @@ Status AutomatonBuilder::build(ExprId id, int32_t from, int32_t to, int depth) {
       }
       return Status::ok_status();
     }
+    case ExprKind::kDfa: {
+      const ByteDfa& d = *e.dfa;
+      const auto base = static_cast<int32_t>(nfa_.size());
+      for (uint32_t i = 0; i < d.n_states(); ++i) {
+        DI_RETURN_IF_ERROR(new_state().status());
+      }
+      nfa_[from].eps.push_back(base);
+      for (uint32_t i = 0; i < d.n_states(); ++i) {
+        if (d.final[i]) nfa_[base + i].eps.push_back(to);
+        for (int b = 0; b < 256;) {
+          const uint32_t t = d.step(i, static_cast<uint8_t>(b));
+          int hi = b;
+          while (hi + 1 < 256 && d.step(i, static_cast<uint8_t>(hi + 1)) == t) ++hi;
+          if (t != ByteDfa::kDead) {
+            nfa_[base + i].bytes.push_back({static_cast<uint8_t>(b), static_cast<uint8_t>(hi), base + static_cast<int32_t>(t)});
+          }
+          b = hi + 1;
+        }
+      }
+      return Status::ok_status();
+    }
     case ExprKind::kRule:
       nfa_[from].calls.emplace_back(static_cast<uint32_t>(e.rule), to);
       if (!rule_scheduled_[e.rule]) {

@@ -124,6 +124,13 @@ Status Grammar::validate() const {
   return Status::ok_status();
 }
 
+ExprId Grammar::dfa(std::shared_ptr<const ByteDfa> dfa) {
+  if (!dfa || dfa->n_states() == 0) return kNothingId;
+  Expr e = make(ExprKind::kDfa);
+  e.dfa = std::move(dfa);
+  return push(std::move(e));
+}
+
 namespace {
 
 void print_byte(uint8_t b, bool in_class, std::string* out) {
@@ -185,6 +192,7 @@ void Grammar::print_expr(ExprId id, std::string* out) const {
       out->push_back('}');
       break;
     case ExprKind::kRule: *out += rules_[e.rule].name; break;
+    case ExprKind::kDfa: *out += "<dfa of " + std::to_string(e.dfa->n_states()) + " states>"; break;
   }
 }
 

@@ -14,6 +14,7 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -46,6 +47,21 @@ struct ByteSet {
   bool operator==(const ByteSet&) const = default;
 };
 
+// A deterministic automaton over bytes, usable as one expression: how a front end writes a
+// language built by intersection or complement (byte_dfa.h), which the other expressions cannot
+// say. State 0 is the start, and every state reaches a final one (the DFA is trimmed), so the
+// matcher never enters a state that cannot complete. No states: the empty language.
+struct ByteDfa {
+  static constexpr uint32_t kDead = 0xFFFFFFFFu;
+  std::array<uint8_t, 256> cls{};  // byte -> class; bytes of one class go to the same states
+  uint32_t n_classes = 1;
+  std::vector<uint32_t> next;      // [n_states * n_classes]: target state or kDead
+  std::vector<char> final;         // [n_states]
+
+  uint32_t n_states() const { return static_cast<uint32_t>(final.size()); }
+  uint32_t step(uint32_t s, uint8_t b) const { return next[size_t{s} * n_classes + cls[b]]; }
+};
+
 enum class ExprKind : uint8_t {
   kEmpty,    // matches the empty string
   kNothing,  // matches no string (an empty alternation; an enum filtered to nothing)
@@ -55,6 +71,7 @@ enum class ExprKind : uint8_t {
   kAlt,      // any one child
   kRepeat,   // child repeated [min, max] times (max kUnbounded)
   kRule,     // a call of rule `rule`
+  kDfa,      // a string `dfa` accepts
 };
 
 struct Expr {
@@ -64,6 +81,7 @@ struct Expr {
   std::string bytes;              // kBytes
   ByteSet set;                    // kByteSet
   std::vector<ExprId> children;   // kSeq, kAlt, kRepeat (one)
+  std::shared_ptr<const ByteDfa> dfa;  // kDfa
 };
 
 struct Rule {
@@ -87,6 +105,7 @@ class Grammar {
   ExprId star(ExprId child) { return repeat(child, 0, kUnbounded); }
   ExprId plus(ExprId child) { return repeat(child, 1, kUnbounded); }
   ExprId call(RuleId rule);
+  ExprId dfa(std::shared_ptr<const ByteDfa> dfa);  // nothing() for an empty one
 
   // A rule declared before its body exists (recursion, forward references in GBNF).
   RuleId declare_rule(std::string name);

@@ -3,18 +3,23 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
 #include <string>
+#include <type_traits>
 #include <unordered_map>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "grammar/automaton.h"
+#include "grammar/byte_dfa.h"
 #include "grammar/json_schema_formats.h"
 #include "grammar/number_ranges.h"
 #include "grammar/regex.h"
+#include "grammar/stacks.h"
 
 namespace deepinfer::grammar {
 
@@ -31,7 +36,7 @@ const std::set<std::string> kAnnotations = {
 
 // Assertions this compiler cannot express exactly: refused by name.
 const std::set<std::string> kUnsupported = {
-    "not", "if", "then", "else", "dependencies", "dependentRequired", "dependentSchemas", "propertyNames",
+    "if", "then", "else", "propertyNames",
     "contains", "minContains", "maxContains", "unevaluatedProperties", "unevaluatedItems", "$dynamicRef",
     "$recursiveRef"};
 
@@ -50,9 +55,12 @@ class SchemaCompiler {
  public:
   SchemaCompiler(Json root, const JsonSchemaOptions& options) : root_(std::move(root)), options_(options) {}
 
-  Result<Grammar> run() {
+  Result<Grammar> run() { return run_on(root_, ""); }
+
+  // The grammar of `s`, a schema inside this document (its $refs resolve against the root).
+  Result<Grammar> run_on(const Json& s, const std::string& path) {
     ws_ = options_.compact ? g_.empty() : g_.repeat(ws_char(), 0, std::max(options_.max_whitespace, 0));
-    DI_ASSIGN_OR_RETURN(ExprId body, compile(root_, ""));
+    DI_ASSIGN_OR_RETURN(ExprId body, compile(s, path));
     g_.set_root(g_.add_rule(g_.fresh_name("root"), body));
     DI_RETURN_IF_ERROR(g_.validate());
     return std::move(g_);
@@ -230,21 +238,87 @@ class SchemaCompiler {
     return out;
   }
 
+  static constexpr const char* kElementKeywords[] = {"prefixItems", "items", "additionalItems"};
+
+  static bool has_element_keywords(const Json& s) {
+    return s.contains("prefixItems") || s.contains("items");  // additionalItems alone does nothing
+  }
+
+  // Element i of an array meets prefix[i] (i < prefix.size()) or rest, as one schema object
+  // says it: prefixItems and the items after them (2020-12), or an items array and
+  // additionalItems (drafts 4-7), or one items schema for every element.
+  struct ElementSchemas {
+    std::vector<Json> prefix;
+    Json rest = Json(true);
+  };
+
+  static Result<ElementSchemas> element_schemas(const Json& s, const std::string& path) {
+    ElementSchemas out;
+    if (s.contains("prefixItems")) {
+      if (!s["prefixItems"].is_array()) return error(path, "prefixItems must be an array");
+      out.prefix.assign(s["prefixItems"].begin(), s["prefixItems"].end());
+      if (s.contains("items")) out.rest = s["items"];
+    } else if (s.contains("items") && s["items"].is_array()) {
+      out.prefix.assign(s["items"].begin(), s["items"].end());
+      if (s.contains("additionalItems")) out.rest = s["additionalItems"];
+    } else if (s.contains("items")) {
+      out.rest = s["items"];
+    }
+    return out;
+  }
+
+  // {prefixItems, items} (only the keywords needed) that accept exactly the arrays both a's
+  // and b's element keywords accept.
+  Result<Json> merge_element_schemas(const Json& a, const Json& b, const std::string& path) {
+    DI_ASSIGN_OR_RETURN(ElementSchemas x, element_schemas(a, path));
+    DI_ASSIGN_OR_RETURN(ElementSchemas y, element_schemas(b, path));
+    Json out = Json::object();
+    const size_t n = std::max(x.prefix.size(), y.prefix.size());
+    if (n > 0) {
+      out["prefixItems"] = Json::array();
+      for (size_t i = 0; i < n; ++i) {
+        const Json& xi = i < x.prefix.size() ? x.prefix[i] : x.rest;
+        const Json& yi = i < y.prefix.size() ? y.prefix[i] : y.rest;
+        DI_ASSIGN_OR_RETURN(Json m, merge(xi, yi, path + "/prefixItems/" + std::to_string(i)));
+        out["prefixItems"].push_back(std::move(m));
+      }
+    }
+    DI_ASSIGN_OR_RETURN(Json rest, merge(x.rest, y.rest, path + "/items"));
+    if (rest != Json(true)) out["items"] = std::move(rest);
+    return out;
+  }
+
   Result<Json> merge(const Json& a_in, const Json& b_in, const std::string& path) {
     if (a_in.is_boolean()) return a_in.get<bool>() ? b_in : a_in;
     if (b_in.is_boolean()) return b_in.get<bool>() ? a_in : b_in;
     DI_ASSIGN_OR_RETURN(Json a, inline_ref(a_in, path));
     DI_ASSIGN_OR_RETURN(Json b, inline_ref(b_in, path));
     if (a.is_boolean() || b.is_boolean()) return merge(a, b, path);
+    // additionalItems means something only beside an items array of its own object; merged
+    // beside another object's items array it would wrongly constrain it.
+    for (Json* x : {&a, &b}) {
+      if (x->contains("additionalItems") && !(x->contains("items") && (*x)["items"].is_array())) x->erase("additionalItems");
+    }
     Json out = a;
+    // Which `items` applies to which element depends on the prefix of its own schema object,
+    // so when both objects constrain elements they are merged element by element, not by key.
+    const bool merge_elements = has_element_keywords(a) && has_element_keywords(b);
+    if (merge_elements) {
+      DI_ASSIGN_OR_RETURN(Json elements, merge_element_schemas(a, b, path));
+      for (const char* k : kElementKeywords) out.erase(k);
+      for (auto it = elements.begin(); it != elements.end(); ++it) out[it.key()] = it.value();
+    }
     for (auto it = b.begin(); it != b.end(); ++it) {
       const std::string& k = it.key();
       const Json& v = it.value();
+      if (merge_elements && std::find(std::begin(kElementKeywords), std::end(kElementKeywords), k) != std::end(kElementKeywords)) {
+        continue;
+      }
       if (!out.contains(k)) {
         out[k] = v;
         continue;
       }
-      if (out[k] == v || kAnnotations.count(k)) continue;
+      if (out[k] == v || !kAssertions.count(k)) continue;  // annotations and unknown keywords: the first kept
       if (k == "properties" && v.is_object() && out[k].is_object()) {
         for (auto p = v.begin(); p != v.end(); ++p) {
           if (out[k].contains(p.key())) {
@@ -277,12 +351,9 @@ class SchemaCompiler {
       } else if (k == "enum" && v.is_array() && out[k].is_array()) {
         Json both = Json::array();
         for (const Json& x : out[k]) {
-          if (std::find(v.begin(), v.end(), x) != v.end()) both.push_back(x);
+          if (json_contains(v, x)) both.push_back(x);
         }
         out[k] = both;
-      } else if (k == "items" && v.is_object() && out[k].is_object()) {
-        DI_ASSIGN_OR_RETURN(Json m, merge(out[k], v, path + "/items"));
-        out[k] = m;
       } else if (k == "allOf" && v.is_array()) {
         for (const Json& x : v) out[k].push_back(x);
       } else {
@@ -294,6 +365,7 @@ class SchemaCompiler {
       const Json* other = x == &a ? &b : &a;
       if (x->contains("additionalProperties") && (*x)["additionalProperties"] != Json(true) && other->contains("properties")) {
         for (auto p = (*other)["properties"].begin(); p != (*other)["properties"].end(); ++p) {
+          if (p.value() == Json(false)) continue;  // forbids a name: widens nothing
           if (!x->contains("properties") || !(*x)["properties"].contains(p.key())) {
             return error(path, "allOf: property '" + p.key() + "' is limited by another branch's additionalProperties");
           }
@@ -351,6 +423,19 @@ class SchemaCompiler {
       return s.contains("required") && s["required"].is_array() &&
              std::find(s["required"].begin(), s["required"].end(), Json(k)) != s["required"].end();
     };
+    // A property one requires and the other cannot have (no such property beside
+    // additionalProperties false, or a false property schema).
+    auto forbids = [](const Json& s, const std::string& k) {
+      if (s.contains("patternProperties") || s.contains("$ref") || s.contains("allOf") || s.contains("anyOf") || s.contains("oneOf")) return false;
+      if (s["properties"].contains(k)) return s["properties"][k] == Json(false);
+      return s.contains("additionalProperties") && s["additionalProperties"] == Json(false);
+    };
+    for (const auto& [x, y] : {std::pair<const Json*, const Json*>{&a, &b}, {&b, &a}}) {
+      if (!x->contains("required") || !(*x)["required"].is_array()) continue;
+      for (const Json& r : (*x)["required"]) {
+        if (r.is_string() && forbids(*y, r.get<std::string>())) return true;
+      }
+    }
     for (auto p = a["properties"].begin(); p != a["properties"].end(); ++p) {
       if (!b["properties"].contains(p.key()) || !required(a, p.key()) || !required(b, p.key())) continue;
       DI_ASSIGN_OR_RETURN(Shape x, shape(p.value(), path));
@@ -363,7 +448,7 @@ class SchemaCompiler {
   static bool values_disjoint(const std::vector<Json>& a, const std::vector<Json>& b) {
     for (const Json& x : a) {
       for (const Json& y : b) {
-        if (x == y) return false;
+        if (json_equal(x, y)) return false;
       }
     }
     return true;
@@ -402,6 +487,7 @@ class SchemaCompiler {
         return error(path, "keyword '" + it.key() + "' is not supported");
       }
     }
+    if (s.contains("not") && !s.contains("enum") && !s.contains("const")) return compile_not(s, path);
     if (s.contains("$ref")) {
       Json rest = s;
       rest.erase("$ref");
@@ -421,14 +507,34 @@ class SchemaCompiler {
       }
       return compile(acc, path);
     }
+    if (s.contains("dependencies") || s.contains("dependentRequired") || s.contains("dependentSchemas")) {
+      return compile_dependencies(s, path);
+    }
     for (const char* key : {"anyOf", "oneOf"}) {
       if (!s.contains(key)) continue;
       const Json& branches = s[key];
       if (!branches.is_array() || branches.empty()) return error(path, std::string(key) + " must be a non-empty array");
       if (std::string(key) == "oneOf") {
+        Json base = s;
+        base.erase(key);
+        // Disjointness is judged with the siblings merged in (a parent's "type": "object" makes
+        // branches that differ by a discriminator disjoint), or alone where merging fails.
+        std::vector<Json> judged(branches.begin(), branches.end());
+        if (has_assertions(base)) {
+          for (size_t i = 0; i < judged.size(); ++i) {
+            auto m = merge(base, branches[i], path);
+            if (!m.ok()) {
+              judged.assign(branches.begin(), branches.end());
+              break;
+            }
+            judged[i] = std::move(*m);
+          }
+        }
+        auto required_only = compile_one_of_required(s, base, path);
+        if (!required_only.ok() || *required_only != kNoExpr) return required_only;
         for (size_t i = 0; i < branches.size(); ++i) {
           for (size_t j = i + 1; j < branches.size(); ++j) {
-            DI_ASSIGN_OR_RETURN(bool d, disjoint(branches[i], branches[j], path));
+            DI_ASSIGN_OR_RETURN(bool d, disjoint(judged[i], judged[j], path));
             if (!d) {
               return error(path, "oneOf: branches " + std::to_string(i) + " and " + std::to_string(j) +
                                      " may both match (only mutually exclusive branches are supported)");
@@ -465,6 +571,253 @@ class SchemaCompiler {
     return g_.alt(std::move(alts));
   }
 
+  // dependentRequired, dependentSchemas and draft 7's dependencies: one variant of the schema
+  // per set of trigger properties present, the others forbidden (a false property schema), the
+  // present ones required along with what they bring. The variants are disjoint by which
+  // triggers appear, so their union is exact; there are 2^k of them, so k is kept small.
+  Result<ExprId> compile_dependencies(const Json& s, const std::string& path) {
+    std::vector<std::string> triggers;
+    std::map<std::string, std::vector<std::string>> needs;
+    std::map<std::string, Json> schemas;
+    for (const char* kw : {"dependentRequired", "dependentSchemas", "dependencies"}) {
+      if (!s.contains(kw)) continue;
+      if (!s[kw].is_object()) return error(path, std::string(kw) + " must be an object");
+      for (auto it = s[kw].begin(); it != s[kw].end(); ++it) {
+        const std::string& t = it.key();
+        if (std::find(triggers.begin(), triggers.end(), t) == triggers.end()) triggers.push_back(t);
+        if (std::string(kw) == "dependentRequired" || (std::string(kw) == "dependencies" && it.value().is_array())) {
+          if (!it.value().is_array()) return error(path, std::string(kw) + " must map names to arrays of names");
+          for (const Json& r : it.value()) {
+            if (!r.is_string()) return error(path, std::string(kw) + " must map names to arrays of names");
+            needs[t].push_back(r.get<std::string>());
+          }
+        } else if (schemas.count(t)) {
+          DI_ASSIGN_OR_RETURN(Json m, merge(schemas[t], it.value(), path + "/" + kw));
+          schemas[t] = std::move(m);
+        } else {
+          schemas[t] = it.value();
+        }
+      }
+    }
+    if (triggers.size() > 4) return error(path, "keyword 'dependencies' (or dependentRequired/dependentSchemas) over more than 4 properties is not supported");
+    Json base = s;
+    for (const char* kw : {"dependentRequired", "dependentSchemas", "dependencies"}) base.erase(kw);
+    std::vector<ExprId> alts;
+    for (uint32_t present = 0; present < (1u << triggers.size()); ++present) {
+      Json v = base;
+      auto require = [&](const std::string& name) {
+        if (!v.contains("required") || !v["required"].is_array()) v["required"] = Json::array();
+        if (!json_contains(v["required"], Json(name))) v["required"].push_back(name);
+      };
+      for (size_t i = 0; i < triggers.size(); ++i) {
+        if (!(present & (1u << i))) continue;
+        require(triggers[i]);
+        // An undeclared trigger is declared first (a trigger usually comes before what it
+        // brings; properties go in declared order), where that changes no value's schema.
+        if (!v.contains("additionalProperties") && !v.contains("patternProperties") &&
+            !(v.contains("properties") && v["properties"].is_object() && v["properties"].contains(triggers[i]))) {
+          Json props = Json::object();
+          props[triggers[i]] = Json::object();
+          if (v.contains("properties") && v["properties"].is_object()) {
+            for (auto it = v["properties"].begin(); it != v["properties"].end(); ++it) props[it.key()] = it.value();
+          }
+          v["properties"] = std::move(props);
+        }
+        for (const std::string& r : needs[triggers[i]]) require(r);
+        if (schemas.count(triggers[i])) {
+          DI_ASSIGN_OR_RETURN(Json m, merge(v, schemas[triggers[i]], path + "/dependencies/" + triggers[i]));
+          v = std::move(m);
+        }
+      }
+      if (v.is_boolean()) {
+        if (v.get<bool>()) return error(path, "dependencies: a variant merged to true");  // cannot happen: base is an object
+        continue;
+      }
+      for (size_t i = 0; i < triggers.size(); ++i) {
+        if (present & (1u << i)) continue;
+        if (!v.contains("properties") || !v["properties"].is_object()) v["properties"] = Json::object();
+        v["properties"][triggers[i]] = false;
+      }
+      DI_ASSIGN_OR_RETURN(ExprId e, compile(v, path));
+      alts.push_back(e);
+    }
+    return g_.alt(std::move(alts));
+  }
+
+  static constexpr ExprId kNoExpr = -1;
+
+  // oneOf whose branches only require properties ({"required": ["a"]}, {"required": ["b"]}): an
+  // object matches exactly one branch depending on which of the named properties it has, so the
+  // schema is one variant per presence set with exactly one branch satisfied (present names
+  // required, absent ones forbidden), objects only (anything else meets every branch). kNoExpr
+  // when the branches are not of that form.
+  Result<ExprId> compile_one_of_required(const Json& s, const Json& base, const std::string& path) {
+    const Json& branches = s["oneOf"];
+    if (branches.size() < 2) return kNoExpr;
+    std::vector<std::vector<std::string>> sets;
+    std::vector<std::string> names;
+    for (const Json& b_in : branches) {
+      if (!b_in.is_object()) return kNoExpr;
+      for (auto it = b_in.begin(); it != b_in.end(); ++it) {
+        if (it.key() != "required" && kAssertions.count(it.key())) return kNoExpr;
+      }
+      std::vector<std::string> set;
+      if (b_in.contains("required")) {
+        if (!b_in["required"].is_array()) return kNoExpr;
+        for (const Json& r : b_in["required"]) {
+          if (!r.is_string()) return kNoExpr;
+          set.push_back(r.get<std::string>());
+          if (std::find(names.begin(), names.end(), set.back()) == names.end()) names.push_back(set.back());
+        }
+      }
+      sets.push_back(std::move(set));
+    }
+    if (names.size() > 6) return error(path, "oneOf of required lists over more than 6 properties is not supported");
+    DI_ASSIGN_OR_RETURN(Json objects, merge(base, Json{{"type", "object"}}, path));
+    std::vector<ExprId> alts;
+    for (uint32_t present = 0; present < (1u << names.size()); ++present) {
+      auto has = [&](const std::string& n) {
+        return (present >> (std::find(names.begin(), names.end(), n) - names.begin())) & 1u;
+      };
+      int satisfied = 0;
+      for (const auto& set : sets) satisfied += std::all_of(set.begin(), set.end(), has);
+      if (satisfied != 1) continue;
+      Json variant = Json::object();
+      variant["required"] = Json::array();
+      variant["properties"] = Json::object();
+      for (size_t i = 0; i < names.size(); ++i) {
+        if (present & (1u << i)) variant["required"].push_back(names[i]);
+        else variant["properties"][names[i]] = false;
+      }
+      DI_ASSIGN_OR_RETURN(Json m, merge(objects, variant, path + "/oneOf"));
+      DI_ASSIGN_OR_RETURN(ExprId e, compile(m, path + "/oneOf"));
+      alts.push_back(e);
+    }
+    return g_.alt(std::move(alts));
+  }
+
+  // `not` over what can be complemented exactly: a schema of type, const/enum of scalars and
+  // the string keywords, beside nothing but `type`. The complement is built per JSON type: the
+  // null and boolean values left out, every object or array unless the schema takes them all,
+  // the strings outside the schema's string language (a DFA complement), and the numbers not
+  // among its values (plain decimals: exponent spellings are refused, which is stricter).
+  Result<ExprId> compile_not(const Json& s, const std::string& path) {
+    static const std::set<std::string> kComplementable = {"type", "enum", "const", "pattern", "minLength", "maxLength", "format"};
+    Json rest = s;
+    rest.erase("not");
+    for (auto it = rest.begin(); it != rest.end(); ++it) {
+      // Beside it: the type, and string keywords (they narrow only the strings' piece below).
+      static const std::set<std::string> kBeside = {"type", "pattern", "minLength", "maxLength", "format"};
+      if (!kBeside.count(it.key()) && kAssertions.count(it.key())) {
+        return error(path, "keyword 'not' beside '" + it.key() + "' is not supported");
+      }
+    }
+    DI_ASSIGN_OR_RETURN(Json n, inline_ref(s["not"], path + "/not"));
+    if (n.is_boolean()) return n.get<bool>() ? g_.nothing() : compile(rest, path);
+    if (!n.is_object()) return error(path, "not must be a schema");
+    if (n.contains("not") && !has_assertions([&] { Json x = n; x.erase("not"); return x; }())) {
+      DI_ASSIGN_OR_RETURN(Json m, merge(rest, n["not"], path + "/not/not"));  // not(not(X)) is X
+      return compile(m, path);
+    }
+    for (auto it = n.begin(); it != n.end(); ++it) {
+      if (!kComplementable.count(it.key()) && kAssertions.count(it.key())) {
+        return error(path, "keyword 'not' over '" + it.key() + "' is not supported");
+      }
+    }
+    std::optional<std::vector<Json>> values;
+    if (n.contains("const")) values = std::vector<Json>{n["const"]};
+    if (n.contains("enum")) {
+      if (!n["enum"].is_array()) return error(path, "enum must be an array");
+      std::vector<Json> e;
+      for (const Json& v : n["enum"]) {
+        if (!values || json_contains(Json(*values), v)) e.push_back(v);
+      }
+      values = std::move(e);
+    }
+    const std::vector<std::string> n_types = types_of(n);
+    if (values) {
+      std::vector<Json> kept;
+      for (const Json& v : *values) {
+        if (v.is_object() || v.is_array()) return error(path, "keyword 'not' over an object or array const/enum is not supported");
+        if (value_fits(v, n, n_types)) kept.push_back(v);
+      }
+      values = std::move(kept);
+    }
+    auto n_has = [&](const char* t) { return std::find(n_types.begin(), n_types.end(), t) != n_types.end(); };
+    auto in_values = [&](const Json& v) { return !values || json_contains(Json(*values), v); };
+    const std::vector<std::string> outer = types_of(rest);
+    auto outer_has = [&](const char* t) { return std::find(outer.begin(), outer.end(), t) != outer.end(); };
+    std::vector<ExprId> alts;
+    if (outer_has("null") && !(n_has("null") && in_values(Json(nullptr)))) alts.push_back(lit("null"));
+    if (outer_has("boolean")) {
+      for (bool b : {true, false}) {
+        if (!(n_has("boolean") && in_values(Json(b)))) alts.push_back(lit(b ? "true" : "false"));
+      }
+    }
+    for (const char* t : {"object", "array"}) {
+      if (outer_has(t) && !(n_has(t) && !values)) {
+        DI_ASSIGN_OR_RETURN(ExprId e, compile_type(t, Json::object(), path));
+        alts.push_back(e);
+      }
+    }
+    if (outer_has("string")) {
+      DI_ASSIGN_OR_RETURN(ByteDfa any, any_string_dfa(path));
+      ByteDfa taken;  // the strings `n` accepts
+      if (n_has("string")) {
+        DI_ASSIGN_OR_RETURN(taken, string_keywords_dfa(n, path));
+        if (values) {
+          std::set<std::string> strings;
+          for (const Json& v : *values) {
+            if (v.is_string()) strings.insert(v.get<std::string>());
+          }
+          for (const std::string& x : strings) {
+            for (unsigned char c : x) {
+              if (c < 0x20) return error(path, "keyword 'not' over a string with a control character is not supported");
+            }
+          }
+          DI_ASSIGN_OR_RETURN(ByteDfa listed, names_dfa(strings, path));
+          DI_ASSIGN_OR_RETURN(taken, dfa_op(taken, listed, DfaOp::kAnd, path));
+        }
+      }
+      DI_ASSIGN_OR_RETURN(ByteDfa allowed, string_keywords_dfa(rest, path));
+      DI_ASSIGN_OR_RETURN(ByteDfa left, dfa_op(allowed, taken, DfaOp::kAndNot, path));
+      alts.push_back(g_.seq({lit("\""), g_.dfa(std::make_shared<const ByteDfa>(std::move(left))), lit("\"")}));
+    }
+    const bool outer_number = outer_has("number"), outer_integer = outer_has("integer") || outer_number;
+    if (outer_integer) {
+      const bool n_takes_all = (n_has("number") || (n_has("integer") && !outer_number)) && !values;
+      const bool n_takes_none = !n_has("number") && !n_has("integer");
+      if (n_takes_none) {
+        alts.push_back(outer_number ? any_number() : any_integer());
+      } else if (!n_takes_all) {
+        // Plain decimals (integers only, for an integer-only outer type) not among n's numbers.
+        Grammar t;
+        const ExprId digits = t.plus(t.byte_range('0', '9'));
+        const ExprId integer = t.seq({t.optional(t.bytes("-")), t.alt({t.bytes("0"), t.seq({t.byte_range('1', '9'), t.star(t.byte_range('0', '9'))})})});
+        const ExprId universe = outer_number ? t.seq({integer, t.optional(t.seq({t.bytes("."), digits}))}) : integer;
+        std::vector<ExprId> taken;
+        if (values) {
+          for (const Json& v : *values) {
+            if (!v.is_number()) continue;
+            const double x = std::fabs(v.get<double>());
+            // number_spellings_in writes such values only as given, not every plain spelling.
+            if (x >= 1e39 || (x != 0 && x < 1e-39)) return error(path, "keyword 'not' over a number this large or small is not supported");
+            taken.push_back(number_spellings_in(t, v));
+          }
+        } else {
+          // n is integer-only: every plain spelling of an integer.
+          taken.push_back(t.seq({integer, t.optional(t.seq({t.bytes("."), t.plus(t.bytes("0"))}))}));
+        }
+        auto u = dfa_of(t, universe);
+        auto k = dfa_of(t, t.alt(std::move(taken)));
+        if (!u.ok() || !k.ok()) return error(path, (u.ok() ? k.status() : u.status()).message());
+        DI_ASSIGN_OR_RETURN(ByteDfa left, dfa_op(*u, *k, DfaOp::kAndNot, path));
+        alts.push_back(g_.dfa(std::make_shared<const ByteDfa>(std::move(left))));
+      }
+    }
+    return g_.alt(std::move(alts));
+  }
+
   Result<ExprId> compile_type(const std::string& t, const Json& s, const std::string& path) {
     if (t == "null") return lit("null");
     if (t == "boolean") return g_.alt({lit("true"), lit("false")});
@@ -488,6 +841,95 @@ class SchemaCompiler {
 
   // ---- scalars ------------------------------------------------------------------------------
 
+  // ---- string languages as DFAs (between the quotes, escaped as a compact serializer does) --
+
+  Result<ByteDfa> body_dfa(const std::string& path, auto&& make) {
+    Grammar t;
+    auto e = make(t);
+    if constexpr (std::is_same_v<decltype(e), ExprId>) {
+      auto d = dfa_of(t, e);
+      if (!d.ok()) return error(path, d.status().message());
+      return d;
+    } else {
+      if (!e.ok()) return error(path, e.status().message());
+      auto d = dfa_of(t, *e);
+      if (!d.ok()) return error(path, d.status().message());
+      return d;
+    }
+  }
+
+  Result<ByteDfa> pattern_dfa(const std::string& pattern, RegexMatch match, const std::string& path) {
+    return body_dfa(path, [&](Grammar& t) { return compile_regex(t, pattern, RegexEncoding::kJsonString, match); });
+  }
+
+  Result<ByteDfa> length_dfa(int64_t min_len, int64_t max_len, const std::string& path) {
+    return body_dfa(path, [&](Grammar& t) {
+      return t.repeat(any_char_expr(t, RegexEncoding::kJsonString), static_cast<int32_t>(min_len),
+                      max_len == kUnbounded ? kUnbounded : static_cast<int32_t>(max_len));
+    });
+  }
+
+  Result<ByteDfa> any_string_dfa(const std::string& path) { return length_dfa(0, kUnbounded, path); }
+
+  // The names as a compact serializer writes them (what lit(Json(name).dump()) matches).
+  Result<ByteDfa> names_dfa(const std::set<std::string>& names, const std::string& path) {
+    return body_dfa(path, [&](Grammar& t) {
+      std::vector<ExprId> alts;
+      for (const std::string& n : names) {
+        const std::string quoted = Json(n).dump();
+        alts.push_back(t.bytes(quoted.substr(1, quoted.size() - 2)));
+      }
+      return t.alt(std::move(alts));
+    });
+  }
+
+  Result<ByteDfa> dfa_op(const ByteDfa& a, const ByteDfa& b, DfaOp op, const std::string& path) {
+    auto d = combine(a, b, op);
+    if (!d.ok()) return error(path, d.status().message());
+    return d;
+  }
+
+  static bool string_body_accepted(const ByteDfa& d, const std::string& value) {
+    const std::string quoted = Json(value).dump();
+    return dfa_accepts(d, std::string_view(quoted).substr(1, quoted.size() - 2));
+  }
+
+  // The string keywords of `s` (pattern, format, minLength, maxLength) as one DFA of the body.
+  Result<ByteDfa> string_keywords_dfa(const Json& s, const std::string& path) {
+    DI_ASSIGN_OR_RETURN(ByteDfa d, any_string_dfa(path));
+    if (s.contains("format")) {
+      if (!s["format"].is_string()) return error(path, "format must be a string");
+      auto regex = format_regex(s["format"].get<std::string>());
+      if (!regex) return error(path, "format '" + s["format"].get<std::string>() + "' is not supported");
+      DI_ASSIGN_OR_RETURN(ByteDfa f, pattern_dfa(*regex, RegexMatch::kFull, path));
+      DI_ASSIGN_OR_RETURN(d, dfa_op(d, f, DfaOp::kAnd, path));
+      if (s["format"] == Json("hostname")) {
+        DI_ASSIGN_OR_RETURN(ByteDfa dashes, pattern_dfa("--", RegexMatch::kSearch, path));
+        DI_ASSIGN_OR_RETURN(d, dfa_op(d, dashes, DfaOp::kAndNot, path));
+        DI_ASSIGN_OR_RETURN(ByteDfa one_char, length_dfa(1, 1, path));
+        auto l = with_length(d, one_char, 0, 253);
+        if (!l.ok()) return error(path, l.status().message());
+        d = std::move(*l);
+      }
+    }
+    if (s.contains("pattern")) {
+      if (!s["pattern"].is_string()) return error(path, "pattern must be a string");
+      DI_ASSIGN_OR_RETURN(ByteDfa p, pattern_dfa(s["pattern"].get<std::string>(), RegexMatch::kSearch, path));
+      DI_ASSIGN_OR_RETURN(d, dfa_op(d, p, DfaOp::kAnd, path));
+    }
+    if (s.contains("minLength") || s.contains("maxLength")) {
+      int64_t min_len = 0, max_len = kUnbounded;
+      if (s.contains("minLength")) min_len = static_cast<int64_t>(std::ceil(s["minLength"].get<double>()));
+      if (s.contains("maxLength")) max_len = static_cast<int64_t>(std::floor(s["maxLength"].get<double>()));
+      if (min_len > 4096 || max_len > 4096) return error(path, "minLength/maxLength above 4096 beside pattern or format");
+      DI_ASSIGN_OR_RETURN(ByteDfa one_char, length_dfa(1, 1, path));
+      auto l = with_length(d, one_char, min_len, max_len);
+      if (!l.ok()) return error(path, l.status().message());
+      d = std::move(*l);
+    }
+    return d;
+  }
+
   Result<ExprId> compile_string(const Json& s, const std::string& path) {
     const bool has_len = s.contains("minLength") || s.contains("maxLength");
     int64_t min_len = 0, max_len = kUnbounded;
@@ -507,14 +949,18 @@ class SchemaCompiler {
       auto regex = format_regex(f);
       if (!regex) return error(path, "format '" + f + "' is not supported");
       pattern = *regex;
-      if (s.contains("pattern")) return error(path, "pattern together with format is not supported");
+    }
+    if ((s.contains("format") && s.contains("pattern")) || ((s.contains("format") || s.contains("pattern")) && has_len) ||
+        (s.contains("format") && s["format"] == Json("hostname"))) {
+      // An intersection of string languages: built as a DFA.
+      DI_ASSIGN_OR_RETURN(ByteDfa d, string_keywords_dfa(s, path));
+      return g_.seq({lit("\""), g_.dfa(std::make_shared<const ByteDfa>(std::move(d))), lit("\"")});
     }
     if (s.contains("pattern")) {
       if (!s["pattern"].is_string()) return error(path, "pattern must be a string");
       pattern = s["pattern"].get<std::string>();
     }
     if (!pattern.empty() || s.contains("pattern")) {
-      if (has_len) return error(path, "pattern or format together with minLength/maxLength is not supported");
       const RegexMatch match = s.contains("format") ? RegexMatch::kFull : RegexMatch::kSearch;
       auto body = compile_regex(g_, pattern, RegexEncoding::kJsonString, match);
       if (!body.ok()) return error(path, body.status().message());
@@ -525,9 +971,18 @@ class SchemaCompiler {
     if (min_len > (1 << 20) || max_len > (1 << 20)) return error(path, "minLength/maxLength above 1048576");
     const std::string key = "string_" + std::to_string(min_len) + "_" + (max_len == kUnbounded ? "inf" : std::to_string(max_len));
     return g_.call(shared(key, [&] {
-      return g_.seq({lit("\""), g_.repeat(string_char(), static_cast<int32_t>(min_len), static_cast<int32_t>(max_len)), lit("\"")});
+      // Long bounds repeat a call of one character: inlined, each repetition copies the
+      // character's automaton (escapes, UTF-8), and a few thousand of them outgrow the budget.
+      // Not below that: the call puts a call in every state of the string, and masks of states
+      // with calls are the slow ones (maxLength 1024 as calls: TBM mean 1.3 ms against 0.7-0.9 ms
+      // inlined, DeepSeek V4's vocabulary, Github_medium---o9797; TTFM 12 ms against 80-130 ms).
+      const bool long_bounds = min_len > kInlineLengthBound || max_len > kInlineLengthBound;
+      const ExprId c = long_bounds ? g_.call(shared("string_char", [&] { return string_char(); })) : string_char();
+      return g_.seq({lit("\""), g_.repeat(c, static_cast<int32_t>(min_len), static_cast<int32_t>(max_len)), lit("\"")});
     }));
   }
+
+  static constexpr int64_t kInlineLengthBound = 1024;
 
   Result<ExprId> compile_number(const Json& s, bool integer, const std::string& path) {
     NumberBounds b;
@@ -579,28 +1034,183 @@ class SchemaCompiler {
   }
 
   Result<ExprId> compile_enum(const Json& s, const std::string& path) {
-    static const std::set<std::string> kSiblingsAllowed = {"type", "const", "enum", "minLength", "maxLength",
+    static const std::set<std::string> kSiblingsAllowed = {"type", "const", "enum", "minLength", "maxLength", "pattern", "format",
                                                            "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"};
+    // Unknown keywords are annotations; known assertions beside enum must be checked. Those
+    // the filter below does not know are checked by the grammar of the rest of the schema,
+    // run over each value (compact): a value it refuses is left out, which at worst is stricter.
+    Json others = Json::object();
     for (auto it = s.begin(); it != s.end(); ++it) {
-      // Unknown keywords are annotations; known assertions beside enum must be checked.
-      if (!kSiblingsAllowed.count(it.key()) && kAssertions.count(it.key())) {
-        return error(path, "enum/const together with '" + it.key() + "' is not supported");
-      }
+      if (!kSiblingsAllowed.count(it.key()) && kAssertions.count(it.key())) others[it.key()] = it.value();
     }
+    std::shared_ptr<const Automaton> others_grammar;
+    if (!others.empty()) {
+      if (s.contains("type")) others["type"] = s["type"];
+      JsonSchemaOptions compact = options_;
+      compact.compact = true;
+      SchemaCompiler sub(root_, compact);
+      auto g = sub.run_on(others, path);
+      if (!g.ok()) return g.status();
+      auto a = Automaton::compile(*g, CompileBudget{});
+      if (!a.ok()) return error(path, "enum/const beside other keywords: " + a.status().message());
+      others_grammar = *a;
+    }
+    auto others_accept = [&](const Json& v) {
+      if (!others_grammar) return true;
+      Stacks st(others_grammar.get(), 2000);
+      st.reset(others_grammar->root_start(), Stacks::kRoot);
+      for (char c : v.dump()) {
+        if (!st.advance(static_cast<uint8_t>(c))) return false;
+      }
+      return st.can_end();
+    };
     std::vector<Json> values;
     if (s.contains("const")) values.push_back(s["const"]);
     if (s.contains("enum")) {
       if (!s["enum"].is_array()) return error(path, "enum must be an array");
       if (!s.contains("const")) values.assign(s["enum"].begin(), s["enum"].end());
-      else if (std::find(s["enum"].begin(), s["enum"].end(), s["const"]) == s["enum"].end()) values.clear();
+      else if (!json_contains(s["enum"], s["const"])) values.clear();
     }
     const std::vector<std::string> types = types_of(s);
+    std::optional<ByteDfa> string_dfa;
+    if (s.contains("pattern") || s.contains("format")) {
+      DI_ASSIGN_OR_RETURN(ByteDfa d, string_keywords_dfa(s, path));
+      string_dfa = std::move(d);
+    }
     std::vector<ExprId> alts;
     for (const Json& v : values) {
       if (!value_fits(v, s, types)) continue;
-      alts.push_back(lit(v.dump()));
+      if (string_dfa && v.is_string() && !string_body_accepted(*string_dfa, v.get<std::string>())) continue;
+      if (!others_accept(v)) continue;
+      alts.push_back(const_expr(v));
     }
     return g_.alt(std::move(alts));
+  }
+
+  // Equality as JSON Schema defines it: numbers by value, objects regardless of key order.
+  static bool json_equal(const Json& a, const Json& b) {
+    if (a.is_number() && b.is_number()) {
+      if (a.is_number_float() || b.is_number_float()) return a.get<double>() == b.get<double>();
+      if (a.is_number_unsigned() && b.is_number_unsigned()) return a.get<uint64_t>() == b.get<uint64_t>();
+      if (a.is_number_unsigned() || b.is_number_unsigned()) {
+        const Json& u = a.is_number_unsigned() ? a : b;
+        const Json& i = a.is_number_unsigned() ? b : a;
+        return i.get<int64_t>() >= 0 && static_cast<uint64_t>(i.get<int64_t>()) == u.get<uint64_t>();
+      }
+      return a.get<int64_t>() == b.get<int64_t>();
+    }
+    if (a.type() != b.type()) return false;
+    if (a.is_array()) {
+      if (a.size() != b.size()) return false;
+      for (size_t i = 0; i < a.size(); ++i) {
+        if (!json_equal(a[i], b[i])) return false;
+      }
+      return true;
+    }
+    if (a.is_object()) {
+      if (a.size() != b.size()) return false;
+      for (auto it = a.begin(); it != a.end(); ++it) {
+        if (!b.contains(it.key()) || !json_equal(it.value(), b[it.key()])) return false;
+      }
+      return true;
+    }
+    return a == b;
+  }
+
+  static bool json_contains(const Json& array, const Json& v) {
+    for (const Json& x : array) {
+      if (json_equal(x, v)) return true;
+    }
+    return false;
+  }
+
+  // Every instance equal to `v`: numbers in each plain decimal spelling of their value (1, 1.0,
+  // 1.00; not exponents, which would make the set irregular in general), objects with their
+  // members in any order (up to four members; more keep the written order, which is stricter).
+  ExprId const_expr(const Json& v) {
+    if (v.is_number()) return number_spellings(v);
+    if (v.is_array()) {
+      if (v.empty()) return g_.seq({lit("["), ws_, lit("]")});
+      std::vector<ExprId> parts = {lit("["), ws_};
+      for (size_t i = 0; i < v.size(); ++i) {
+        if (i) parts.push_back(comma());
+        parts.push_back(const_expr(v[i]));
+      }
+      parts.push_back(ws_);
+      parts.push_back(lit("]"));
+      return g_.seq(std::move(parts));
+    }
+    if (v.is_object()) {
+      if (v.empty()) return g_.seq({lit("{"), ws_, lit("}")});
+      std::vector<ExprId> members;
+      for (auto it = v.begin(); it != v.end(); ++it) {
+        members.push_back(g_.seq({lit(Json(it.key()).dump()), ws_, lit(":"), ws_, const_expr(it.value())}));
+      }
+      const size_t n = members.size();
+      ExprId body;
+      if (n <= 4) {
+        // rest(mask): the members still to write, any order, each after a comma.
+        std::function<ExprId(uint32_t, bool)> rest = [&](uint32_t mask, bool first) -> ExprId {
+          if (mask == 0) return g_.empty();
+          std::vector<ExprId> alts;
+          for (size_t j = 0; j < n; ++j) {
+            if (mask & (1u << j)) alts.push_back(g_.seq({first ? g_.empty() : comma(), members[j], rest(mask & ~(1u << j), false)}));
+          }
+          return g_.alt(std::move(alts));
+        };
+        body = rest((1u << n) - 1, true);
+      } else {
+        std::vector<ExprId> parts;
+        for (size_t j = 0; j < n; ++j) {
+          if (j) parts.push_back(comma());
+          parts.push_back(members[j]);
+        }
+        body = g_.seq(std::move(parts));
+      }
+      return g_.seq({lit("{"), ws_, body, ws_, lit("}")});
+    }
+    return lit(v.dump());
+  }
+
+  ExprId number_spellings(const Json& v) { return number_spellings_in(g_, v); }
+
+  static ExprId number_spellings_in(Grammar& g_, const Json& v) {
+    auto lit = [&](std::string_view t) { return g_.bytes(t); };
+    const std::string text = v.dump();
+    std::string digits;
+    int64_t point = -1, exponent = 0;
+    const bool negative = !text.empty() && text[0] == '-';
+    size_t i = negative ? 1 : 0;
+    for (; i < text.size() && text[i] != 'e' && text[i] != 'E'; ++i) {
+      if (text[i] == '.') point = static_cast<int64_t>(digits.size());
+      else digits += text[i];
+    }
+    if (i < text.size()) exponent = std::strtoll(text.c_str() + i + 1, nullptr, 10);
+    int64_t int_digits = (point < 0 ? static_cast<int64_t>(digits.size()) : point) + exponent;
+    // Significant digits only: value = 0.digits * 10^int_digits.
+    size_t lead = 0;
+    while (lead < digits.size() && digits[lead] == '0') ++lead;
+    digits = digits.substr(lead);
+    int_digits -= static_cast<int64_t>(lead);
+    while (!digits.empty() && digits.back() == '0') digits.pop_back();
+    const ExprId zeros = g_.star(lit("0"));
+    if (digits.empty()) return g_.seq({g_.optional(lit("-")), lit("0"), g_.optional(g_.seq({lit("."), g_.plus(lit("0"))}))});
+    if (int_digits > 40 || int_digits < -40) return lit(text);
+    std::string int_part, frac;
+    if (int_digits <= 0) {
+      int_part = "0";
+      frac = std::string(static_cast<size_t>(-int_digits), '0') + digits;
+    } else if (int_digits >= static_cast<int64_t>(digits.size())) {
+      int_part = digits + std::string(static_cast<size_t>(int_digits) - digits.size(), '0');
+    } else {
+      int_part = digits.substr(0, static_cast<size_t>(int_digits));
+      frac = digits.substr(static_cast<size_t>(int_digits));
+    }
+    const std::string sign = negative ? "-" : "";
+    const ExprId plain = frac.empty() ? g_.seq({lit(sign + int_part), g_.optional(g_.seq({lit("."), g_.plus(lit("0"))}))})
+                                      : g_.seq({lit(sign + int_part + "." + frac), zeros});
+    const bool has_exponent = text.find_first_of("eE") != std::string::npos;
+    return has_exponent ? g_.alt({plain, lit(text)}) : plain;
   }
 
   static bool value_fits(const Json& v, const Json& s, const std::vector<std::string>& types) {
@@ -634,47 +1244,90 @@ class SchemaCompiler {
     bool required;
   };
 
+  struct PatternProperty {
+    ByteDfa keys;  // key bodies the pattern matches (anywhere: JSON Schema's search)
+    Json schema;
+  };
+
   Result<ExprId> compile_object(const Json& s, const std::string& path) {
-    if (s.contains("patternProperties") && !(s["patternProperties"].is_object() && s["patternProperties"].empty())) {
-      return error(path, "keyword 'patternProperties' is not supported");
+    std::vector<PatternProperty> patterns;
+    if (s.contains("patternProperties")) {
+      if (!s["patternProperties"].is_object()) return error(path, "patternProperties must be an object");
+      // Each extra key takes the schemas of exactly the patterns it matches: one key language per
+      // subset of patterns, so their number stays small.
+      if (s["patternProperties"].size() > 4) return error(path, "patternProperties with more than 4 patterns is not supported");
+      for (auto p = s["patternProperties"].begin(); p != s["patternProperties"].end(); ++p) {
+        DI_ASSIGN_OR_RETURN(ByteDfa d, pattern_dfa(p.key(), RegexMatch::kSearch, path + "/patternProperties"));
+        patterns.push_back({std::move(d), p.value()});
+      }
     }
-    std::set<std::string> required;
+    std::vector<std::string> required;
     if (s.contains("required")) {
       if (!s["required"].is_array()) return error(path, "required must be an array");
       for (const Json& r : s["required"]) {
         if (!r.is_string()) return error(path, "required must list strings");
-        required.insert(r.get<std::string>());
+        if (std::find(required.begin(), required.end(), r.get<std::string>()) == required.end()) required.push_back(r.get<std::string>());
       }
     }
+    auto is_required = [&](const std::string& k) { return std::find(required.begin(), required.end(), k) != required.end(); };
     Json additional = s.contains("additionalProperties") ? s["additionalProperties"] : Json(true);
     if (!additional.is_boolean() && !additional.is_object()) return error(path, "additionalProperties must be a schema");
     const bool additional_allowed = !(additional.is_boolean() && !additional.get<bool>());
+    // A named property's value meets its own schema and that of every pattern matching its name;
+    // a name no `properties` declares takes the patterns' schemas, or additionalProperties if none.
+    auto with_patterns = [&](const std::string& name, std::optional<Json> own) -> Result<std::optional<Json>> {
+      std::optional<Json> out = std::move(own);
+      for (const PatternProperty& p : patterns) {
+        if (!string_body_accepted(p.keys, name)) continue;
+        if (!out) {
+          out = p.schema;
+        } else {
+          DI_ASSIGN_OR_RETURN(Json m, merge(*out, p.schema, path + "/patternProperties"));
+          out = std::move(m);
+        }
+      }
+      if (!out && additional_allowed) out = additional;
+      return out;
+    };
     std::vector<Property> props;
     std::set<std::string> names;
     if (s.contains("properties")) {
       if (!s["properties"].is_object()) return error(path, "properties must be an object");
       for (auto p = s["properties"].begin(); p != s["properties"].end(); ++p) {
         names.insert(p.key());
-        if (p.value().is_boolean() && !p.value().get<bool>()) {
-          if (required.count(p.key())) return g_.nothing();
+        DI_ASSIGN_OR_RETURN(std::optional<Json> schema, with_patterns(p.key(), p.value()));
+        if (schema->is_boolean() && !schema->get<bool>()) {
+          if (is_required(p.key())) return g_.nothing();
           continue;  // may not appear
         }
-        props.push_back({p.key(), p.value(), required.count(p.key()) > 0});
+        props.push_back({p.key(), *schema, is_required(p.key())});
       }
     }
     for (const std::string& r : required) {
       if (names.count(r)) continue;
-      if (!additional_allowed) return g_.nothing();
-      props.push_back({r, additional, true});
+      DI_ASSIGN_OR_RETURN(std::optional<Json> schema, with_patterns(r, std::nullopt));
+      if (!schema) return g_.nothing();
+      props.push_back({r, *schema, true});
       names.insert(r);
     }
+    bool extras_possible = additional_allowed || !patterns.empty();
     const size_t n_required = required.size();
+    // minProperties 1 with nothing required: the member list must not be empty (below).
+    bool non_empty = false;
     if (s.contains("minProperties") && s["minProperties"].is_number() && s["minProperties"].get<double>() > n_required) {
-      return error(path, "minProperties above the number of required properties is not supported");
+      if (n_required > 0 || s["minProperties"].get<double>() > 1) {
+        return error(path, "minProperties above the number of required properties (other than 1 with none required) is not supported");
+      }
+      non_empty = true;
     }
-    if (s.contains("maxProperties") && s["maxProperties"].is_number() &&
-        (additional_allowed || s["maxProperties"].get<double>() < props.size())) {
-      return error(path, "maxProperties below the number of possible properties is not supported");
+    if (s.contains("maxProperties") && s["maxProperties"].is_number() && (extras_possible || s["maxProperties"].get<double>() < props.size())) {
+      if (s["maxProperties"].get<double>() != n_required) {
+        return error(path, "maxProperties below the number of possible properties (other than the required count) is not supported");
+      }
+      // Exactly the required properties: nothing else may appear.
+      std::erase_if(props, [](const Property& p) { return !p.required; });
+      extras_possible = false;
+      patterns.clear();
     }
     std::vector<ExprId> kv;
     for (const Property& p : props) {
@@ -682,13 +1335,17 @@ class SchemaCompiler {
       kv.push_back(g_.seq({lit(Json(p.name).dump()), ws_, lit(":"), ws_, value}));
     }
     ExprId add_kv = g_.nothing();
-    if (additional_allowed) {
+    if (!extras_possible) {
+    } else if (!patterns.empty()) {
+      DI_ASSIGN_OR_RETURN(add_kv, pattern_members(patterns, names, additional_allowed ? std::optional<Json>(additional) : std::nullopt, path));
+    } else if (additional_allowed) {
       DI_ASSIGN_OR_RETURN(ExprId key, other_key(names, path));
       DI_ASSIGN_OR_RETURN(ExprId value, compile(additional, path + "/additionalProperties"));
       // A rule of its own: the suffixes below use it at every gap, and inlined its key trie and
       // value would be copied into each (most of a small schema's automaton, measured).
       add_kv = g_.call(g_.add_rule(g_.fresh_name("additional_member"), g_.seq({key, ws_, lit(":"), ws_, value})));
     }
+    const bool additional_allowed_any = extras_possible;
     // B_i: the members from property i on, after a member (each starts with a comma); A_0: all
     // of them, none written yet. A B_i is flat: one branch per property that may come next (up
     // to the first required one), each followed by the B after it. Nested instead (B_i as "i
@@ -699,8 +1356,9 @@ class SchemaCompiler {
     std::vector<size_t> next_required(n + 1, n);
     for (size_t i = n; i-- > 0;) next_required[i] = props[i].required ? i : next_required[i + 1];
     std::vector<ExprId> b(n + 1);
-    b[n] = additional_allowed ? g_.star(g_.seq({comma(), add_kv})) : g_.empty();
-    const ExprId a_end = additional_allowed ? g_.optional(g_.seq({add_kv, b[n]})) : g_.empty();
+    b[n] = additional_allowed_any ? g_.star(g_.seq({comma(), add_kv})) : g_.empty();
+    ExprId a_end = additional_allowed_any ? g_.optional(g_.seq({add_kv, b[n]})) : g_.empty();
+    if (non_empty) a_end = additional_allowed_any ? g_.seq({add_kv, b[n]}) : g_.nothing();
     const bool as_rules = n > 3;
     auto members_from = [&](size_t i, bool first) {
       std::vector<ExprId> alts;
@@ -719,6 +1377,43 @@ class SchemaCompiler {
     return g_.seq({lit("{"), ws_, a[0], ws_, lit("}")});
   }
 
+  // Members whose key no `properties` declares: for each set C of patterns, the keys matching
+  // exactly those in C, valued by all of C's schemas (C empty: by additionalProperties, if any).
+  Result<ExprId> pattern_members(const std::vector<PatternProperty>& patterns, const std::set<std::string>& names,
+                                 const std::optional<Json>& additional, const std::string& path) {
+    for (const std::string& n : names) {
+      for (unsigned char c : n) {
+        // A control character's escape (\u00XX) need not be the only spelling of the name.
+        if (c < 0x20) return error(path, "patternProperties beside a property name with a control character is not supported");
+      }
+    }
+    DI_ASSIGN_OR_RETURN(ByteDfa any, any_string_dfa(path));
+    DI_ASSIGN_OR_RETURN(ByteDfa declared, names_dfa(names, path));
+    DI_ASSIGN_OR_RETURN(ByteDfa others, dfa_op(any, declared, DfaOp::kAndNot, path));
+    std::vector<ExprId> members;
+    for (uint32_t subset = 0; subset < (1u << patterns.size()); ++subset) {
+      if (subset == 0 && !additional) continue;
+      ByteDfa keys = others;
+      std::optional<Json> value = subset == 0 ? additional : std::nullopt;
+      for (size_t q = 0; q < patterns.size() && !dfa_empty(keys); ++q) {
+        const bool in = subset & (1u << q);
+        DI_ASSIGN_OR_RETURN(keys, dfa_op(keys, patterns[q].keys, in ? DfaOp::kAnd : DfaOp::kAndNot, path));
+        if (!in) continue;
+        if (!value) {
+          value = patterns[q].schema;
+        } else {
+          DI_ASSIGN_OR_RETURN(Json m, merge(*value, patterns[q].schema, path + "/patternProperties"));
+          value = std::move(m);
+        }
+      }
+      if (dfa_empty(keys)) continue;
+      DI_ASSIGN_OR_RETURN(ExprId v, compile(*value, path + "/patternProperties"));
+      const ExprId key = g_.seq({lit("\""), g_.dfa(std::make_shared<const ByteDfa>(std::move(keys))), lit("\"")});
+      members.push_back(g_.seq({key, ws_, lit(":"), ws_, v}));
+    }
+    return g_.call(g_.add_rule(g_.fresh_name("pattern_member"), g_.alt(std::move(members))));
+  }
+
   static CodepointSet quote_and_backslash() {
     CodepointSet s;
     s.add('"');
@@ -729,12 +1424,20 @@ class SchemaCompiler {
   // A JSON string that is none of `names` (the keys additionalProperties covers).
   Result<ExprId> other_key(const std::set<std::string>& names, const std::string& path) {
     if (names.empty()) return any_string();
+    bool plain = true;
     for (const std::string& n : names) {
       for (unsigned char c : n) {
-        if (c < 0x20 || c >= 0x7f || c == '"' || c == '\\') {
-          return error(path, "additionalProperties beside a property name with non-ASCII or escaped characters is not supported");
-        }
+        // A control character's escape (\u00XX) need not be the only spelling of the name.
+        if (c < 0x20) return error(path, "additionalProperties beside a property name with a control character is not supported");
+        if (c >= 0x7f || c == '"' || c == '\\') plain = false;
       }
+    }
+    if (!plain) {
+      // The key trie below assumes printable ASCII names; others are subtracted as DFAs.
+      DI_ASSIGN_OR_RETURN(ByteDfa any, any_string_dfa(path));
+      DI_ASSIGN_OR_RETURN(ByteDfa declared, names_dfa(names, path));
+      DI_ASSIGN_OR_RETURN(ByteDfa others, dfa_op(any, declared, DfaOp::kAndNot, path));
+      return g_.seq({lit("\""), g_.dfa(std::make_shared<const ByteDfa>(std::move(others))), lit("\"")});
     }
     return g_.seq({lit("\""), key_trie(std::vector<std::string>(names.begin(), names.end()), 0)});
   }

@@ -46,6 +46,12 @@ std::optional<std::string> format_regex(const std::string& format) {
     const std::string_view label = "[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?";
     return cat({atom, "(\\.", atom, ")*@", label, "(\\.", label, ")+"});
   }
+  if (format == "hostname") {
+    // RFC 1123 labels; the 253-character total and the ban on "--" (a stricter stand-in for
+    // IDNA's rules on A-labels) are added by the JSON Schema compiler (format_needs_dfa).
+    const std::string_view label = "[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?";
+    return cat({label, "(\\.", label, ")*"});
+  }
   if (format == "uri") {
     const std::string_view pchar = "([A-Za-z0-9._~!$&'()*+,;=:@-]|%[0-9A-Fa-f]{2})";
     return cat({"[A-Za-z][A-Za-z0-9+.-]*:(//", pchar, "*)?(", pchar, "|/)*(\\?(", pchar, "|[/?])*)?(#(", pchar, "|[/?])*)?"});

@@ -66,17 +66,19 @@ class RegexParser {
   Result<ExprId> parse_top(RegexMatch match) {
     std::vector<ExprId> alts;
     while (true) {
-      bool start_anchor = false, end_anchor = false;
+      bool start_anchor = false;
       if (peek() == '^') {
         ++pos_;
         start_anchor = true;
       }
-      DI_ASSIGN_OR_RETURN(ExprId body, parse_concat(/*top=*/true, &end_anchor));
+      DI_ASSIGN_OR_RETURN(Tail body, parse_concat());
+      if (peek() == ')') return error("unbalanced ')'");
       if (match == RegexMatch::kSearch) {
         const ExprId any = g_.star(any_char_expr(g_, enc_));
-        body = g_.seq({start_anchor ? g_.empty() : any, body, end_anchor ? g_.empty() : any});
+        alts.push_back(g_.seq({start_anchor ? g_.empty() : any, g_.alt({body.anchored, g_.seq({body.free, any})})}));
+      } else {
+        alts.push_back(g_.alt({body.anchored, body.free}));
       }
-      alts.push_back(body);
       if (at_end()) break;
       if (peek() == '|') {
         ++pos_;
@@ -88,42 +90,62 @@ class RegexParser {
   }
 
  private:
+  // What a concatenation or group matches when it ends the pattern: `anchored` where a '$'
+  // ends it (nothing may follow), `free` where none does. A '$' is an anchor only at the end of
+  // the pattern, possibly inside groups that end it, as in ^(a$|b): the ends are distributed.
+  struct Tail {
+    ExprId anchored, free;
+  };
+
   bool at_end() const { return pos_ >= p_.size(); }
   char peek() const { return at_end() ? '\0' : p_[pos_]; }
   Status error(const std::string& what) const {
     return invalid_argument("regex '" + std::string(p_) + "': " + what + " at offset " + std::to_string(pos_));
   }
 
-  Result<ExprId> parse_alt() {
-    std::vector<ExprId> alts;
+  Result<Tail> parse_alt() {
+    std::vector<ExprId> anchored, free;
     while (true) {
-      DI_ASSIGN_OR_RETURN(ExprId e, parse_concat(false, nullptr));
-      alts.push_back(e);
+      DI_ASSIGN_OR_RETURN(Tail e, parse_concat());
+      anchored.push_back(e.anchored);
+      free.push_back(e.free);
       if (peek() != '|') break;
       ++pos_;
     }
-    return g_.alt(std::move(alts));
+    return Tail{g_.alt(std::move(anchored)), g_.alt(std::move(free))};
   }
 
-  // Up to '|' or ')' or the end. At the top level a final '$' is an anchor.
-  Result<ExprId> parse_concat(bool top, bool* end_anchor) {
+  // Up to '|' or ')' or the end.
+  Result<Tail> parse_concat() {
     std::vector<ExprId> items;
-    while (!at_end() && peek() != '|' && peek() != ')') {
+    auto ends_here = [&] { return at_end() || peek() == '|' || peek() == ')'; };
+    while (!ends_here()) {
       if (peek() == '$') {
         ++pos_;
-        if (top && (at_end() || peek() == '|')) {
-          *end_anchor = true;
-          break;
-        }
+        if (ends_here()) return Tail{g_.seq(std::move(items)), g_.nothing()};
         return error("'$' anchor inside the pattern is not supported");
       }
       if (peek() == '^') return error("'^' anchor inside the pattern is not supported");
+      group_anchored_ = g_.nothing();
+      const size_t atom_start = pos_;
       DI_ASSIGN_OR_RETURN(ExprId atom, parse_atom());
+      const ExprId anchored = group_anchored_;
+      const size_t atom_end = pos_;
       DI_ASSIGN_OR_RETURN(ExprId rep, parse_quantifiers(atom));
+      if (anchored != g_.nothing()) {
+        // A group with a '$' inside: only as the last item, unrepeated.
+        if (pos_ != atom_end || !ends_here()) {
+          pos_ = atom_start;
+          return error("'$' anchor inside the pattern is not supported");
+        }
+        std::vector<ExprId> with_anchor = items;
+        with_anchor.push_back(anchored);
+        items.push_back(rep);
+        return Tail{g_.seq(std::move(with_anchor)), g_.seq(std::move(items))};
+      }
       items.push_back(rep);
     }
-    if (top && peek() == ')') return error("unbalanced ')'");
-    return g_.seq(std::move(items));
+    return Tail{g_.nothing(), g_.seq(std::move(items))};
   }
 
   // {n}, {n,}, {n,m}; nullopt (position unchanged) when the brace is a literal.
@@ -340,10 +362,11 @@ class RegexParser {
             return error("inline flags are not supported");
           }
         }
-        DI_ASSIGN_OR_RETURN(ExprId inner, parse_alt());
+        DI_ASSIGN_OR_RETURN(Tail inner, parse_alt());
         if (peek() != ')') return error("missing ')'");
         ++pos_;
-        return inner;
+        group_anchored_ = inner.anchored;  // for the concatenation around it
+        return inner.free;
       }
       case '[': return parse_class();
       case '.': ++pos_; return codepoints_expr(g_, dot_chars(), enc_);
@@ -369,6 +392,7 @@ class RegexParser {
   }
 
   Grammar& g_;
+  ExprId group_anchored_ = -1;  // the last group parse_atom read: its Tail::anchored
   std::string_view p_;
   RegexEncoding enc_;
   size_t pos_ = 0;

@@ -22,8 +22,8 @@ SUITE_FILE = [
     {"description": "minimum on integers", "schema": {"type": "integer", "minimum": 2},
      "tests": [{"description": "above", "data": 3, "valid": True},
                {"description": "below", "data": 1, "valid": False}]},
-    {"description": "not is refused by name", "schema": {"not": {"type": "null"}},
-     "tests": [{"description": "a string", "data": "x", "valid": True}]},
+    {"description": "not over required is refused by name", "schema": {"not": {"required": ["a"]}},
+     "tests": [{"description": "an object without a", "data": {}, "valid": True}]},
 ]
 
 

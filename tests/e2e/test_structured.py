@@ -136,7 +136,7 @@ def test_bad_grammar_is_a_400_and_the_server_keeps_serving(openai_client):
     with pytest.raises(openai.BadRequestError) as err:
         openai_client.chat.completions.create(
             model=MODEL, messages=[{"role": "user", "content": "x"}], max_tokens=5,
-            response_format={"type": "json_schema", "json_schema": {"name": "a", "schema": {"not": {}}}})
+            response_format={"type": "json_schema", "json_schema": {"name": "a", "schema": {"not": {"required": ["a"]}}}})
     assert "'not'" in str(err.value)
     r = openai_client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "hi"}], max_tokens=3)
     assert r.choices[0].message.content is not None

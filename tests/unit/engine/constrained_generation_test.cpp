@@ -143,7 +143,7 @@ TEST_F(ConstrainedGeneration, BadConstraintsFailSubmit) {
   const Status unbalanced = submit(regex("(abc"));
   EXPECT_EQ(unbalanced.code(), StatusCode::kInvalidArgument) << unbalanced.message();
   EXPECT_NE(unbalanced.message().find("constraint"), std::string::npos) << unbalanced.message();
-  const Status refused_keyword = submit({ConstraintKind::kJsonSchema, R"({"not": {"type": "string"}})", {}, false});
+  const Status refused_keyword = submit({ConstraintKind::kJsonSchema, R"({"not": {"required": ["a"]}})", {}, false});
   EXPECT_EQ(refused_keyword.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(refused_keyword.message().find("not"), std::string::npos) << refused_keyword.message();
   const Status undefined_rule = submit({ConstraintKind::kGbnf, "root ::= greeting", {}, false});

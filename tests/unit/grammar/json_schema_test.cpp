@@ -157,13 +157,156 @@ TEST(JsonSchema, CombinatorsMergeOrRefuse) {
                    {{R"({"t":"x"})", true}, {R"({"t":"y"})", true}, {R"({"t":"z"})", false}});
 }
 
+// Intersections of string languages, built as DFAs: each was a compile error before.
+TEST(JsonSchema, PatternBesideLengthOrFormat) {
+  expect_instances(R"({"type":"string","pattern":"^[a-z]+$","minLength":2,"maxLength":3})",
+                   {{"\"ab\"", true}, {"\"abc\"", true}, {"\"a\"", false}, {"\"abcd\"", false}, {"\"aB\"", false}});
+  // Lengths count characters, not bytes: escapes and UTF-8 are one each.
+  expect_instances(R"({"type":"string","pattern":"b","maxLength":2})",
+                   {{"\"\\nb\"", true}, {"\"\u00e9b\"", true}, {"\"abc\"", false}, {"\"\\n\\t\"", false}});
+  expect_instances(R"({"type":"string","format":"date","pattern":"^2024"})",
+                   {{"\"2024-01-02\"", true}, {"\"2023-01-02\"", false}, {"\"2024-13-01\"", false}});
+  expect_instances(R"({"enum":["ab","cd",1],"pattern":"^a"})", {{"\"ab\"", true}, {"\"cd\"", false}, {"1", true}});
+}
+
+TEST(JsonSchema, PatternProperties) {
+  const char* schema = R"({"type":"object","properties":{"fa":{"type":"string"}},
+      "patternProperties":{"^f":{"maxLength":1},"o$":{"type":"string"}},"additionalProperties":{"type":"integer"}})";
+  expect_instances(schema, {{R"({"fa":"x"})", true},
+                            {R"({"fa":"xy"})", false},  // a declared name takes the patterns it matches too
+                            {R"({"foo":"x"})", true},
+                            {R"({"foo":"xy"})", false},
+                            {R"({"foo":1})", false},
+                            {R"({"fz":1})", true},
+                            {R"({"bo":"s"})", true},
+                            {R"({"bo":1})", false},
+                            {R"({"z":1})", true},
+                            {R"({"z":"s"})", false}});
+  expect_instances(R"({"type":"object","patternProperties":{"^x-":{}},"additionalProperties":false,"required":["x-a"]})",
+                   {{R"({"x-a":1})", true}, {R"({"x-a":1,"x-b":[]})", true}, {R"({"x-a":1,"y":2})", false}, {R"({})", false}});
+}
+
+TEST(JsonSchema, AdditionalPropertiesBesideNonAsciiNames) {
+  expect_instances("{\"properties\":{\"\u00e9\":{\"type\":\"integer\"}},\"additionalProperties\":{\"type\":\"string\"}}",
+                   {{"{\"\u00e9\":1}", true}, {"{\"\u00e9\":\"x\"}", false}, {R"({"e":"x"})", true}, {"{\"\u00e9\u00e9\":\"x\"}", true}});
+}
+
+// const/enum compare as JSON Schema does: numbers by value, objects in any key order.
+TEST(JsonSchema, ConstAndEnumMatchEqualValuesWrittenOtherwise) {
+  expect_instances(R"({"const":1})", {{"1", true}, {"1.0", true}, {"1.00", true}, {"1.01", false}, {"10", false}, {"-1", false}});
+  expect_instances(R"({"const":-2.0})", {{"-2", true}, {"-2.0", true}, {"-2.5", false}, {"2", false}});
+  expect_instances(R"({"const":0})", {{"0", true}, {"-0", true}, {"0.0", true}, {"0.1", false}});
+  expect_instances(R"({"const":0.5})", {{"0.5", true}, {"0.50", true}, {"0.05", false}, {"5", false}});
+  expect_instances(R"({"enum":[{"a":1,"b":[2]}]})",
+                   {{R"({"a":1,"b":[2]})", true}, {R"({"b":[2.0],"a":1})", true}, {R"({"a":1})", false}, {R"({"a":1,"b":[2],"c":3})", false}});
+}
+
+TEST(JsonSchema, RequiredNamesOutsidePropertiesKeepTheirOrder) {
+  expect_instances(R"({"required":["z","a"]})", {{R"({"z":1,"a":2})", true}, {R"({"z":1})", false}});
+}
+
+// `not` of what can be complemented exactly, per JSON type.
+TEST(JsonSchema, NotOfTypesValuesAndStringLanguages) {
+  expect_instances(R"({"not":{"type":"null"}})", {{"null", false}, {"1", true}, {"\"a\"", true}, {"{}", true}, {"[]", true}, {"true", true}});
+  expect_instances(R"({"not":{"pattern":"^a*$"}})", {{"\"aa\"", false}, {"\"\"", false}, {"\"ab\"", true}, {"1", false}});
+  expect_instances(R"({"not":{"maxLength":2}})", {{"\"abc\"", true}, {"\"ab\"", false}, {"null", false}});
+  expect_instances(R"({"type":"string","not":{"enum":["a","b"]}})", {{"\"a\"", false}, {"\"c\"", true}, {"\"ab\"", true}, {"1", false}});
+  expect_instances(R"({"type":"integer","not":{"const":3}})", {{"3", false}, {"3.0", false}, {"4", true}, {"-3", true}, {"\"3\"", false}});
+  expect_instances(R"({"type":"number","not":{"type":"integer"}})", {{"1.5", true}, {"2", false}, {"2.0", false}, {"2e0", false}});
+  expect_instances(R"({"not":{"enum":[true,null]}})", {{"true", false}, {"null", false}, {"false", true}, {"0", true}});
+  expect_instances(R"({"not":{}})", {{"null", false}, {"1", false}});
+  // String keywords beside `not` narrow the strings it leaves.
+  expect_instances(R"({"type":"string","minLength":2,"not":{"pattern":"^a"}})",
+                   {{"\"bb\"", true}, {"\"b\"", false}, {"\"ab\"", false}, {"1", false}});
+  expect_instances(R"({"maxLength":1,"not":{"type":"null"}})", {{"\"a\"", true}, {"\"ab\"", false}, {"2", true}, {"null", false}});
+}
+
+TEST(JsonSchema, HostnameFormat) {
+  const std::string long_label(64, 'a');
+  std::string long_name;
+  for (int i = 0; i < 3; ++i) long_name += std::string(63, 'a') + ".";
+  long_name += std::string(62, 'a');  // 254 characters
+  expect_instances(R"({"type":"string","format":"hostname"})",
+                   {{"\"example.com\"", true}, {"\"a-b.c1\"", true}, {"\"localhost\"", true}, {"\"-a.com\"", false},
+                    {"\"a-.com\"", false}, {"\"a..com\"", false}, {"\"a_b.com\"", false}, {"\"xn--x.com\"", false}});
+  auto g = testing::compile_spec(GrammarKind::kJsonSchema, R"({"type":"string","format":"hostname"})");
+  ASSERT_TRUE(g.ok());
+  EXPECT_FALSE(matches(*g, "\"" + long_label + ".com\""));
+  EXPECT_FALSE(matches(*g, "\"" + long_name + "\""));
+  EXPECT_TRUE(matches(*g, "\"" + long_name.substr(1) + "\""));
+}
+
+// oneOf branches where one requires a property the other cannot have are disjoint.
+TEST(JsonSchema, OneOfDisjointByAForbiddenRequiredProperty) {
+  expect_instances(R"({"oneOf":[{"type":"object","properties":{"src":{"type":"string"},"to":{"type":"string"}},"required":["src","to"],"additionalProperties":false},
+                                {"type":"object","properties":{"replace":{"type":"string"},"with":{"type":"string"}},"required":["replace","with"],"additionalProperties":false}]})",
+                   {{R"({"src":"a","to":"b"})", true}, {R"({"replace":"a","with":"b"})", true}, {R"({"src":"a","with":"b"})", false}});
+}
+
+// Length bounds in the thousands repeat a call of one character: inlined, they outgrew the
+// 250 000-state budget (maxLength 2000 was refused).
+TEST(JsonSchema, LongStringBounds) {
+  auto g = testing::compile_spec(GrammarKind::kJsonSchema, R"({"type":"string","maxLength":70000})");
+  ASSERT_TRUE(g.ok()) << g.status().to_string();
+  EXPECT_TRUE(matches(*g, "\"abc\\n\u00e9\""));
+  EXPECT_TRUE(matches(*g, "\"" + std::string(70000, 'x') + "\""));
+  EXPECT_FALSE(matches(*g, "\"" + std::string(70001, 'x') + "\""));
+  expect_instances(R"({"type":"string","minLength":1100,"maxLength":1101})", {{"\"\"", false}});
+  auto m = testing::compile_spec(GrammarKind::kJsonSchema, R"({"type":"string","minLength":1100,"maxLength":1101})");
+  ASSERT_TRUE(m.ok());
+  EXPECT_FALSE(matches(*m, "\"" + std::string(1099, 'x') + "\""));
+  EXPECT_TRUE(matches(*m, "\"" + std::string(1100, 'x') + "\""));
+  EXPECT_TRUE(matches(*m, "\"" + std::string(1101, 'x') + "\""));
+  EXPECT_FALSE(matches(*m, "\"" + std::string(1102, 'x') + "\""));
+}
+
+// allOf branches that differ only in keywords without an assertion (vendor extensions) merge.
+TEST(JsonSchema, AllOfIgnoresUnknownKeywords) {
+  expect_instances(R"({"allOf":[{"x-doc":"a","type":"string"},{"x-doc":"b","minLength":1}]})",
+                   {{"\"a\"", true}, {"\"\"", false}, {"1", false}});
+}
+
+// One variant per set of trigger properties present: each was a compile error before.
+TEST(JsonSchema, DependenciesAsVariantsPerTrigger) {
+  const char* required = R"({"type":"object","properties":{"card":{"type":"string"},"address":{"type":"string"},"name":{}},
+                             "dependentRequired":{"card":["address"]}})";
+  expect_instances(required, {{R"({})", true}, {R"({"name":1})", true}, {R"({"card":"x","address":"y"})", true},
+                              {R"({"card":"x"})", false}, {R"({"address":"y"})", true}, {R"({"card":"x","name":1})", false}});
+  const char* draft7 = R"({"dependencies":{"a":["b"],"c":{"properties":{"d":{"type":"integer"}},"required":["d"]}}})";
+  expect_instances(draft7, {{R"({"a":1,"b":2})", true}, {R"({"a":1})", false}, {R"({"c":1,"d":2})", true}, {R"({"c":1,"d":"x"})", false},
+                            {R"({"c":1})", false}, {R"({"d":"x"})", true}, {"5", true}, {"\"s\"", true}});
+  expect_instances(R"({"dependentSchemas":{"a":false}})", {{R"({"a":1})", false}, {R"({"b":1})", true}});
+}
+
+TEST(JsonSchema, NotIgnoresUnknownKeywords) {
+  expect_instances(R"({"comment":"x","not":{"type":"string","comment":"y"}})", {{"\"a\"", false}, {"1", true}});
+}
+
+// oneOf over required lists: one variant per presence set that satisfies exactly one branch.
+TEST(JsonSchema, OneOfOfRequiredLists) {
+  const char* schema = R"({"type":"object","properties":{"a":{"type":"integer"},"b":{},"c":{}},
+                           "oneOf":[{"required":["a"]},{"required":["b","c"]}]})";
+  expect_instances(schema, {{R"({"a":1})", true}, {R"({"b":1,"c":2})", true}, {R"({"a":1,"b":2})", true},
+                            {R"({"a":1,"b":1,"c":2})", false}, {R"({"b":1})", false}, {R"({})", false},
+                            {R"({"a":"x"})", false}});
+  // Without "type": "object" a non-object meets both branches, so oneOf refuses it.
+  expect_instances(R"({"oneOf":[{"required":["x"]},{"required":["y"]}]})",
+                   {{R"({"x":1})", true}, {R"({"y":1})", true}, {R"({"x":1,"y":1})", false}, {"1", false}, {R"({"z":1})", false}});
+}
+
+// A parent's "type": "object" makes branches told apart by a discriminator disjoint.
+TEST(JsonSchema, OneOfDisjointnessSeesTheSiblings) {
+  expect_instances(R"({"type":"object","oneOf":[{"properties":{"k":{"enum":["a"]}},"required":["k"]},
+                                               {"properties":{"k":{"enum":["b"]}},"required":["k"]}]})",
+                   {{R"({"k":"a"})", true}, {R"({"k":"b"})", true}, {R"({"k":"c"})", false}, {"1", false}});
+}
+
 TEST(JsonSchema, UnsupportedKeywordsAreErrorsNamingTheKeyword) {
   const std::pair<const char*, const char*> cases[] = {
-      {R"({"not":{"type":"string"}})", "'not'"},
+      {R"({"not":{"type":"object","required":["a"]}})", "'not' over 'required'"},
       {R"({"type":"array","uniqueItems":true})", "'uniqueItems'"},
       {R"({"oneOf":[{"type":"string"},{"type":"string","minLength":2}]})", "oneOf: branches 0 and 1 may both match"},
-      {R"({"type":"string","format":"hostname"})", "format 'hostname'"},
-      {R"({"type":"object","patternProperties":{"^a":{}}})", "'patternProperties'"},
+      {R"({"type":"string","format":"idn-hostname"})", "format 'idn-hostname'"},
       {R"({"$ref":"other.json#/a"})", "only references inside the document"},
       {R"({"$ref":"#/$defs/missing"})", "does not resolve"},
       {R"({"$defs":{},"$ref":"#/$defs/%zz"})", "bad percent escape"},

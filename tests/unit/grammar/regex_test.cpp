@@ -71,6 +71,27 @@ TEST(Regex, SearchModeIsUnanchoredUnlessAnchorsSayOtherwise) {
   EXPECT_FALSE(matches(compiled, "cdx"));
 }
 
+// A '$' that ends the pattern inside groups anchors the alternatives it ends (it was refused):
+// ^([0-9]+\.[0-9]+$|%V%) is a version to the end, or anything starting with %V%.
+TEST(Regex, EndAnchorInsideAGroupThatEndsThePattern) {
+  auto search = [](const char* pattern, std::initializer_list<std::pair<const char*, bool>> texts) {
+    Grammar g;
+    auto e = compile_regex(g, pattern, RegexEncoding::kRaw, RegexMatch::kSearch);
+    ASSERT_TRUE(e.ok()) << pattern << ": " << e.status().to_string();
+    g.set_root(g.add_rule("root", *e));
+    auto a = Automaton::compile(g, {});
+    ASSERT_TRUE(a.ok());
+    auto compiled = std::make_shared<CompiledGrammar>(*a, testing::toy_vocab(), MatcherLimits{});
+    for (const auto& [text, match] : texts) EXPECT_EQ(matches(compiled, text), match) << pattern << " on " << text;
+  };
+  search("^([0-9]+\\.[0-9]+$|%V%)", {{"1.2", true}, {"1.2x", false}, {"x1.2", false}, {"%V%", true}, {"%V%tail", true}, {"a%V%", false}});
+  search("a(b|(c$))", {{"xab", true}, {"xabz", true}, {"xac", true}, {"xacz", false}});
+  for (const char* refused : {"(a$)b", "(a$)*", "(a$|b)c"}) {
+    auto g = compile_spec(GrammarKind::kRegex, refused);
+    EXPECT_FALSE(g.ok()) << refused;
+  }
+}
+
 TEST(Regex, CompileBudgetRefusesAnExplodingRepetition) {
   GrammarSpec spec;
   spec.kind = GrammarKind::kRegex;

@@ -173,7 +173,7 @@ TEST_F(StructuredOutputApi, BadFormatsAre400sNamingTheField) {
   const std::string two = rejected(post("/v1/completions", R"({"model": "m", "prompt": "x", "regex": "a", "guided_choice": ["a"]})"));
   EXPECT_NE(two.find("'regex' and 'guided_choice'"), std::string::npos) << two;
   const std::string unsupported = rejected(post("/v1/chat/completions",
-                                                chat_body(R"("structured_outputs": {"json": {"not": {"type": "string"}}})", 1)));
+                                                chat_body(R"("structured_outputs": {"json": {"not": {"required": ["a"]}}})", 1)));
   EXPECT_NE(unsupported.find("'not'"), std::string::npos) << unsupported;
   const std::string huge = rejected(post("/v1/completions", R"({"model": "m", "prompt": "x", "regex": "((a{1000}){1000}){1000}"})"));
   EXPECT_NE(huge.find("too large"), std::string::npos) << huge;
