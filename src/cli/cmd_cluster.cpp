@@ -35,8 +35,9 @@ const char* kClusterUsage = R"(usage: deepinfer cluster up CONFIG
     "replicas": [{"port": 8101, "role": "both", "args": ["--threads", "1"]}, ...],
     "router": {"port": 8100, "policy": "cache-aware", "args": []}
   }
-  Paths are relative to the current directory. role: "both" (prefill/decode roles are not
-  built yet). Exit 1 when a process fails to start or dies while the cluster runs.
+  Paths are relative to the current directory. role: "both" (default), "prefill" or "decode"
+  (serve --role; the router gets them as --replica, --prefill and --decode; prefill and
+  decode need "store"). Exit 1 when a process fails to start or dies while the cluster runs.
 )";
 
 struct Process {
@@ -91,14 +92,21 @@ Result<std::vector<Process>> plan(const nlohmann::json& config, const std::strin
     const auto& r = config["replicas"][i];
     DI_ASSIGN_OR_RETURN(uint16_t port, port_of(r, field));
     const std::string role = r.value("role", "both");
-    if (role != "both") return invalid_argument(field + ".role: only \"both\" is built (prefill/decode: issue 18)");
+    if (role != "both" && role != "prefill" && role != "decode") {
+      return invalid_argument(field + ".role: expected \"both\", \"prefill\" or \"decode\", got \"" + role + "\"");
+    }
+    if (role != "both" && !config.contains("store")) {
+      return invalid_argument(field + ".role " + role + " needs \"store\": the store carries KV pages between the workers");
+    }
     Process p{"replica" + std::to_string(i), {self, "serve", "--host", "127.0.0.1", "--port", std::to_string(port)},
               log_dir + "/replica" + std::to_string(i) + ".log", -1, port};
+    if (role != "both") p.argv.insert(p.argv.end(), {"--role", role});
     if (!model.empty()) p.argv.insert(p.argv.end(), {"-m", model});
     if (config.contains("store")) p.argv.insert(p.argv.end(), {"--kv-store", config["store"].get<std::string>()});
     DI_ASSIGN_OR_RETURN(auto extra, string_list(r, field));
     p.argv.insert(p.argv.end(), extra.begin(), extra.end());
-    router_argv.insert(router_argv.end(), {"--replica", "http://127.0.0.1:" + std::to_string(port)});
+    const char* pool = role == "prefill" ? "--prefill" : role == "decode" ? "--decode" : "--replica";
+    router_argv.insert(router_argv.end(), {pool, "http://127.0.0.1:" + std::to_string(port)});
     out.push_back(std::move(p));
   }
   const nlohmann::json router = config.value("router", nlohmann::json::object());

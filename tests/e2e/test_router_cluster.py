@@ -1,5 +1,5 @@
 """`deepinfer cluster up CONFIG`: one replica and the router from a config file, a request
-through it, and a clean stop on SIGTERM; a config naming an unbuilt role is refused by field."""
+through it, and a clean stop on SIGTERM; a config error (a prefill role without a store, a missing port) is refused by field."""
 import json
 import re
 import signal
