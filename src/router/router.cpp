@@ -227,17 +227,17 @@ void Router::proxy(const server::HttpRequest& request, server::ResponseWriter& w
   }
 }
 
-bool Router::remote_prefill(const server::HttpRequest& request, size_t replica, size_t missed_blocks,
+void Router::remote_prefill(const server::HttpRequest& request, size_t replica, size_t missed_blocks,
                             server::Clock::time_point deadline) {
-  if (!prefill_pool_ || replica < first_decode_) return false;
+  if (!prefill_pool_ || replica < first_decode_) return;
   const double missed_tokens = static_cast<double>(missed_blocks * kTextBlockBytes) / kBytesPerToken;
-  if (missed_tokens < static_cast<double>(options_.pd_min_tokens)) return false;
+  if (missed_tokens < static_cast<double>(options_.pd_min_tokens)) return;
   // Least load: a prefill worker keeps nothing a later request could reuse in place (the store
   // holds the pages), so affinity buys it little.
   auto lease = prefill_pool_->acquire(Policy::kLeastLoad, {}, options_.cost, {});
   if (!lease) {
     prefill_failures_->inc();
-    return false;
+    return;
   }
   server::Headers headers = forwarded_headers(request);
   headers.emplace_back(std::string(server::kPrefillOnlyHeader), "1");
@@ -251,7 +251,7 @@ bool Router::remote_prefill(const server::HttpRequest& request, size_t replica, 
   prefill_pool_->release(lease->index);
   if (s.ok() && head.status == 200) {
     remote_prefills_->inc();
-    return true;
+    return;
   }
   if (!s.ok() && s.code() == StatusCode::kUnavailable) prefill_pool_->report_unreachable(lease->index);
   prefill_pool_->counters(lease->index).failures.fetch_add(1);
@@ -259,7 +259,6 @@ bool Router::remote_prefill(const server::HttpRequest& request, size_t replica, 
   std::fprintf(stderr, "deepinfer router: prefill on %s failed (%s); %s computes the prompt\n",
                prefill_pool_->name(lease->index).c_str(),
                s.ok() ? ("HTTP " + std::to_string(head.status)).c_str() : s.message().c_str(), pool_->name(replica).c_str());
-  return false;
 }
 
 std::vector<server::Route> Router::routes() {

@@ -64,9 +64,9 @@ class Router {
 
  private:
   Router(const RouterOptions& options, std::unique_ptr<ReplicaPool> pool, std::unique_ptr<ReplicaPool> prefill_pool);
-  // Whether the chosen replica gets a remote prefill first, and that prefill; false when it
-  // was not worth it or failed (the replica then computes the prompt).
-  bool remote_prefill(const server::HttpRequest& request, size_t replica, size_t missed_blocks,
+  // Prefills the request on a prefill worker when `replica` is a decode worker expected to miss
+  // enough of the prompt; when that is not worth it or fails, the replica computes the prompt.
+  void remote_prefill(const server::HttpRequest& request, size_t replica, size_t missed_blocks,
                       server::Clock::time_point deadline);
   void proxy(const server::HttpRequest& request, server::ResponseWriter& writer);
   void models(const server::HttpRequest& request, server::ResponseWriter& writer);

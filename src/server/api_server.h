@@ -32,7 +32,6 @@
 
 namespace deepinfer::server {
 
-
 struct ApiConfig {
   WorkerRole role = WorkerRole::kBoth;
   std::string served_model_name = "deepinfer";
