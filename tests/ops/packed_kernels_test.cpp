@@ -24,10 +24,10 @@ using testing::dot_double;
 using testing::random_floats;
 using testing::random_row;
 
-constexpr DType kPackedTypes[] = {DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ8_0, DType::kQ4_K};
+constexpr DType kPackedTypes[] = {DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ8_0, DType::kQ4_K, DType::kQ6_K};
 
 int64_t block_elements(DType type) { return dtype_traits(type)->block_size; }
-bool is_k_quant(DType type) { return type == DType::kQ4_K; }
+bool is_k_quant(DType type) { return type == DType::kQ4_K || type == DType::kQ6_K; }
 
 std::vector<uint8_t> random_matrix(DType type, int64_t n_out, int64_t n_in, std::mt19937& rng) {
   std::vector<uint8_t> w;
@@ -52,7 +52,7 @@ TEST(PackedKernels, PackingIsLossless) {
     const std::vector<uint8_t> w = random_matrix(type, n_out, n_in, rng);
     const std::vector<uint8_t> p = packed_copy(type, w, n_out, n_in);
     // As large as the original, except Q4_K, whose 6-bit scales are unpacked to bytes.
-    if (!is_k_quant(type)) {
+    if (type != DType::kQ4_K) {
       EXPECT_EQ(p.size(), w.size()) << dtype_name(type);
     }
     const size_t row_bytes = dtype_row_bytes(type, n_in);
@@ -66,7 +66,7 @@ TEST(PackedKernels, PackingIsLossless) {
       for (int64_t i = 0; i < n_in; ++i) ASSERT_EQ(fp32_to_bits(got[i]), fp32_to_bits(want[i])) << dtype_name(type);
     }
   }
-  EXPECT_FALSE(has_packed_layout(DType::kQ6_K));
+  EXPECT_FALSE(has_packed_layout(DType::kQ5_K));
 }
 
 // The packed product against the reference dot of the original rows, and each element equal to
@@ -83,7 +83,7 @@ TEST(PackedKernels, ProductMatchesTheReferenceAndIsTileInvariant) {
     // {groups, tokens, blocks}: tile remainders in both directions, one block, odd counts.
     const int64_t shapes[][3] = {{1, 1, 1}, {1, 5, 3}, {3, 1, 2}, {2, 4, 18}, {5, 7, 1}, {4, 9, 19}, {3, 13, 5}};
     for (const auto& s : shapes) {
-      // Q4_K blocks are 8 times longer: fewer of them.
+      // K-quant blocks are 8 times longer: fewer of them.
       const int64_t blocks = is_k_quant(type) ? (s[2] + 3) / 4 : s[2];
       const int64_t groups = s[0], toks = s[1], n = block_elements(type) * blocks, rows = groups * kPackRows;
       const std::vector<uint8_t> w = random_matrix(type, rows, n, rng);

@@ -18,6 +18,10 @@ constexpr int kGroups8 = 8;   // of a Q8_0 packed block
 constexpr size_t kHalves = 2 * kPackRows;  // bytes of d[16] (or m[16])
 constexpr size_t kQ4KCodes = 2 * kHalves + 16 * kPackRows;  // after d, dmin, sc, mn
 constexpr size_t kPackedQ4KBytes = kQ4KCodes + kPackRows * kQKK / 2;
+constexpr size_t kQ6KLow = kHalves + 16 * kPackRows;        // after d, sc
+constexpr size_t kQ6KHigh = kQ6KLow + kPackRows * kQKK / 2;  // after low
+constexpr size_t kPackedQ6KBytes = kQ6KHigh + kPackRows * kQKK / 4;
+static_assert(kPackedQ6KBytes == kPackRows * sizeof(BlockQ6_K));
 
 // Inverse of unpack_q4_k_scales (quant_kernels.h): 8 + 8 six-bit values -> 12 bytes.
 void pack_q4_k_scales(const uint8_t* sc, const uint8_t* mn, uint8_t* packed) {
@@ -28,6 +32,9 @@ void pack_q4_k_scales(const uint8_t* sc, const uint8_t* mn, uint8_t* packed) {
   }
 }
 
+// The largest stored block with a packed layout (scratch for one row's block).
+constexpr size_t kMaxStoredBlock = sizeof(BlockQ6_K);
+
 // Bytes of one packed block (16 rows' block i); 0 for a type without a packed layout.
 size_t packed_block_bytes(DType type) {
   switch (type) {
@@ -36,18 +43,20 @@ size_t packed_block_bytes(DType type) {
     case DType::kQ5_0: return kPackRows * sizeof(BlockQ5_0);
     case DType::kQ8_0: return kPackRows * sizeof(BlockQ8_0);
     case DType::kQ4_K: return kPackedQ4KBytes;
+    case DType::kQ6_K: return kPackedQ6KBytes;
     default: return 0;
   }
 }
 
 // Elements per block of a type with a packed layout.
-int64_t block_elements(DType type) { return type == DType::kQ4_K ? kQKK : kQK; }
+int64_t block_elements(DType type) { return type == DType::kQ4_K || type == DType::kQ6_K ? kQKK : kQK; }
 
 // The stored block's bytes (a packed Q4_K block is larger than 16 stored ones: its 6-bit scales
 // are unpacked to bytes).
 size_t stored_block_bytes(DType type) {
   return type == DType::kQ4_K ? sizeof(BlockQ4_K) : packed_block_bytes(type) / kPackRows;
 }
+static_assert(sizeof(BlockQ4_K) <= kMaxStoredBlock && sizeof(BlockQ8_0) <= kMaxStoredBlock);
 
 // n bytes between a stored block's field and its place in a packed block, in the direction
 // to_packed picks, so packing and unpacking cannot disagree about the layout.
@@ -70,6 +79,36 @@ void move_q4_k(BlockQ4_K& b, uint8_t* pb, int j, bool to_packed) {
   for (int chunk = 0; chunk < 4; ++chunk) {
     for (int l = 0; l < 8; ++l) {
       move_bytes(b.qs + 32 * chunk + 4 * l, codes + 512 * chunk + 64 * l + 4 * j, 4, to_packed);
+    }
+  }
+}
+
+// Q6_K (layout in packed.h): d[16], sc[16][16], low[32][64], high[16][64]. Element e of the
+// super-block is k-group G = e / 4, position b = e % 4: its low 4 bits are nibble G / 32 of
+// low[G % 32][4j + b], its high 2 bits are bits 2(G / 16).. of high[G % 16][4j + b]. In the
+// stored block (quant_blocks.h) e = 128h + 32s + l takes its low bits from nibble s / 2 of
+// ql[64h + 32(s % 2) + l] and its high bits from bits 2s.. of qh[32h + l].
+void move_q6_k(BlockQ6_K& b, uint8_t* pb, int j, bool to_packed) {
+  move_bytes(&b.d, pb + 2 * j, 2, to_packed);
+  for (int k = 0; k < 16; ++k) move_bytes(&b.scales[k], pb + kHalves + kPackRows * k + j, 1, to_packed);
+  uint8_t* low = pb + kQ6KLow;
+  uint8_t* high = pb + kQ6KHigh;
+  for (int e = 0; e < kQKK; ++e) {
+    const int h = e / 128, s = (e % 128) / 32, l = e % 32;
+    uint8_t& ql = b.ql[64 * h + 32 * (s % 2) + l];
+    uint8_t& qh = b.qh[32 * h + l];
+    const int group = e / 4, pos = e % 4;
+    uint8_t& pl = low[64 * (group % 32) + 4 * j + pos];
+    uint8_t& ph = high[64 * (group % 16) + 4 * j + pos];
+    const int stored_low_shift = 4 * (s / 2), packed_low_shift = 4 * (group / 32);
+    const int stored_high_shift = 2 * s, packed_high_shift = 2 * (group / 16);
+    // Both sides start zeroed (pack_matrix, unpack_row), so each field is or-ed in.
+    if (to_packed) {
+      pl = static_cast<uint8_t>(pl | ((ql >> stored_low_shift) & 15) << packed_low_shift);
+      ph = static_cast<uint8_t>(ph | ((qh >> stored_high_shift) & 3) << packed_high_shift);
+    } else {
+      ql = static_cast<uint8_t>(ql | ((pl >> packed_low_shift) & 15) << stored_low_shift);
+      qh = static_cast<uint8_t>(qh | ((ph >> packed_high_shift) & 3) << stored_high_shift);
     }
   }
 }
@@ -98,6 +137,7 @@ void move_block(DType type, uint8_t* block, uint8_t* pb, int j, bool to_packed) 
   uint8_t* codes = pb + codes_offset(type);
   switch (type) {
     case DType::kQ4_K: return move_q4_k(*reinterpret_cast<BlockQ4_K*>(block), pb, j, to_packed);
+    case DType::kQ6_K: return move_q6_k(*reinterpret_cast<BlockQ6_K*>(block), pb, j, to_packed);
     case DType::kQ4_0: {
       auto& b = *reinterpret_cast<BlockQ4_0*>(block);
       move_bytes(&b.d, pb + 2 * j, 2, to_packed);
@@ -176,8 +216,8 @@ void pack_matrix(DType type, const uint8_t* src, int64_t n_out, int64_t n_in, ui
   const size_t bbytes = stored_block_bytes(type);
   const size_t row_bytes = dtype_row_bytes(type, n_in);
   const int64_t nb = n_in / block_elements(type);
-  std::memset(dst, 0, packed_group_bytes(type, n_in) * static_cast<size_t>(n_out / kPackRows));  // Q5_0 ORs bits in
-  alignas(8) uint8_t block[sizeof(BlockQ4_K)];
+  std::memset(dst, 0, packed_group_bytes(type, n_in) * static_cast<size_t>(n_out / kPackRows));  // Q5_0, Q6_K OR bits in
+  alignas(8) uint8_t block[kMaxStoredBlock];
   for (int64_t g = 0; g < n_out / kPackRows; ++g) {
     for (int64_t i = 0; i < nb; ++i) {
       uint8_t* pb = dst + (g * nb + i) * pbytes;
@@ -198,7 +238,7 @@ void unpack_row(DType type, const uint8_t* packed, int64_t n_in, int64_t row, ui
   for (int64_t i = 0; i < nb; ++i) {
     // move_block only reads the packed block when unpacking.
     auto* pb = const_cast<uint8_t*>(packed + (g * nb + i) * pbytes);
-    alignas(8) uint8_t block[sizeof(BlockQ4_K)];
+    alignas(8) uint8_t block[kMaxStoredBlock];
     std::memset(block, 0, bbytes);
     move_block(type, block, pb, j, false);
     std::memcpy(dst + i * bbytes, block, bbytes);
@@ -212,7 +252,7 @@ void dequantize_packed_row(DType type, const uint8_t* packed, int64_t n_in, int6
   const int64_t nb = n_in / elems;
   const int64_t g = row / kPackRows;
   const int j = static_cast<int>(row % kPackRows);
-  alignas(8) uint8_t block[sizeof(BlockQ4_K)];
+  alignas(8) uint8_t block[kMaxStoredBlock];
   for (int64_t i = 0; i < nb; ++i) {
     auto* pb = const_cast<uint8_t*>(packed + (g * nb + i) * pbytes);
     std::memset(block, 0, bbytes);
