@@ -1213,6 +1213,10 @@ std::vector<OpCase> perf_cases() {
   std::vector<AttnSeq> decode(64, AttnSeq{1, 319});
   cases.push_back(attention_case(AttnShape{9, 3, 64, 0, DType::kF16, 16, 1, 30}, decode));
   cases.push_back(attention_case(AttnShape{9, 3, 64, 0, DType::kF16, 16}, {{512, 0}}));
+  // Long-context prefill: the last 512-token chunk of an 8K prompt, whose keys (6 MB of KV per
+  // layer for SmolLM2) are past the L2; and Gemma 3's one KV head of 256.
+  cases.push_back(attention_case(AttnShape{9, 3, 64, 0, DType::kF16, 16}, {{512, 7680}}));
+  cases.push_back(attention_case(AttnShape{4, 1, 256, 0, DType::kF16, 16}, {{512, 7680}}));
   cases.push_back(store_kv_case(DType::kF16, 3, 64, 16, {{256, 0}}, {0}));
   cases.push_back(embed_case(DType::kQ8_0, 49152, 576, [] {
     std::vector<int32_t> t(256);

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <type_traits>
 #include <vector>
 
 #include "backend/cpu/quant_kernels.h"
@@ -14,14 +15,22 @@
 // The vector kernels need AVX-512 with byte/word masks (masked float16 loads).
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
 #define DI_ATTENTION_AVX512 1
+// GCC 12's AVX-512 headers build "undefined" vectors by self-initialisation (masked moves,
+// reductions), which its own uninitialised-use warnings then report.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
 
 namespace deepinfer::cpu {
 
 namespace {
 
-constexpr int64_t kTile = 32;  // keys per softmax tile
-constexpr int64_t kMaxRun = 64;  // query heads of one work item (their states are on the stack)
+constexpr int64_t kTile = 64;  // keys per softmax tile (a multiple of 16)
+constexpr int64_t kMaxRun = 64;  // query heads of one work item
+// Consecutive query tokens of one sequence that share each key tile's loads: K and V panels are
+// read from memory once per block instead of once per token (at 8K keys a token's share of a
+// layer's KV is megabytes, past the L2).
+constexpr int64_t kQueryBlock = 16;
 
 // Per query head: running max, running sum and the unnormalised output.
 struct HeadState {
@@ -197,37 +206,104 @@ inline void accumulate_values_fixed(float* acc, const float* p, const T* v, cons
   for (int c = 0; c < kChunks; ++c) _mm512_storeu_ps(acc + 16 * c, a[c]);
 }
 
-// accumulate_values for the R heads of a run at once, head_dim 64: each value row is loaded
-// (and widened) once for all of them. Per head and element the same j order, the same bits.
+// accumulate_values for the R heads of a run at once, head_dim a multiple of 64, in slabs of 64
+// columns: each value row's slab is loaded (and widened) once for all R heads, and R x 4
+// accumulators stay in registers through the keys. Per head and element the same j order, the
+// same bits.
 template <int R, typename T>
-inline void accumulate_values_run64(HeadState* heads, const float* scores, const T* v, const int64_t* rows,
-                                    int64_t n, LinePrefetcher& prefetch) {
-  __m512 a[R][4];
-  for (int r = 0; r < R; ++r) {
-    for (int c = 0; c < 4; ++c) a[r][c] = _mm512_loadu_ps(heads[r].acc + 16 * c);
-  }
-  for (int64_t j = 0; j < n; ++j) {
-    prefetch.issue(2);
-    for (int c = 0; c < 4; ++c) {
-      const __m512 vj = load16(v + rows[j] + 16 * c);
-      for (int r = 0; r < R; ++r) a[r][c] = _mm512_fmadd_ps(_mm512_set1_ps(scores[r * kTile + j]), vj, a[r][c]);
+inline void accumulate_values_run(HeadState* heads, const float* scores, const T* v, const int64_t* rows, int64_t n,
+                                  int64_t d, LinePrefetcher& prefetch) {
+  for (int64_t col = 0; col < d; col += 64) {
+    __m512 a[R][4];
+    for (int r = 0; r < R; ++r) {
+      for (int c = 0; c < 4; ++c) a[r][c] = _mm512_loadu_ps(heads[r].acc + col + 16 * c);
     }
-  }
-  for (int r = 0; r < R; ++r) {
-    for (int c = 0; c < 4; ++c) _mm512_storeu_ps(heads[r].acc + 16 * c, a[r][c]);
+    for (int64_t j = 0; j < n; ++j) {
+      prefetch.issue(2);
+      for (int c = 0; c < 4; ++c) {
+        const __m512 vj = load16(v + rows[j] + col + 16 * c);
+        for (int r = 0; r < R; ++r) a[r][c] = _mm512_fmadd_ps(_mm512_set1_ps(scores[r * kTile + j]), vj, a[r][c]);
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      for (int c = 0; c < 4; ++c) _mm512_storeu_ps(heads[r].acc + col + 16 * c, a[r][c]);
+    }
   }
 }
 
+// One head: slabs of 128 columns (8 accumulators, 8 independent FMA chains), then 16 at a time.
 template <typename T>
 inline void accumulate_values(float* acc, const float* p, const T* v, const int64_t* rows, int64_t n, int64_t d,
                               LinePrefetcher& prefetch) {
-  if (d == 64) return accumulate_values_fixed<4>(acc, p, v, rows, n, prefetch);
-  if (d == 128) return accumulate_values_fixed<8>(acc, p, v, rows, n, prefetch);
-  prefetch.issue(static_cast<int>(2 * n));
-  for (int64_t c = 0; c < d; c += 16) {
-    __m512 a = _mm512_loadu_ps(acc + c);
-    for (int64_t j = 0; j < n; ++j) a = _mm512_fmadd_ps(_mm512_set1_ps(p[j]), load16(v + rows[j] + c), a);
-    _mm512_storeu_ps(acc + c, a);
+  int64_t col = 0;
+  for (; col + 128 <= d; col += 128) accumulate_values_fixed<8>(acc + col, p, v + col, rows, n, prefetch);
+  if (col + 64 <= d) {
+    accumulate_values_fixed<4>(acc + col, p, v + col, rows, n, prefetch);
+    col += 64;
+  }
+  for (; col < d; col += 16) {
+    __m512 a = _mm512_loadu_ps(acc + col);
+    for (int64_t j = 0; j < n; ++j) a = _mm512_fmadd_ps(_mm512_set1_ps(p[j]), load16(v + rows[j] + col), a);
+    _mm512_storeu_ps(acc + col, a);
+  }
+}
+#endif
+
+// One tile's step of the online softmax for one head: s[0..n) (n <= kTile) are the raw scores
+// q.k; they become the tile's probabilities exp(scale * s - m) against the new running max m, and
+// the head's sum and output are rescaled to that max. The tile's max and sum are vector
+// reductions of fixed shape (masked lanes are -inf for the max and 0 for the sum), so a key's
+// contribution does not depend on how many keys share its tile.
+#if defined(DI_ATTENTION_AVX512)
+inline void softmax_tile(float* s, int64_t n, float scale, int64_t d, ExpFn exp_tile, HeadState& hs) {
+  constexpr int kVecs = kTile / 16;
+  __mmask16 mask[kVecs];
+  __m512 v[kVecs];
+  const __m512 vscale = _mm512_set1_ps(scale);
+  const __m512 neg_inf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  __m512 vmax = neg_inf;
+  for (int c = 0; c < kVecs; ++c) {
+    const int64_t left = std::clamp<int64_t>(n - 16 * c, 0, 16);
+    mask[c] = static_cast<__mmask16>((1u << left) - 1);
+    v[c] = _mm512_mul_ps(_mm512_maskz_loadu_ps(mask[c], s + 16 * c), vscale);
+    vmax = _mm512_max_ps(vmax, _mm512_mask_mov_ps(neg_inf, mask[c], v[c]));
+  }
+  const float tile_max = _mm512_reduce_max_ps(vmax);
+  const float m = std::max(hs.m, tile_max);
+  // 0 on the first tile; exactly 1 (no call) while the running max holds.
+  const float rescale = m == hs.m ? 1.0f : std::exp(hs.m - m);
+  const __m512 vm = _mm512_set1_ps(m);
+  for (int c = 0; c < kVecs; ++c) _mm512_mask_storeu_ps(s + 16 * c, mask[c], _mm512_sub_ps(v[c], vm));
+  exp_tile(s, n);
+  __m512 vsum = _mm512_setzero_ps();
+  for (int c = 0; c < kVecs; ++c) vsum = _mm512_add_ps(vsum, _mm512_maskz_loadu_ps(mask[c], s + 16 * c));
+  const float sum = _mm512_reduce_add_ps(vsum);
+  hs.l = hs.l * rescale + sum;
+  hs.m = m;
+  if (rescale != 1.0f) {
+    const __m512 vr = _mm512_set1_ps(rescale);
+    int64_t i = 0;
+    for (; i + 16 <= d; i += 16) _mm512_storeu_ps(hs.acc + i, _mm512_mul_ps(_mm512_loadu_ps(hs.acc + i), vr));
+    for (; i < d; ++i) hs.acc[i] *= rescale;
+  }
+}
+#else
+inline void softmax_tile(float* s, int64_t n, float scale, int64_t d, ExpFn exp_tile, HeadState& hs) {
+  float tile_max = -std::numeric_limits<float>::infinity();
+  for (int64_t j = 0; j < n; ++j) {
+    s[j] *= scale;
+    tile_max = std::max(tile_max, s[j]);
+  }
+  const float m = std::max(hs.m, tile_max);
+  const float rescale = std::exp(hs.m - m);  // 0 on the first tile
+  for (int64_t j = 0; j < n; ++j) s[j] -= m;
+  exp_tile(s, n);
+  float sum = 0.0f;
+  for (int64_t j = 0; j < n; ++j) sum += s[j];
+  hs.l = hs.l * rescale + sum;
+  hs.m = m;
+  if (rescale != 1.0f) {
+    for (int64_t i = 0; i < d; ++i) hs.acc[i] *= rescale;
   }
 }
 #endif
@@ -244,50 +320,108 @@ inline const float* kv_row_f32(const void* base, DType dtype, int64_t offset, in
                               : row_f32(static_cast<const float*>(base), offset, d, buf);
 }
 
-// Items [begin, end) of attention() (see there), over a cache of element type T.
+// Keys 0..n-1 of a float16 K panel chunk (dimension i at k + i * block_size) into a float32
+// panel (dimension i at dst + i * dst_stride), exactly.
+inline void widen_chunk(const uint16_t* k, int64_t block_size, int64_t n, int64_t d, float* dst, int64_t dst_stride,
+                        LinePrefetcher& prefetch) {
+#if defined(DI_ATTENTION_AVX512)
+  const auto mask = static_cast<__mmask16>((1u << n) - 1);
+  for (int64_t i = 0; i < d; ++i) {
+    if (i % 4 == 0) prefetch.issue(1);
+    _mm512_mask_storeu_ps(dst + i * dst_stride, mask, load16(k + i * block_size, mask));
+  }
+#else
+  (void)prefetch;
+  for (int64_t i = 0; i < d; ++i) {
+    for (int64_t e = 0; e < n; ++e) dst[i * dst_stride + e] = fp16_to_fp32(k[i * block_size + e]);
+  }
+#endif
+}
+
+// d float16 values into float32, exactly.
+inline void widen_row(const uint16_t* v, int64_t d, float* dst) {
+  int64_t i = 0;
+#if defined(DI_ATTENTION_AVX512)
+  for (; i + 16 <= d; i += 16) _mm512_storeu_ps(dst + i, load16(v + i));
+#endif
+  for (; i < d; ++i) dst[i] = fp16_to_fp32(v[i]);
+}
+
+// The query blocks of one attention call: runs of at most `limit` consecutive tokens of one
+// sequence at consecutive positions (a prefill chunk), each token alone otherwise (decode).
+// starts[b] is block b's first token; starts.back() == n_tokens.
+void query_blocks(std::span<const int32_t> positions, std::span<const int32_t> token_seq, int64_t n_tokens,
+                  int64_t limit, std::vector<int64_t>& starts) {
+  starts.clear();
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    const bool joins = !starts.empty() && t - starts.back() < limit && token_seq[t] == token_seq[t - 1] &&
+                       positions[t] == positions[t - 1] + 1;
+    if (!joins) starts.push_back(t);
+  }
+  starts.push_back(n_tokens);
+}
+
+// Work items [begin, end) of attention() (see there), over a cache of element type T. An item is
+// a query block and a run of query heads that share a KV head. The block's rows (tokens x heads)
+// go through the key tiles together, so each tile's K and V panels are read from memory once for
+// all of them rather than once per token; each row still sees exactly its own keys, in the same
+// tiles, lanes and order as it would alone, so its result does not depend on its block.
 template <typename T>
-void attend_items(const AttentionShape& shape, const float* q, int64_t n_tokens, std::span<const int32_t> positions,
-                  std::span<const SequenceKv> sequences, std::span<const int32_t> token_seq, float* out, int64_t run,
-                  int64_t begin, int64_t end) {
+void attend_items(const AttentionShape& shape, const float* q, std::span<const int64_t> blocks,
+                  std::span<const int32_t> positions, std::span<const SequenceKv> sequences,
+                  std::span<const int32_t> token_seq, float* out, int64_t run, int64_t begin, int64_t end) {
   const int64_t d = shape.head_dim;
   const int64_t group = shape.n_head / shape.n_head_kv;
   const int64_t runs_per_token = shape.n_head / run;
+  const int64_t n_blocks = static_cast<int64_t>(blocks.size()) - 1;
   const ExpFn exp_tile = exp_kernel();
+  int64_t max_block = 1;
+  for (int64_t b = 0; b < n_blocks; ++b) max_block = std::max(max_block, blocks[b + 1] - blocks[b]);
+  const int64_t max_rows = max_block * run;
   thread_local std::vector<float> scratch;
-  scratch.resize(static_cast<size_t>(run * (d + kTile) + d));
-  float* row_buf = scratch.data() + run * (d + kTile);  // one widened row (generic paths)
-  HeadState heads[kMaxRun];
+  thread_local std::vector<HeadState> heads;
+  scratch.resize(static_cast<size_t>(max_rows * (d + kTile) + d));
+  heads.resize(static_cast<size_t>(max_rows));
+  float* row_buf = scratch.data() + max_rows * (d + kTile);  // one widened row (generic paths)
   int64_t rows[kTile];  // the tile's value rows (element offsets)
   KeyChunk chunks[kTile];
+  thread_local std::vector<float> stage;  // a float16 tile widened: K [d][kTile], V [kTile][d]
+  stage.resize(static_cast<size_t>(2 * d * kTile));
+  int64_t stage_rows[kTile];
+  for (int64_t j = 0; j < kTile; ++j) stage_rows[j] = j * d;
   LinePrefetcher prefetch;
   DI_ICHECK(run <= kMaxRun);
   for (int64_t item = begin; item < end; ++item) {
-    // Tokens in zigzag order (first, last, second, second to last, ...): a causal prefill's
+    // Blocks in zigzag order (first, last, second, second to last, ...): a causal prefill's
     // cost grows with the position, and each thread's contiguous range of items then gets
-    // as many cheap tokens as dear ones.
+    // as many cheap blocks as dear ones.
     const int64_t u = item / runs_per_token;
-    const int64_t t = u % 2 == 0 ? u / 2 : n_tokens - 1 - u / 2;
+    const int64_t blk = u % 2 == 0 ? u / 2 : n_blocks - 1 - u / 2;
+    const int64_t t0 = blocks[blk], nt = blocks[blk + 1] - t0;
     const int64_t h0 = (item % runs_per_token) * run;
     const int64_t kv_h = h0 / group;
-    const SequenceKv& seq = sequences[static_cast<size_t>(token_seq[t])];
+    const SequenceKv& seq = sequences[static_cast<size_t>(token_seq[t0])];
     const T* kc = static_cast<const T*>(seq.k);
     const T* vc = static_cast<const T*>(seq.v);
     const KvLayout layout{seq.block_size, shape.n_head_kv, d};
-    const float* q0 = q + (t * shape.n_head + h0) * d;
-    float* scores = scratch.data() + run * d;  // [run][kTile]
-    for (int64_t r = 0; r < run; ++r) {
+    float* scores = scratch.data() + nt * run * d;  // [nt * run][kTile]
+    for (int64_t r = 0; r < nt * run; ++r) {
       heads[r] = {-std::numeric_limits<float>::infinity(), 0.0f, scratch.data() + r * d};
       std::fill(heads[r].acc, heads[r].acc + d, 0.0f);
     }
-    const int64_t last = positions[t];
-    const int64_t window_first = shape.sliding_window > 0 ? last - shape.sliding_window + 1 : 0;
-    const int64_t first = std::max<int64_t>({0, window_first, seq.min_position});
-    int64_t block = first / seq.block_size, offset = first % seq.block_size;  // of key j0
-    for (int64_t j0 = first; j0 <= last;) {
-      // The tile: j0..j1-1, cut on a grid of positions (the same whatever the KV layout).
-      const int64_t j1 = std::min(last + 1, (j0 / kTile + 1) * kTile);
-      const int64_t n = j1 - j0;
+    // Token i of the block attends to keys first(i)..last(i); both grow with i.
+    auto first_of = [&](int64_t i) {
+      const int64_t last = positions[t0 + i];
+      const int64_t window_first = shape.sliding_window > 0 ? last - shape.sliding_window + 1 : 0;
+      return std::max<int64_t>({0, window_first, seq.min_position});
+    };
+    const int64_t lo = first_of(0), hi = positions[t0 + nt - 1];
+    for (int64_t a = lo; a <= hi;) {
+      // The tile: a..b-1, cut on a grid of positions (the same whatever the KV layout or block).
+      const int64_t b = std::min(hi + 1, (a / kTile + 1) * kTile);
+      const int64_t n = b - a;
       // The tile's keys in chunks of at most 16 within one block (K panels); V rows one by one.
+      int64_t block = a / seq.block_size, offset = a % seq.block_size;
       int64_t n_chunks = 0;
       for (int64_t j = 0; j < n;) {
         const int64_t panel = layout.panel(seq.block_table[block], kv_h);
@@ -304,81 +438,98 @@ void attend_items(const AttentionShape& shape, const float* q, int64_t n_tokens,
       // The next tile's panels (those of the blocks it starts in): its first lines now, the rest
       // from the loops below (-25% time at 64 x 320 keys, bench ops).
       prefetch.reset();
-      const int64_t next_last = std::min(block + (kTile - 1) / seq.block_size, last / seq.block_size);
+      const int64_t next_last = std::min(block + (kTile - 1) / seq.block_size, hi / seq.block_size);
       for (const T* pool : {kc, vc}) {
-        for (int64_t b = block; b <= next_last && b < block + 2; ++b) {
+        for (int64_t nb = block; nb <= next_last && nb < block + 2; ++nb) {
           const size_t bytes = static_cast<size_t>(layout.panel_elems()) * sizeof(T);
-          prefetch.add(pool + layout.panel(seq.block_table[b], kv_h), bytes);
+          prefetch.add(pool + layout.panel(seq.block_table[nb], kv_h), bytes);
         }
       }
       prefetch.issue(4);
+      // Every token of the block against the tile's keys kp (panels of block size bs, chunks ch)
+      // and value rows vp + rw[j].
+      auto tokens_pass = [&](const auto* kp, const auto* vp, int64_t bs, const KeyChunk* ch, int64_t nch,
+                             const int64_t* rw) {
+        for (int64_t i = 0; i < nt; ++i) {
+          // Token i's keys in this tile: [k0, k1) (none when the tile is past its last key or
+          // before its window).
+          const int64_t k0 = std::max(a, first_of(i)) - a, k1 = std::min(b, int64_t{positions[t0 + i]} + 1) - a;
+          if (k1 <= k0) continue;
+          const int64_t nk = k1 - k0;
+          const float* qi = q + ((t0 + i) * shape.n_head + h0) * d;
+          float* si = scores + i * run * kTile;
+          HeadState* hs = heads.data() + i * run;
 #if defined(DI_ATTENTION_AVX512)
-      score_tile(q0, run, d, kc, seq.block_size, chunks, n_chunks, scores, prefetch);
+          score_tile(qi, run, d, kp, bs, ch, nch, si, prefetch);
 #else
-      for (int64_t c = 0; c < n_chunks; ++c) {
-        for (int64_t r = 0; r < run; ++r) {
-          for (int64_t i = 0; i < chunks[c].n; ++i) {
-            scores[r * kTile + chunks[c].j + i] = score_scalar(q0 + r * d, kc + chunks[c].k + i, seq.block_size, d);
+          for (int64_t c = 0; c < nch; ++c) {
+            for (int64_t r = 0; r < run; ++r) {
+              for (int64_t e = 0; e < ch[c].n; ++e) {
+                si[r * kTile + ch[c].j + e] = score_scalar(qi + r * d, kp + ch[c].k + e, bs, d);
+              }
+            }
           }
-        }
-      }
 #endif
-      for (int64_t r = 0; r < run; ++r) {
-        float* s = scores + r * kTile;
-        float tile_max = -std::numeric_limits<float>::infinity();
-        for (int64_t j = 0; j < n; ++j) {
-          s[j] *= shape.scale;
-          tile_max = std::max(tile_max, s[j]);
-        }
-        HeadState& hs = heads[r];
-        const float m = std::max(hs.m, tile_max);
-        const float rescale = std::exp(hs.m - m);  // 0 on the first tile
-        for (int64_t j = 0; j < n; ++j) s[j] -= m;
-        exp_tile(s, n);
-        float sum = 0.0f;
-        for (int64_t j = 0; j < n; ++j) sum += s[j];
-        hs.l = hs.l * rescale + sum;
-        hs.m = m;
-        if (rescale != 1.0f) {
-          for (int64_t i = 0; i < d; ++i) hs.acc[i] *= rescale;
-        }
-      }
+          for (int64_t r = 0; r < run; ++r) softmax_tile(si + r * kTile + k0, nk, shape.scale, d, exp_tile, hs[r]);
+          const float* sk = si + k0;
+          const int64_t* rk = rw + k0;
 #if defined(DI_ATTENTION_AVX512)
-      if (d % 16 == 0) {
-        if (d == 64 && run == 2) {
-          accumulate_values_run64<2>(heads, scores, vc, rows, n, prefetch);
-        } else if (d == 64 && run == 3) {
-          accumulate_values_run64<3>(heads, scores, vc, rows, n, prefetch);
-        } else if (d == 64 && run == 4) {
-          accumulate_values_run64<4>(heads, scores, vc, rows, n, prefetch);
-        } else {
-          for (int64_t r = 0; r < run; ++r) {
-            accumulate_values(heads[r].acc, scores + r * kTile, vc, rows, n, d, prefetch);
+          if (d % 16 == 0) {
+            if (d % 64 == 0 && run == 2) {
+              accumulate_values_run<2>(hs, sk, vp, rk, nk, d, prefetch);
+            } else if (d % 64 == 0 && run == 3) {
+              accumulate_values_run<3>(hs, sk, vp, rk, nk, d, prefetch);
+            } else if (d % 64 == 0 && run == 4) {
+              accumulate_values_run<4>(hs, sk, vp, rk, nk, d, prefetch);
+            } else {
+              for (int64_t r = 0; r < run; ++r) accumulate_values(hs[r].acc, sk + r * kTile, vp, rk, nk, d, prefetch);
+            }
+            continue;
+          }
+#endif
+          for (int64_t j = 0; j < nk; ++j) {
+            const float* vj = row_f32(vp, rk[j], d, row_buf);
+            for (int64_t r = 0; r < run; ++r) axpy_f32(hs[r].acc, sk[r * kTile + j], vj, d);
           }
         }
-      } else  // NOLINT(readability/braces): the generic loop below is the else branch
-#endif
-      {
-        for (int64_t j = 0; j < n; ++j) {
-          const float* vj = row_f32(vc, rows[j], d, row_buf);
-          for (int64_t r = 0; r < run; ++r) axpy_f32(heads[r].acc, scores[r * kTile + j], vj, d);
+      };
+      if constexpr (std::is_same_v<T, uint16_t>) {
+        if (nt > 1) {
+          // A float16 cache shared by several tokens: the tile widened to float32 once (exact),
+          // so that the tokens' FMA loops read floats instead of each widening every element.
+          // K as one [d][kTile] panel, V as [kTile][d] rows: the same values in other lanes.
+          float* kt = stage.data();
+          float* vt = kt + d * kTile;
+          for (int64_t c = 0; c < n_chunks; ++c) widen_chunk(kc + chunks[c].k, seq.block_size, chunks[c].n, d, kt + chunks[c].j, kTile, prefetch);
+          for (int64_t j = 0; j < n; ++j) widen_row(vc + rows[j], d, vt + j * d);
+          KeyChunk staged[kTile / 16];
+          int64_t n_staged = 0;
+          for (int64_t j = 0; j < n; j += 16) staged[n_staged++] = {j, j, std::min<int64_t>(16, n - j)};
+          tokens_pass(static_cast<const float*>(kt), static_cast<const float*>(vt), kTile, staged, n_staged, stage_rows);
+          a = b;
+          continue;
         }
       }
-      j0 = j1;
+      tokens_pass(kc, vc, seq.block_size, chunks, n_chunks, rows);
+      a = b;
     }
-    for (int64_t r = 0; r < run; ++r) {
-      float* oh = out + (t * shape.n_head + h0 + r) * d;
-      const float inv = 1.0f / heads[r].l;
-      for (int64_t i = 0; i < d; ++i) oh[i] = heads[r].acc[i] * inv;
+    for (int64_t i = 0; i < nt; ++i) {
+      for (int64_t r = 0; r < run; ++r) {
+        float* oh = out + ((t0 + i) * shape.n_head + h0 + r) * d;
+        const HeadState& hs = heads[i * run + r];
+        const float inv = 1.0f / hs.l;
+        for (int64_t e = 0; e < d; ++e) oh[e] = hs.acc[e] * inv;
+      }
     }
   }
 }
 
 }  // namespace
 
-// Tiled online softmax. A work item is one token and a run of query heads that share a KV head
-// (all of the group when there are enough items to keep the threads busy, else one head), so
-// each key and value row is read once for the run. Keys go in tiles cut at multiples of kTile
+// Tiled online softmax. A work item is a block of consecutive tokens of one sequence (a single
+// token in decode) and a run of query heads that share a KV head (all of the group when there are
+// enough items to keep the threads busy, else one head), so each key and value row is read once
+// for the block and the run. Keys go in tiles cut at multiples of kTile
 // positions: scores of the tile, one max, one vector exponential, one rescale of the output per
 // tile instead of per key. A head's arithmetic depends neither on the run it is in, nor on the
 // batch, nor on the block size or table: tiles follow positions only, and a key's score is the
@@ -396,11 +547,18 @@ void attention(const AttentionShape& shape, const float* q, int64_t n_tokens, st
   // A group wider than kMaxRun heads (multi-query attention with many heads) goes in runs of its
   // largest divisor up to kMaxRun.
   while (run > kMaxRun || group % run != 0) --run;
-  pool.parallel_for(n_tokens * (shape.n_head / run), [&](int, int64_t begin, int64_t end) {
+  // Query blocks as long as kQueryBlock while that leaves at least 4 items per thread.
+  int64_t block_limit = kQueryBlock;
+  while (block_limit > 1 && (n_tokens / block_limit) * (shape.n_head / run) < 4 * pool.n_threads()) block_limit /= 2;
+  thread_local std::vector<int64_t> blocks;
+  query_blocks(positions, token_seq, n_tokens, block_limit, blocks);
+  const int64_t n_blocks = static_cast<int64_t>(blocks.size()) - 1;
+  const std::span<const int64_t> block_span(blocks);
+  pool.parallel_for(n_blocks * (shape.n_head / run), [&](int, int64_t begin, int64_t end) {
     if (dtype == DType::kF16) {
-      attend_items<uint16_t>(shape, q, n_tokens, positions, sequences, token_seq, out, run, begin, end);
+      attend_items<uint16_t>(shape, q, block_span, positions, sequences, token_seq, out, run, begin, end);
     } else {
-      attend_items<float>(shape, q, n_tokens, positions, sequences, token_seq, out, run, begin, end);
+      attend_items<float>(shape, q, block_span, positions, sequences, token_seq, out, run, begin, end);
     }
   });
 }

@@ -228,7 +228,8 @@ TEST(Ops, AttentionSeesNothingBelowTheSequencesMinPosition) {
 // windows, min_position, and tokens of several sequences in one call. Tolerance: float
 // rounding of a softmax-weighted mean of unit-scale values (the two differ in summation order
 // and in the exponential, 2e-8 relative). Then batch invariance: a token's output is bitwise
-// the same alone (one head per work item) as in a large batch (whole GQA groups per item). Both
+// the same alone (one head per work item) as in a large batch (whole GQA groups per item, runs
+// of consecutive positions in query blocks). Both
 // for a float32 and a float16 cache.
 TEST(Ops, TiledAttentionMatchesTheReferenceAndIsBatchInvariant) {
   std::mt19937 rng(21);
@@ -266,8 +267,11 @@ TEST(Ops, TiledAttentionMatchesTheReferenceAndIsBatchInvariant) {
       }
       std::vector<int32_t> positions, token_seq;
       for (int s = 0; s < n_seqs; ++s) {
-        for (int64_t p : {std::max<int64_t>(c.min_pos, 0) + (s == 1 ? 0 : 0), int64_t{31}, int64_t{32}, int64_t{33},
-                          int64_t{97}, max_len - 1}) {
+        std::vector<int64_t> at = {std::max<int64_t>(c.min_pos, 0), 31, 32, 33, 97};
+        // A prefill chunk: consecutive positions, which the kernel takes in query blocks.
+        for (int64_t p = 100; p < 100 + 21 + 7 * s; ++p) at.push_back(p);
+        at.push_back(max_len - 1);
+        for (int64_t p : at) {
           positions.push_back(static_cast<int32_t>(std::max<int64_t>(p, s == 1 ? c.min_pos : 0)));
           token_seq.push_back(s);
         }
