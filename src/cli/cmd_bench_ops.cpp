@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/cpu/peak.h"
+#include "backend/cpu/quant.h"
 #include "backend/op_harness.h"
 #include "cli/args.h"
 #include "cli/bench.h"
@@ -25,13 +27,37 @@ const char* kBenchOpsUsage = R"(usage: deepinfer bench ops [--backend NAME] [--t
   (decode: 1 token x 8192 x 4096, GB/s of weights read; prefill: 256 tokens x 2048 x 2048,
   GFLOP/s), batched decode attention (64 sequences x 320 keys, SmolLM2's heads, paged f16 KV:
   GB/s of KV read), prefill attention, and the elementwise, KV and MoE ops; after a line with
-  the memory bandwidth measured by a triad. Each figure is the median of the repetitions.
+  the memory bandwidth measured by a triad and the arithmetic peak measured the same way (float32
+  FMA, int8 VNNI and bf16 dot rates on every thread). Each figure is the median of the
+  repetitions; "of peak" reads it against the triad (memory-bound cases), the int8 rate
+  (products of quantized weights) or the float32 rate (the rest).
   --backend NAME  the backend to time (default cpu; cpu-reference times the scalar oracle)
   --threads N     CPU threads (default: all cores)
   --reps R        repetitions per case (default 5)
   --filter TEXT   only the cases whose "op name" label contains TEXT
   The CPU kernel tier (avx512, avx2, scalar) is chosen from cpuid; DEEPINFER_ISA=avx2|scalar caps it.
 )";
+
+// The peak a compute-bound case is read against: the int8 dot rate for products of quantized
+// weights (their kernels multiply int8 activations), the float32 FMA rate for everything else.
+double peak_for(const harness::OpCase& c, const cpu::PeakRates& peak) {
+  const bool product = c.op == backend::Op::kMatmul || c.op == backend::Op::kGroupedMatmul;
+  if (product && !c.uses.empty()) {
+    const DType act = cpu::vec_dot_type(c.uses[0].dtype);
+    if (act != DType::kF32 && act != DType::kF16 && act != DType::kBF16) return peak.int8_gops;
+  }
+  return peak.f32_gflops;
+}
+
+std::string describe_peak(const cpu::PeakRates& p) {
+  if (p.f32_gflops <= 0.0) return "not measured (the AVX-512 kernel tier is not in use)";
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "f32 FMA %.0f GFLOP/s | int8 VNNI %.0f GOP/s | bf16 dot %s | AMX tiles %s",
+                p.f32_gflops, p.int8_gops,
+                p.bf16_gflops > 0.0 ? (std::to_string(static_cast<int>(p.bf16_gflops)) + " GFLOP/s").c_str() : "absent",
+                p.amx ? "present (no kernel uses them yet)" : "absent");
+  return buf;
+}
 
 }  // namespace
 
@@ -68,20 +94,26 @@ int bench_ops_command(const std::vector<std::string>& argv) {
   ThreadPool pool(static_cast<int>(*threads));
   auto backend = backend::create_backend(args.get("--backend").value_or("cpu"), {&pool});
   if (!backend.ok()) return fail(backend.status().message(), 2);
-  std::printf("backend: %s | memory bandwidth (triad): %.1f GB/s\n", (*backend)->describe().c_str(),
-              triad_bandwidth(pool, static_cast<int>(*reps)));
-  std::printf("%-18s %-58s %10s %12s\n", "op", "case", "ms", "rate");
+  const double triad = triad_bandwidth(pool, static_cast<int>(*reps));
+  const cpu::PeakRates peak = cpu::measure_peak_rates(pool);
+  std::printf("backend: %s | memory bandwidth (triad): %.1f GB/s\n", (*backend)->describe().c_str(), triad);
+  std::printf("measured peak, %d threads: %s\n", *threads, describe_peak(peak).c_str());
+  std::printf("%-18s %-58s %10s %16s %8s\n", "op", "case", "ms", "rate", "of peak");
   std::fflush(stdout);
   for (const harness::OpCase& c : cases) {
     const harness::PerfResult r = harness::time_case(c, **backend, static_cast<int>(*reps));
     const std::string op(backend::op_name(c.op));
     if (r.skipped) {
       std::printf("%-18s %-58s %10s  skipped: %s\n", op.c_str(), c.name.c_str(), "-", r.message.c_str());
-    } else if (c.work.bound == harness::Bound::kMemory) {
-      std::printf("%-18s %-58s %10.3f %7.1f GB/s\n", op.c_str(), c.name.c_str(), r.seconds * 1e3, r.gbs);
-    } else {
-      std::printf("%-18s %-58s %10.3f %7.1f GFLOP/s\n", op.c_str(), c.name.c_str(), r.seconds * 1e3, r.gflops);
+      continue;
     }
+    const bool memory = c.work.bound == harness::Bound::kMemory;
+    const double rate = memory ? r.gbs : r.gflops;
+    const double limit = memory ? triad : peak_for(c, peak);
+    std::string share = "-";
+    if (limit > 0.0) share = std::to_string(static_cast<int>(100.0 * rate / limit + 0.5)) + "%";
+    std::printf("%-18s %-58s %10.3f %8.1f %-7s %8s\n", op.c_str(), c.name.c_str(), r.seconds * 1e3, rate,
+                memory ? "GB/s" : "GFLOP/s", share.c_str());
     std::fflush(stdout);
   }
   return 0;
