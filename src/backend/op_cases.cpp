@@ -1217,6 +1217,9 @@ std::vector<OpCase> perf_cases() {
   // layer for SmolLM2) are past the L2; and Gemma 3's one KV head of 256.
   cases.push_back(attention_case(AttnShape{9, 3, 64, 0, DType::kF16, 16}, {{512, 7680}}));
   cases.push_back(attention_case(AttnShape{4, 1, 256, 0, DType::kF16, 16}, {{512, 7680}}));
+  // Long-context decode of one sequence: few heads (Gemma 3 has one KV head) for two threads.
+  cases.push_back(attention_case(AttnShape{9, 3, 64, 0, DType::kF16, 16}, {{1, 8191}}));
+  cases.push_back(attention_case(AttnShape{4, 1, 256, 0, DType::kF16, 16}, {{1, 8191}}));
   cases.push_back(store_kv_case(DType::kF16, 3, 64, 16, {{256, 0}}, {0}));
   cases.push_back(embed_case(DType::kQ8_0, 49152, 576, [] {
     std::vector<int32_t> t(256);
