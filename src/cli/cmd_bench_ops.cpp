@@ -97,7 +97,7 @@ int bench_ops_command(const std::vector<std::string>& argv) {
   const double triad = triad_bandwidth(pool, static_cast<int>(*reps));
   const cpu::PeakRates peak = cpu::measure_peak_rates(pool);
   std::printf("backend: %s | memory bandwidth (triad): %.1f GB/s\n", (*backend)->describe().c_str(), triad);
-  std::printf("measured peak, %d threads: %s\n", *threads, describe_peak(peak).c_str());
+  std::printf("measured peak, %d threads: %s\n", static_cast<int>(*threads), describe_peak(peak).c_str());
   std::printf("%-18s %-58s %10s %16s %8s\n", "op", "case", "ms", "rate", "of peak");
   std::fflush(stdout);
   for (const harness::OpCase& c : cases) {

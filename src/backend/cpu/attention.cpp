@@ -17,8 +17,10 @@
 #define DI_ATTENTION_AVX512 1
 // GCC 12's AVX-512 headers build "undefined" vectors by self-initialisation (masked moves,
 // reductions), which its own uninitialised-use warnings then report.
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #endif
 
 namespace deepinfer::cpu {
@@ -500,12 +502,15 @@ void attend_items(const AttentionShape& shape, const float* q, std::span<const i
           // K as one [d][kTile] panel, V as [kTile][d] rows: the same values in other lanes.
           float* kt = stage.data();
           float* vt = kt + d * kTile;
-          for (int64_t c = 0; c < n_chunks; ++c) widen_chunk(kc + chunks[c].k, seq.block_size, chunks[c].n, d, kt + chunks[c].j, kTile, prefetch);
+          for (int64_t c = 0; c < n_chunks; ++c) {
+            widen_chunk(kc + chunks[c].k, seq.block_size, chunks[c].n, d, kt + chunks[c].j, kTile, prefetch);
+          }
           for (int64_t j = 0; j < n; ++j) widen_row(vc + rows[j], d, vt + j * d);
           KeyChunk staged[kTile / 16];
           int64_t n_staged = 0;
           for (int64_t j = 0; j < n; j += 16) staged[n_staged++] = {j, j, std::min<int64_t>(16, n - j)};
-          tokens_pass(static_cast<const float*>(kt), static_cast<const float*>(vt), kTile, staged, n_staged, stage_rows);
+          tokens_pass(static_cast<const float*>(kt), static_cast<const float*>(vt), kTile, staged, n_staged,
+                      stage_rows);
           a = b;
           continue;
         }

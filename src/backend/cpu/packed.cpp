@@ -216,7 +216,8 @@ void pack_matrix(DType type, const uint8_t* src, int64_t n_out, int64_t n_in, ui
   const size_t bbytes = stored_block_bytes(type);
   const size_t row_bytes = dtype_row_bytes(type, n_in);
   const int64_t nb = n_in / block_elements(type);
-  std::memset(dst, 0, packed_group_bytes(type, n_in) * static_cast<size_t>(n_out / kPackRows));  // Q5_0, Q6_K OR bits in
+  // Q5_0 and Q6_K or their bits in.
+  std::memset(dst, 0, packed_group_bytes(type, n_in) * static_cast<size_t>(n_out / kPackRows));
   alignas(8) uint8_t block[kMaxStoredBlock];
   for (int64_t g = 0; g < n_out / kPackRows; ++g) {
     for (int64_t i = 0; i < nb; ++i) {

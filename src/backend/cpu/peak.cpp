@@ -6,6 +6,10 @@
 
 #include "backend/cpu/quant_kernels.h"
 
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+
 namespace deepinfer::cpu {
 
 namespace {
@@ -35,13 +39,21 @@ double rate_on_all_threads(ThreadPool& pool, Round round) {
 PeakRates measure_peak_rates(ThreadPool& pool) {
   PeakRates p;
 #if defined(__x86_64__)
-  __builtin_cpu_init();
-  p.amx = __builtin_cpu_supports("amx-tile") && __builtin_cpu_supports("amx-int8") &&
-          __builtin_cpu_supports("amx-bf16");
+  // cpuid leaf 7: subleaf 0 EDX bits 22, 24, 25 are AMX-BF16, AMX-TILE, AMX-INT8; subleaf 1 EAX
+  // bit 5 is AVX512-BF16 (read directly: not every compiler's __builtin_cpu_supports knows them).
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  __cpuid_count(7, 0, eax, ebx, ecx, edx);
+  const unsigned max_subleaf = eax;
+  p.amx = (edx >> 22 & 1) && (edx >> 24 & 1) && (edx >> 25 & 1);
+  bool bf16 = false;
+  if (max_subleaf >= 1) {
+    __cpuid_count(7, 1, eax, ebx, ecx, edx);
+    bf16 = (eax >> 5) & 1;
+  }
   if (!cpu_has(Isa::kAvx512)) return p;  // the AVX-512 tier is the one whose peak is measured
   p.f32_gflops = rate_on_all_threads(pool, avx512::peak_f32_fma) / 1e9;
   p.int8_gops = rate_on_all_threads(pool, avx512::peak_int8_dot) / 1e9;
-  if (avx512::compiled_bf16() && __builtin_cpu_supports("avx512bf16")) {
+  if (avx512::compiled_bf16() && bf16) {
     p.bf16_gflops = rate_on_all_threads(pool, avx512::peak_bf16_dot) / 1e9;
   }
 #else

@@ -8,8 +8,10 @@
 #define DI_PEAK_AVX512 1
 // GCC 12's AVX-512 headers build "undefined" vectors by self-initialisation (the reductions),
 // which its own uninitialised-use warnings then report.
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <immintrin.h>
 #endif
 
