@@ -357,6 +357,16 @@ struct BackendOptions {
   ThreadPool* pool = nullptr;  // CPU: the threads the kernels fan out over (required); borrowed
 };
 
+// A device's arithmetic peak, measured in the process (bench ops reads each kernel against it):
+// 0 where a rate is not measured. int8 is the rate quantized-weight products multiply at; note
+// names what the figures leave out ("AMX tiles absent").
+struct PeakRates {
+  double f32_gflops = 0.0;
+  double int8_gops = 0.0;
+  double bf16_gflops = 0.0;
+  std::string note;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -370,6 +380,8 @@ class Backend {
   // KV memory for groups with dtype, block size and n_blocks set; zero-filled.
   virtual Result<std::unique_ptr<KvCache>> allocate_kv(std::vector<KvGroupSpec> groups) = 0;
   virtual std::unique_ptr<Queue> new_queue() = 0;
+  // Runs for a fraction of a second on the backend's threads or device.
+  virtual PeakRates measure_peak() { return {}; }
 };
 
 // "cpu" (the default), "cpu-reference"; NOT_FOUND naming the backends this build has otherwise.

@@ -8,8 +8,6 @@
 #include <vector>
 
 #include "backend/backend.h"
-#include "backend/cpu/peak.h"
-#include "backend/cpu/quant.h"
 #include "backend/op_harness.h"
 #include "cli/args.h"
 #include "cli/bench.h"
@@ -38,25 +36,22 @@ const char* kBenchOpsUsage = R"(usage: deepinfer bench ops [--backend NAME] [--t
   The CPU kernel tier (avx512, avx2, scalar) is chosen from cpuid; DEEPINFER_ISA=avx2|scalar caps it.
 )";
 
-// The peak a compute-bound case is read against: the int8 dot rate for products of quantized
-// weights (their kernels multiply int8 activations), the float32 FMA rate for everything else.
-double peak_for(const harness::OpCase& c, const cpu::PeakRates& peak) {
+// The peak a compute-bound case is read against: the int8 rate for products of quantized weights
+// (their kernels multiply quantized activations), the float32 rate for everything else.
+double peak_for(const harness::OpCase& c, const backend::PeakRates& peak) {
   const bool product = c.op == backend::Op::kMatmul || c.op == backend::Op::kGroupedMatmul;
-  if (product && !c.uses.empty()) {
-    const DType act = cpu::vec_dot_type(c.uses[0].dtype);
-    if (act != DType::kF32 && act != DType::kF16 && act != DType::kBF16) return peak.int8_gops;
-  }
+  if (product && !c.uses.empty() && dtype_traits(c.uses[0].dtype)->quantized) return peak.int8_gops;
   return peak.f32_gflops;
 }
 
-std::string describe_peak(const cpu::PeakRates& p) {
-  if (p.f32_gflops <= 0.0) return "not measured (the AVX-512 kernel tier is not in use)";
+std::string describe_peak(const backend::PeakRates& p) {
+  if (p.f32_gflops <= 0.0) return "not measured on this backend or kernel tier";
   char buf[256];
-  std::snprintf(buf, sizeof buf, "f32 FMA %.0f GFLOP/s | int8 VNNI %.0f GOP/s | bf16 dot %s | AMX tiles %s",
-                p.f32_gflops, p.int8_gops,
-                p.bf16_gflops > 0.0 ? (std::to_string(static_cast<int>(p.bf16_gflops)) + " GFLOP/s").c_str() : "absent",
-                p.amx ? "present (no kernel uses them yet)" : "absent");
-  return buf;
+  std::snprintf(buf, sizeof buf, "f32 FMA %.0f GFLOP/s | int8 dot %.0f GOP/s", p.f32_gflops, p.int8_gops);
+  std::string out = buf;
+  if (p.bf16_gflops > 0.0) out += " | bf16 dot " + std::to_string(static_cast<int>(p.bf16_gflops)) + " GFLOP/s";
+  if (!p.note.empty()) out += " | " + p.note;
+  return out;
 }
 
 }  // namespace
@@ -95,7 +90,7 @@ int bench_ops_command(const std::vector<std::string>& argv) {
   auto backend = backend::create_backend(args.get("--backend").value_or("cpu"), {&pool});
   if (!backend.ok()) return fail(backend.status().message(), 2);
   const double triad = triad_bandwidth(pool, static_cast<int>(*reps));
-  const cpu::PeakRates peak = cpu::measure_peak_rates(pool);
+  const backend::PeakRates peak = (*backend)->measure_peak();
   std::printf("backend: %s | memory bandwidth (triad): %.1f GB/s\n", (*backend)->describe().c_str(), triad);
   std::printf("measured peak, %d threads: %s\n", static_cast<int>(*threads), describe_peak(peak).c_str());
   std::printf("%-18s %-58s %10s %16s %8s\n", "op", "case", "ms", "rate", "of peak");

@@ -9,6 +9,7 @@
 #include "backend/cpu/attention.h"
 #include "backend/cpu/dsv4_ops.h"
 #include "backend/cpu/ops.h"
+#include "backend/cpu/peak.h"
 #include "backend/cpu/packed.h"
 #include "backend/cpu/quant.h"
 #include "core/check.h"
@@ -664,6 +665,11 @@ class CpuBackend final : public backend::Backend {
   }
 
   std::unique_ptr<backend::Queue> new_queue() override { return std::make_unique<CpuQueue>(pool_, choice_); }
+  backend::PeakRates measure_peak() override {
+    const cpu::PeakRates p = cpu::measure_peak_rates(pool_);
+    return {p.f32_gflops, p.int8_gops, p.bf16_gflops,
+            p.amx ? "AMX tiles present (no kernel uses them yet)" : "AMX tiles absent"};
+  }
 
  private:
   ThreadPool& pool_;
