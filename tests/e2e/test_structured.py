@@ -31,8 +31,10 @@ SCHEMAS = [
                                                  "minItems": 1, "maxItems": 4},
                                       "count": {"type": "integer", "minimum": 1, "maximum": 9}},
      "required": ["colors", "count"], "additionalProperties": False},
-    # $defs and $ref (recursive schemas are compiled too, but a sampled answer may nest past any budget)
-    {"$defs": {"point": {"type": "object", "properties": {"x": {"type": "integer"}, "y": {"type": "integer"}},
+    # $defs and $ref (recursive schemas are compiled too, but a sampled answer may nest past any
+    # budget; likewise an unbounded integer sampled at temperature 1 can run on for 200 tokens)
+    {"$defs": {"point": {"type": "object", "properties": {"x": {"type": "integer", "minimum": -999, "maximum": 999},
+                                                          "y": {"type": "integer", "minimum": -999, "maximum": 999}},
                          "required": ["x", "y"], "additionalProperties": False}},
      "type": "object", "properties": {"from": {"$ref": "#/$defs/point"}, "to": {"$ref": "#/$defs/point"}},
      "required": ["from", "to"], "additionalProperties": False},
