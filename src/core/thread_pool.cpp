@@ -17,7 +17,9 @@ inline void cpu_relax() {
 constexpr int kSpinIterations = 20000;
 }  // namespace
 
-ThreadPool::ThreadPool(int n_threads) : n_threads_(std::max(1, n_threads)) {
+ThreadPool::ThreadPool(int n_threads)
+    : n_threads_(std::max(1, n_threads)), claimed_(std::make_unique<std::atomic<uint64_t>[]>(n_threads_)) {
+  for (int i = 0; i < n_threads_; ++i) claimed_[i].store(0);
   for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
 }
 
@@ -46,6 +48,16 @@ void ThreadPool::run_range(int index) {
   if (begin < end) (*job_)(index, begin, end);
 }
 
+bool ThreadPool::claim(int index, uint64_t generation) {
+  // Only ever raised: a worker still holding an older call's generation cannot take a range of a
+  // newer call, nor one the caller took in this call.
+  uint64_t cur = claimed_[index].load();
+  while (cur < generation) {
+    if (claimed_[index].compare_exchange_weak(cur, generation)) return true;
+  }
+  return false;
+}
+
 void ThreadPool::parallel_for(int64_t n, const RangeFn& fn, int64_t grain) {
   if (n <= 0) return;
   grain = std::max<int64_t>(1, grain);
@@ -57,13 +69,28 @@ void ThreadPool::parallel_for(int64_t n, const RangeFn& fn, int64_t grain) {
   job_n_ = n;
   job_grain_ = grain;
   pending_.store(n_threads_ - 1, std::memory_order_relaxed);
+  uint64_t generation;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    generation_.fetch_add(1, std::memory_order_release);
+    generation = generation_.fetch_add(1, std::memory_order_release) + 1;
   }
   wake_.notify_all();
   run_range(0);
-  while (pending_.load(std::memory_order_acquire) != 0) cpu_relax();
+  for (int i = 1; i < n_threads_; ++i) {
+    if (claim(i, generation)) {
+      run_range(i);
+      pending_.fetch_sub(1);
+    }
+  }
+  for (int spins = 0; pending_.load(std::memory_order_acquire) != 0 && spins < kSpinIterations; ++spins) cpu_relax();
+  if (pending_.load(std::memory_order_acquire) != 0) {
+    // Sequentially consistent on both sides (this store then the load in the predicate; the
+    // worker's decrement then its load of caller_waiting_): one of the two sees the other.
+    std::unique_lock<std::mutex> lock(mutex_);
+    caller_waiting_.store(true);
+    done_.wait(lock, [&] { return pending_.load() == 0; });
+    caller_waiting_.store(false);
+  }
   job_ = nullptr;
 }
 
@@ -81,8 +108,12 @@ void ThreadPool::worker_loop(int index) {
     }
     seen = generation_.load(std::memory_order_acquire);
     if (stop_.load()) return;
+    if (!claim(index, seen)) continue;  // the caller ran it
     run_range(index);
-    pending_.fetch_sub(1, std::memory_order_acq_rel);
+    if (pending_.fetch_sub(1) == 1 && caller_waiting_.load()) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      done_.notify_one();
+    }
   }
 }
 

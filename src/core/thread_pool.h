@@ -3,13 +3,19 @@
 // parallel_for splits [0, n) into one contiguous range per thread and runs them at once, the
 // calling thread taking the first range; it returns when all ranges are done. Workers spin
 // briefly before sleeping, so the back-to-back calls of a forward pass do not pay a futex wake
-// per op. One caller at a time: the pool is owned by the thread that runs the model.
+// per op. The caller, done with its range, runs every range no worker has started yet (a worker
+// claims its range before running it; the ranges and their thread indices stay the same, so no
+// result depends on who ran them), then spins briefly and sleeps until the last range is done.
+// On a machine where another process holds a core, a descheduled worker then costs the region
+// its share of the work, not a scheduler time slice (2-thread decode ran 30x slower than 1-thread
+// before). One caller at a time: the pool is owned by the thread that runs the model.
 #pragma once
 
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -38,6 +44,8 @@ class ThreadPool {
  private:
   void worker_loop(int index);
   void run_range(int index);
+  // Whether this thread is the first to take range `index` of call `generation`.
+  bool claim(int index, uint64_t generation);
 
   int n_threads_;
   std::vector<std::thread> workers_;
@@ -46,6 +54,9 @@ class ThreadPool {
   std::atomic<uint64_t> generation_{0};
   std::atomic<int> pending_{0};
   std::atomic<bool> stop_{false};
+  std::unique_ptr<std::atomic<uint64_t>[]> claimed_;  // per range: the last call that took it
+  std::condition_variable done_;         // the last range finished (caller_waiting_ was set)
+  std::atomic<bool> caller_waiting_{false};
   const RangeFn* job_ = nullptr;
   int64_t job_n_ = 0;
   int64_t job_grain_ = 1;

@@ -3,6 +3,7 @@
 #include <atomic>
 #include <cmath>
 #include <fstream>
+#include <thread>
 #include <vector>
 
 #include "core/dtype.h"
@@ -99,6 +100,43 @@ TEST(ThreadPool, UsesSeveralThreadsAndSurvivesManyCalls) {
     pool.parallel_for(2, [&](int tid, int64_t, int64_t) { seen_mask |= 1 << tid; });
   }
   EXPECT_EQ(seen_mask.load(), 3);
+}
+
+// Whoever runs a range (its worker, or the caller when the worker has not started it), it runs
+// once per call with that range's thread index and bounds. Many short calls, with busy threads
+// beside the pool so that its workers are descheduled and the caller takes their ranges.
+TEST(ThreadPool, EveryRangeRunsOnceWithItsIndexWhoeverRunsIt) {
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> busy;
+  for (int i = 0; i < 2; ++i) {
+    busy.emplace_back([&] {
+      while (!stop.load()) {
+      }
+    });
+  }
+  for (int threads : {2, 3}) {
+    ThreadPool pool(threads);
+    for (int rep = 0; rep < 3000; ++rep) {
+      const int64_t n = 1 + rep % 97;
+      std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+      std::vector<std::atomic<int64_t>> first_of_index(static_cast<size_t>(threads));
+      for (auto& f : first_of_index) f.store(-1);
+      pool.parallel_for(n, [&](int tid, int64_t b, int64_t e) {
+        ASSERT_EQ(first_of_index[static_cast<size_t>(tid)].exchange(b), -1) << "index " << tid << " ran twice";
+        for (int64_t i = b; i < e; ++i) hits[static_cast<size_t>(i)]++;
+      });
+      for (auto& h : hits) ASSERT_EQ(h.load(), 1) << "n " << n;
+      // The static split: index i starts at i * n / threads, rounded as run_range rounds.
+      int64_t start = 0;
+      for (int i = 0; i < threads; ++i) {
+        const int64_t count = n / threads + (i < n % threads ? 1 : 0);
+        if (count > 0) ASSERT_EQ(first_of_index[static_cast<size_t>(i)].load(), start) << "index " << i;
+        start += count;
+      }
+    }
+  }
+  stop.store(true);
+  for (auto& t : busy) t.join();
 }
 
 TEST(MappedFile, MapsAndReportsMissing) {
