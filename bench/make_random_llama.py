@@ -33,6 +33,9 @@ import sys
 
 import numpy as np
 
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from run_vs_llamacpp import model_cache_dir  # noqa: E402
+
 REPO = pathlib.Path(__file__).resolve().parents[1]
 OUT_DIR = REPO / "build" / "models-random"
 PEERS = REPO / "build" / "peers"
@@ -50,15 +53,6 @@ ROPE_THETA = 500000.0
 RMS_EPS = 1e-5
 CONTEXT = 131072
 ROPE_SCALING = {"factor": 32.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_context_length": 8192}
-
-
-def model_cache_dir() -> pathlib.Path:
-    """The same rule as deepinfer's model_cache_dir() (src/model/catalog.cpp)."""
-    if os.environ.get("DEEPINFER_MODEL_DIR"):
-        return pathlib.Path(os.environ["DEEPINFER_MODEL_DIR"])
-    xdg = os.environ.get("XDG_CACHE_HOME", "")
-    base = pathlib.Path(xdg) if xdg.startswith("/") else pathlib.Path.home() / ".cache"
-    return base / "deepinfer" / "models"
 
 
 def rope_factors() -> np.ndarray:

@@ -372,8 +372,13 @@ TEST(Cli, BenchOpsTimesTheHarnessCases) {
   Outcome o = run("bench ops --threads 1 --reps 1 --filter 'rms_norm 256x2048'");
   ASSERT_EQ(o.exit_code, 0) << o.err;
   EXPECT_NE(o.out.find("memory bandwidth (triad)"), std::string::npos) << o.out;
-  EXPECT_NE(o.out.find("rms_norm"), std::string::npos) << o.out;
-  EXPECT_NE(o.out.find(" GB/s\n"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("measured peak, 1 threads: "), std::string::npos) << o.out;
+  // The case's line: its rate and its share of the limit (the triad, for a memory-bound op).
+  const size_t at = o.out.find("rms_norm");
+  ASSERT_NE(at, std::string::npos) << o.out;
+  const std::string line = o.out.substr(at, o.out.find('\n', at) - at);
+  EXPECT_NE(line.find(" GB/s"), std::string::npos) << line;
+  EXPECT_EQ(line.back(), '%') << line;
   o = run("bench ops --backend nope");
   EXPECT_EQ(o.exit_code, 2);
   EXPECT_NE(o.err.find("cpu-reference"), std::string::npos) << o.err;

@@ -310,10 +310,19 @@ inline void softmax_tile(float* s, int64_t n, float scale, int64_t d, ExpFn exp_
 }
 #endif
 
+// d float16 values into float32, exactly.
+inline void widen_row(const uint16_t* v, int64_t d, float* dst) {
+  int64_t i = 0;
+#if defined(DI_ATTENTION_AVX512)
+  for (; i + 16 <= d; i += 16) _mm512_storeu_ps(dst + i, load16(v + i));
+#endif
+  for (; i < d; ++i) dst[i] = fp16_to_fp32(v[i]);
+}
+
 // A cache row as float32: the row itself, or its float16 elements widened into buf (d floats).
 inline const float* row_f32(const float* base, int64_t offset, int64_t, float*) { return base + offset; }
 inline const float* row_f32(const uint16_t* base, int64_t offset, int64_t d, float* buf) {
-  for (int64_t i = 0; i < d; ++i) buf[i] = fp16_to_fp32(base[offset + i]);
+  widen_row(base + offset, d, buf);
   return buf;
 }
 
@@ -338,15 +347,6 @@ inline void widen_chunk(const uint16_t* k, int64_t block_size, int64_t n, int64_
     for (int64_t e = 0; e < n; ++e) dst[i * dst_stride + e] = fp16_to_fp32(k[i * block_size + e]);
   }
 #endif
-}
-
-// d float16 values into float32, exactly.
-inline void widen_row(const uint16_t* v, int64_t d, float* dst) {
-  int64_t i = 0;
-#if defined(DI_ATTENTION_AVX512)
-  for (; i + 16 <= d; i += 16) _mm512_storeu_ps(dst + i, load16(v + i));
-#endif
-  for (; i < d; ++i) dst[i] = fp16_to_fp32(v[i]);
 }
 
 // The query blocks of one attention call: runs of at most `limit` consecutive tokens of one
