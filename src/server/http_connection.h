@@ -30,7 +30,8 @@ void serve_connection(const ServerContext& context, Socket& socket, std::string 
 std::string error_body(const ServerContext& context, const HttpRequest& request, int status,
                        std::string_view message);
 
-// The full response for a transport-level error (status line to body), with Connection: close.
+// The full response for a transport-level error (status line to body), with Connection: close;
+// to a HEAD request, the head alone.
 std::string error_response(const ServerContext& context, const HttpRequest& request, int status,
                            std::string_view message);
 

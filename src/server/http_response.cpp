@@ -156,7 +156,8 @@ std::string error_response(const ServerContext& context, const HttpRequest& requ
   std::string body = error_body(context, request, status, message);
   std::string out;
   append_response_head(out, status, "application/json", Framing::kContentLength, body.size(), /*keep_alive=*/false, {});
-  out += body;
+  // A response to HEAD has no body (RFC 9110 9.3.2): a client would read it as the next response.
+  if (request.method != "HEAD") out += body;
   return out;
 }
 

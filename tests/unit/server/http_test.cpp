@@ -290,6 +290,20 @@ TEST(Http, HeadAnswersAGetRouteWithoutBody) {
   EXPECT_EQ(client.read_response().body, "GET /a ");
 }
 
+TEST(Http, HeadWithAMalformedBodyGetsA400WithoutBody) {
+  // The fuzzer's find: the 400 for a broken chunked body carried its JSON body even to HEAD, so
+  // a client took those bytes for the next response.
+  auto server = start_server(test_config(), {echo_route("GET", "/a")});
+  ASSERT_NE(server, nullptr);
+  Client client(server->port());
+  client.send("HEAD /a HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n\r\n2;ext\r=\n");
+  Response r = client.read_response(/*head_only=*/true);
+  EXPECT_EQ(r.status, 400);
+  ASSERT_NE(r.header("content-length"), nullptr);
+  EXPECT_NE(*r.header("content-length"), "0");
+  EXPECT_EQ(client.read_to_close(), "");
+}
+
 TEST(Http, CorsPreflightNeedsNoKeyAndResponsesCarryTheListedOrigin) {
   HttpServerConfig config = test_config();
   config.api_keys = {"k"};
