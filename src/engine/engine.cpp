@@ -1142,8 +1142,7 @@ Result<std::unique_ptr<Engine>> create_engine(const EngineConfig& config, std::s
   const int64_t n_blocks = (tokens + config.block_size - 1) / config.block_size;
   std::vector<int64_t> pool_blocks;
   for (const KvGroupSpec& g : groups) {
-    pool_blocks.push_back(g.kind == KvGroupKind::kSlidingWindow ? sliding_pool_blocks(config, g.window, n_blocks)
-                                                                : n_blocks);
+    pool_blocks.push_back(g.windowed() ? sliding_pool_blocks(config, g.window, n_blocks) : n_blocks);
   }
   DI_ASSIGN_OR_RETURN(parts.kv, parts.model->new_kv_cache(config.block_size, kv_dtype, pool_blocks));
   // A request must fit the KV cache on its own, and the model's trained context.

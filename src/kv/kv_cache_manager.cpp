@@ -28,8 +28,9 @@ Status KvCacheManager::validate(const KvCacheConfig& config) {
       return invalid_argument("KV group '" + g.name + "' has blocks of " + std::to_string(g.block_size) +
                               " tokens, not a multiple of the smallest group's " + std::to_string(base));
     }
-    if (g.kind == KvGroupKind::kSlidingWindow && g.window < 1) {
-      return invalid_argument("KV group '" + g.name + "' is a sliding window without a window");
+    if (g.windowed() && g.window < 1) {
+      return invalid_argument("KV group '" + g.name + "' is a " + std::string(kv_group_kind_name(g.kind)) +
+                              " group without a window");
     }
     if (g.n_blocks < 0 || g.n_blocks > INT32_MAX) {
       return invalid_argument("KV group '" + g.name + "' has " + std::to_string(g.n_blocks) + " blocks");
@@ -189,7 +190,7 @@ bool KvCacheManager::allocate_slots(RequestId id, int64_t n_total_tokens, const 
       // Revived hit blocks leave the free queue too, so they count against what is free.
       for (BlockId b : hit->blocks[gi]) n_hit_free += pool.ref_count(b) == 0;
     }
-    if (is_new && group(g).kind == KvGroupKind::kSlidingWindow) n_skip[gi] = n_computed / group(g).block_size;
+    if (is_new && group(g).windowed()) n_skip[gi] = n_computed / group(g).block_size;
     n_need[gi] = std::max<int64_t>(0, n_blocks_for(g, n_total_tokens) - n_have - n_from_hit[gi] - n_skip[gi]);
     if (n_need[gi] + n_hit_free > pool.n_free()) return false;
   }
@@ -256,7 +257,7 @@ void KvCacheManager::free_out_of_window(RequestId id, int64_t n_computed) {
   if (it == requests_.end()) return;
   RequestBlocks& req = it->second;
   for (int g = 0; g < n_groups(); ++g) {
-    if (group(g).kind != KvGroupKind::kSlidingWindow) continue;
+    if (!group(g).windowed()) continue;
     const auto gi = static_cast<size_t>(g);
     std::vector<BlockId>& table = req.tables[gi];
     // The next query sits at n_computed and sees from n_computed - window + 1 on; block b ends

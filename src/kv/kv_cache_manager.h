@@ -21,8 +21,10 @@
 //                   allocated.
 //   kCompressed     (DeepSeek V4) published and shared as kFull is; rows below a hit are never
 //                   rewritten by the request that took it.
-//   kCompressorState  per-token rows kept for the request's life; not prefix-cached (the
-//                   replay rebuilds them).
+//   kCompressorState  (DeepSeek V4) a compressor's per-token frontier rows: released below
+//                   its window (2m tokens for CSA, m for HCA) as kSlidingWindow blocks are, and
+//                   not prefix-cached (the replay rebuilds them). Kept whole, they were the
+//                   largest per-token cost of a V4 KV cache.
 // Groups may have different block sizes (DeepSeek V4's compressed rows need larger blocks in
 // tokens), each a multiple of the smallest, the base block. Keys are chained over base blocks;
 // a prefix-cached group's block j is keyed by the chain at the base block that ends where it
@@ -143,7 +145,8 @@ class KvCacheManager {
   void cache_full_blocks(RequestId id, std::span<const int32_t> tokens, int64_t n_computed,
                          std::string_view cache_salt);
 
-  // Returns the sliding groups' blocks that no query at position >= n_computed can see.
+  // Returns the windowed groups' blocks (sliding rings, compressor frontiers) that no query at
+  // position >= n_computed can see.
   void free_out_of_window(RequestId id, int64_t n_computed);
   // Blocks of group g request `id` holds for positions below n_tokens.
   int64_t blocks_below(RequestId id, int g, int64_t n_tokens) const;

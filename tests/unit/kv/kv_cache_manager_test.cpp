@@ -349,5 +349,29 @@ TEST(CompressedKvGroup, CompressedRowsArePrefixCachedAndTheReplayCoversTheFronti
   m.free(2);
 }
 
+TEST(CompressedKvGroup, TheFrontierIsReleasedBelowItsWindowAndCompressedRowsStay) {
+  KvCacheManager m(v4_groups());
+  // Decode a long request: each step frees what left the windows.
+  const int64_t n = 196;
+  for (int64_t computed = 1; computed <= n; ++computed) {
+    ASSERT_TRUE(m.allocate_slots(1, computed, nullptr));
+    m.free_out_of_window(1, computed);
+  }
+  // The next query, at 196, sees the frontier's rows 189..195 (window 8: blocks 23 and 24 of 8
+  // tokens) and the ring's 193..195 (window 4: block 24); the compressed rows keep all 25 blocks.
+  EXPECT_EQ(m.blocks_below(1, 2, n), 2);
+  EXPECT_EQ(m.blocks_below(1, 0, n), 1);
+  EXPECT_EQ(m.blocks_below(1, 1, n), 25);
+  EXPECT_EQ(m.block_table(1, 2)[0], kNoBlock);
+  // A new request starting at a replay skips the frontier's blocks below its start.
+  const std::vector<int32_t> prompt = iota_tokens(29);
+  ASSERT_TRUE(m.allocate_slots(2, 29, nullptr, /*n_computed=*/16));
+  EXPECT_EQ(m.block_table(2, 2)[1], kNoBlock);
+  EXPECT_NE(m.block_table(2, 2)[2], kNoBlock);
+  m.free(1);
+  m.free(2);
+  for (const KvGroupStats& g : m.stats().groups) EXPECT_EQ(g.n_used, 0) << g.name;
+}
+
 }  // namespace
 }  // namespace deepinfer::kv
