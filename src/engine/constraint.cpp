@@ -46,9 +46,20 @@ Result<std::shared_ptr<const grammar::CompiledGrammar>> ConstraintCompiler::comp
   return compiled;
 }
 
+Result<int32_t> ConstraintCompiler::start_token(const Constraint& constraint) const {
+  if (constraint.start_after.empty() || constraint.kind == ConstraintKind::kNone) return -1;
+  if (!tokenizer_) return invalid_argument("constraint: structured output needs the model's tokenizer, and it has none");
+  const std::optional<int32_t> id = tokenizer_->find_token(constraint.start_after);
+  if (!id) {
+    return invalid_argument("constraint: the grammar is to start after '" + constraint.start_after +
+                            "', which is not one token of the model's vocabulary");
+  }
+  return *id;
+}
+
 SequenceConstraint::SequenceConstraint(std::shared_ptr<const grammar::CompiledGrammar> grammar,
-                                       std::span<const int32_t> stop_ids, int64_t n_vocab)
-    : matcher_(std::move(grammar)), stop_ids_(stop_ids.begin(), stop_ids.end()) {
+                                       std::span<const int32_t> stop_ids, int64_t n_vocab, int32_t start_after)
+    : matcher_(std::move(grammar)), stop_ids_(stop_ids.begin(), stop_ids.end()), start_after_(start_after) {
   std::sort(stop_ids_.begin(), stop_ids_.end());
   stop_ids_.erase(std::unique(stop_ids_.begin(), stop_ids_.end()), stop_ids_.end());
   const grammar::TokenIndex& index = matcher_.grammar().tokens();
@@ -61,6 +72,7 @@ SequenceConstraint::SequenceConstraint(std::shared_ptr<const grammar::CompiledGr
 }
 
 std::span<const uint64_t> SequenceConstraint::mask() {
+  if (!started()) return {};
   const std::span<uint64_t> bits(mask_);
   matcher_.fill_mask(bits.first(static_cast<size_t>(grammar_words_)));
   for (int32_t id : foreign_stops_) bits[static_cast<size_t>(id) >> 6] &= ~(uint64_t{1} << (id & 63));
@@ -76,6 +88,10 @@ std::span<const uint64_t> SequenceConstraint::mask() {
 SequenceConstraint::Next SequenceConstraint::accept(int32_t token) {
   // A stop ends the sequence (the scheduler sees it); the matcher has nothing left to follow.
   if (std::binary_search(stop_ids_.begin(), stop_ids_.end(), token)) return Next::kContinue;
+  if (!started()) {
+    if (token == start_after_) start_after_ = -1;
+    return Next::kContinue;
+  }
   if (!matcher_.accept_token(token)) return Next::kRefused;
   return matcher_.is_complete() ? Next::kComplete : Next::kContinue;
 }

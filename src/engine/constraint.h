@@ -10,6 +10,9 @@
 // sampled, and a preempted request recomputes its KV without sampling again, so preemption and
 // prefix-cache hits leave the matcher where the tokens are.
 //
+// A grammar may start only after a marker token (the end of a reasoning model's thinking):
+// until the sequence generates it, sampling is unconstrained and the matcher sees nothing.
+//
 // Stops: the request's stop ids (the end-of-generation ids unless ignore_eos, and
 // stop_token_ids) are allowed exactly where the grammar may end; the tokenizer's other
 // end-of-generation ids never are. Once the grammar is complete (only a stop could follow) the
@@ -36,6 +39,8 @@ class ConstraintCompiler {
   ConstraintCompiler(std::shared_ptr<const Tokenizer> tokenizer, size_t cache_capacity = 64);
   // Null for ConstraintKind::kNone. Thread-safe.
   Result<std::shared_ptr<const grammar::CompiledGrammar>> compile(const Constraint& constraint);
+  // The id of constraint.start_after (-1 when empty); INVALID_ARGUMENT unless it is one token.
+  Result<int32_t> start_token(const Constraint& constraint) const;
 
  private:
   std::shared_ptr<const grammar::TokenIndex> tokens();
@@ -50,15 +55,18 @@ class SequenceConstraint {
  public:
   enum class Next { kContinue, kComplete, kRefused };
 
-  // `stop_ids`: the request's; `n_vocab`: the model's (the mask covers it).
+  // `stop_ids`: the request's; `n_vocab`: the model's (the mask covers it); `start_after`: the
+  // token after which the grammar starts (ConstraintCompiler::start_token), -1: at once.
   SequenceConstraint(std::shared_ptr<const grammar::CompiledGrammar> grammar, std::span<const int32_t> stop_ids,
-                     int64_t n_vocab);
+                     int64_t n_vocab, int32_t start_after = -1);
 
-  // The tokens allowed next. Writes a buffer owned here: no allocation once the matcher is warm.
+  // The tokens allowed next; empty (any token) before the grammar starts. Writes a buffer owned
+  // here: no allocation once the matcher is warm.
   std::span<const uint64_t> mask();
   // Follows the sampled token. kComplete: the grammar is complete (the sequence ends here);
   // kRefused: the grammar allows no token at all here (nesting past its depth limit).
   Next accept(int32_t token);
+  bool started() const { return start_after_ < 0; }
 
  private:
   grammar::Matcher matcher_;
@@ -66,6 +74,7 @@ class SequenceConstraint {
   std::vector<int32_t> foreign_stops_;  // the vocabulary's stops the request does not stop at
   std::vector<uint64_t> mask_;          // [max(vocabulary, model) words]
   int32_t grammar_words_ = 0;
+  int32_t start_after_ = -1;  // -1 once the grammar has started
 };
 
 }  // namespace deepinfer

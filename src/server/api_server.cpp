@@ -1,5 +1,6 @@
 #include "server/api_server.h"
 
+#include "recipe/dsv4_encoding.h"
 #include "recipe/request_fields.h"
 
 #include "server/api_common.h"
@@ -169,9 +170,8 @@ std::optional<PreparedRequest> ApiServer::prepare(const HttpRequest& request, Ap
   g.sampling.constraint = std::move(constraint).value();
   if (g.sampling.constraint.kind != ConstraintKind::kNone && prompts_->has_thinking_mode() &&
       p.converted.conversation.thinking_mode) {
-    // The grammar would shape the reasoning too: it must start after </think> (not built yet).
-    send_error(out, flavor, {400, "structured output with thinking on is not supported yet: turn thinking off", "", ""});
-    return std::nullopt;
+    // The prompt ends in <think>: the reasoning is free, the grammar shapes the answer after it.
+    g.sampling.constraint.start_after = recipe::kThinkEndToken;
   }
   return p;
 }

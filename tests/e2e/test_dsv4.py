@@ -161,6 +161,39 @@ def test_forced_tool_call_goes_through_the_dsml_parser(oa):
     assert not any(c.choices and c.choices[0].delta.content for c in chunks)
 
 
+def _token_id(model_dir, text):
+    tokenizer = json.loads((Path(model_dir) / "tokenizer.json").read_text())
+    for added in tokenizer.get("added_tokens", []):
+        if added["content"] == text:
+            return added["id"]
+    return tokenizer["model"]["vocab"][text]
+
+
+def test_structured_output_starts_after_the_reasoning(oa, dsv4_model):
+    """Thinking on (the model's default): the reasoning is free and the grammar shapes the answer
+    after </think>. Random weights would reason until max_tokens, so a bias makes </think> the
+    first token; after it the grammar binds and masks </think> out, bias or not."""
+    think_end = _token_id(dsv4_model, "</think>")
+    for stream in (False, True):
+        args = dict(model=NAME, messages=[{"role": "user", "content": "Pick a number"}], max_tokens=40,
+                    temperature=1, seed=3, logit_bias={str(think_end): 100},
+                    extra_body={"structured_outputs": {"regex": "[0-9]{3}"}})
+        if stream:
+            chunks = list(oa.chat.completions.create(stream=True, **args))
+            content = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+            reasoning = "".join(getattr(c.choices[0].delta, "reasoning_content", None) or ""
+                                for c in chunks if c.choices)
+            finish = [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason]
+        else:
+            r = oa.chat.completions.create(**args)
+            content = r.choices[0].message.content
+            reasoning = getattr(r.choices[0].message, "reasoning_content", None) or ""
+            finish = [r.choices[0].finish_reason]
+        assert reasoning == ""
+        assert len(content) == 3 and content.isdigit(), content
+        assert finish == ["stop"]
+
+
 def test_responses(oa):
     r = oa.responses.create(model=NAME, input="Hi", max_output_tokens=4, temperature=0,
                             extra_body={"ignore_eos": True})

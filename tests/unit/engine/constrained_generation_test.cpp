@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cctype>
 #include <memory>
 #include <regex>
 
@@ -92,7 +93,7 @@ class ConstrainedGeneration : public ::testing::Test {
 Engine* ConstrainedGeneration::engine_ = nullptr;
 std::shared_ptr<const Tokenizer> ConstrainedGeneration::tokenizer_;
 
-Constraint regex(std::string text) { return {ConstraintKind::kRegex, std::move(text), {}, false}; }
+Constraint regex(std::string text) { return {ConstraintKind::kRegex, std::move(text), {}, false, ""}; }
 
 TEST_F(ConstrainedGeneration, RegexAlwaysMatchesAndEndsWhenComplete) {
   const std::string pattern = "[a-z]{2,5}@[a-z]{2,4}\\.(com|org)";
@@ -131,11 +132,41 @@ TEST_F(ConstrainedGeneration, JsonSchemaOutputsValidate) {
 
 TEST_F(ConstrainedGeneration, ChoiceIsOneOfTheList) {
   // "no" may end or go on to "not sure": there the stop token is allowed, and nothing else ends it.
-  const Constraint c{ConstraintKind::kChoice, "", {"yes", "no", "not sure"}, false};
+  const Constraint c{ConstraintKind::kChoice, "", {"yes", "no", "not sure"}, false, ""};
   for (const Output& o : run("Is the sky green? Answer:", c, 5)) {
     EXPECT_TRUE(o.text == "yes" || o.text == "no" || o.text == "not sure") << o.text;
     EXPECT_EQ(o.finish, FinishReason::kStop) << o.text;
   }
+}
+
+TEST_F(ConstrainedGeneration, TheGrammarStartsAfterItsMarkerToken) {
+  // A reasoning model's answer is constrained after "</think>"; SmolLM2 has no such token, so
+  // ":" stands for it. The bias makes ":" the first token (nothing masks it before the marker);
+  // after it the grammar binds and masks ":" out, bias or not.
+  Constraint c = regex("[0-9]{3}");
+  c.start_after = ":";
+  const std::optional<int32_t> colon = tokenizer_->find_token(":");
+  ASSERT_TRUE(colon.has_value());
+  for (uint64_t seed : {1u, 2u, 3u}) {
+    GenerationRequest r = request("Pick a number", c, seed);
+    r.sampling.logit_bias = {{*colon, 100.0f}};
+    const Output o = collect(*std::move(engine_->submit(r)).value());
+    EXPECT_TRUE(std::regex_match(o.text, std::regex(":[0-9]{3}"))) << o.text;
+    EXPECT_EQ(o.finish, FinishReason::kStop) << o.text;
+  }
+  // Until the marker comes, the text is free: a story, not digits.
+  c.start_after = "{";
+  GenerationRequest story = request("Once upon a time", c, 7);
+  story.max_tokens = 12;
+  const Output free_text = collect(*std::move(engine_->submit(story)).value());
+  const std::string before = free_text.text.substr(0, free_text.text.find('{'));
+  EXPECT_TRUE(std::any_of(before.begin(), before.end(), [](char b) { return std::isalpha(static_cast<unsigned char>(b)); }))
+      << free_text.text;
+  // A marker that is not one token is the request's error.
+  c.start_after = "no such single token";
+  const Status bad = engine_->submit(request("Hi", c, 1)).status();
+  EXPECT_EQ(bad.code(), StatusCode::kInvalidArgument) << bad.message();
+  EXPECT_NE(bad.message().find("not one token"), std::string::npos) << bad.message();
 }
 
 TEST_F(ConstrainedGeneration, BadConstraintsFailSubmit) {
@@ -143,12 +174,12 @@ TEST_F(ConstrainedGeneration, BadConstraintsFailSubmit) {
   const Status unbalanced = submit(regex("(abc"));
   EXPECT_EQ(unbalanced.code(), StatusCode::kInvalidArgument) << unbalanced.message();
   EXPECT_NE(unbalanced.message().find("constraint"), std::string::npos) << unbalanced.message();
-  const Status refused_keyword = submit({ConstraintKind::kJsonSchema, R"({"not": {"required": ["a"]}})", {}, false});
+  const Status refused_keyword = submit({ConstraintKind::kJsonSchema, R"({"not": {"required": ["a"]}})", {}, false, ""});
   EXPECT_EQ(refused_keyword.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(refused_keyword.message().find("not"), std::string::npos) << refused_keyword.message();
-  const Status undefined_rule = submit({ConstraintKind::kGbnf, "root ::= greeting", {}, false});
+  const Status undefined_rule = submit({ConstraintKind::kGbnf, "root ::= greeting", {}, false, ""});
   EXPECT_EQ(undefined_rule.code(), StatusCode::kInvalidArgument) << undefined_rule.message();
-  EXPECT_EQ(submit({ConstraintKind::kChoice, "", {}, false}).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(submit({ConstraintKind::kChoice, "", {}, false, ""}).code(), StatusCode::kInvalidArgument);
   const Status huge = submit(regex("((a{1000}){1000}){1000}"));
   // The request's fault, not the server's load: INVALID_ARGUMENT (a 400), never a 429 to retry.
   EXPECT_EQ(huge.code(), StatusCode::kInvalidArgument) << huge.message();
