@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include "grammar/json_schema.h"
 #include "grammar/regex.h"
 #include "grammar/utf8_ranges.h"
 
@@ -220,6 +221,7 @@ class GbnfParser {
       ++pos_;
       return inner;
     }
+    if (c == '%') return parse_directive();
     if (c == '<') return error("token references (<[id]>) are not supported");
     if (is_name_char(c)) {
       const std::string name = read_name();
@@ -228,8 +230,64 @@ class GbnfParser {
     return error(std::string("unexpected '") + c + "'");
   }
 
+  Result<ExprId> parse_directive() {
+    if (t_.substr(pos_, 5) == "%json") return parse_json_schema();
+    if (t_.substr(pos_, 8) == "%pattern") return parse_pattern();
+    return error("unknown directive (known: %json {schema}, %pattern \"regex\")");
+  }
+
+  // `%pattern "regex"`: the texts a JSON Schema `pattern` accepts (some substring matches,
+  // unless ^ or $ anchor an end), as raw UTF-8.
+  Result<ExprId> parse_pattern() {
+    pos_ += 8;
+    skip_space();
+    if (peek() != '"') return error("expected a string literal after %pattern");
+    ++pos_;
+    std::string pattern;
+    while (peek() != '"') {
+      if (at_end() || peek() == '\n') return error("unterminated string literal");
+      DI_ASSIGN_OR_RETURN(uint32_t cp, parse_char());
+      pattern += utf8_encode(cp);
+    }
+    ++pos_;
+    auto expr = compile_regex(g_, pattern, RegexEncoding::kRaw, RegexMatch::kSearch);
+    if (!expr.ok()) return error("%pattern: " + expr.status().message());
+    return *expr;
+  }
+
+  // `%json {...}`: the JSON texts valid against the schema object that follows, as
+  // json_schema_to_grammar lowers it, joined in under names GBNF cannot write.
+  Result<ExprId> parse_json_schema() {
+    pos_ += 5;
+    skip_space();
+    if (peek() != '{') return error("expected a JSON Schema object after %json");
+    const size_t start = pos_;
+    int depth = 0;
+    bool in_string = false;
+    for (; !at_end(); ++pos_) {
+      const char b = peek();
+      if (in_string) {
+        if (b == '\\') ++pos_;
+        else if (b == '"') in_string = false;
+      } else if (b == '"') {
+        in_string = true;
+      } else if (b == '{' || b == '[') {
+        ++depth;
+      } else if ((b == '}' || b == ']') && --depth == 0) {
+        break;
+      }
+    }
+    if (at_end()) return error("unterminated JSON Schema after %json");
+    ++pos_;
+    const std::string_view schema = t_.substr(start, pos_ - start);
+    auto lowered = json_schema_to_grammar(schema, JsonSchemaOptions{});
+    if (!lowered.ok()) return error("%json: " + lowered.status().message());
+    return g_.call(g_.import(*lowered, "%json" + std::to_string(++n_json_) + "/"));
+  }
+
   std::string_view t_;
   size_t pos_ = 0;
+  int n_json_ = 0;
   Grammar g_;
   std::vector<char> defined_;
 };

@@ -9,6 +9,11 @@
 // "literal" (escapes \n \r \t \\ \" \xHH \uHHHH \UHHHHHHHH), [classes] and [^negated] with
 // ranges, `.` (any character); grouping ( ), alternation |, quantifiers * + ? {m} {m,} {m,n};
 // # comments. Characters are Unicode code points matched as UTF-8. The start rule is `root`.
+// An extension, as llguidance's Lark has it: `%json {schema}` matches the JSON texts valid
+// against the JSON Schema object (json_schema.h, whitespace allowed), e.g.
+//   root ::= "<args>" %json {"type": "object", "required": ["city"]} "</args>"
+// which is how a tool-call format wraps JSON arguments in tags of its own; and `%pattern "re"`
+// matches the raw texts a JSON Schema `pattern` accepts (regex.h, search semantics).
 // Errors are INVALID_ARGUMENT with the line; token references (<[id]>) are refused.
 #pragma once
 

@@ -116,6 +116,42 @@ std::string Grammar::fresh_name(std::string_view base) const {
   return name;
 }
 
+RuleId Grammar::import(const Grammar& other, std::string_view prefix) {
+  std::vector<RuleId> rules(static_cast<size_t>(other.n_rules()));
+  for (RuleId r = 0; r < other.n_rules(); ++r) {
+    rules[static_cast<size_t>(r)] = declare_rule(fresh_name(std::string(prefix) + other.rule(r).name));
+  }
+  // A child's id is always below its parent's (expressions are built bottom-up), so one pass in
+  // id order maps every child before its parent.
+  std::vector<ExprId> exprs(static_cast<size_t>(other.n_exprs()), kNothingId);
+  auto mapped = [&](const std::vector<ExprId>& children) {
+    std::vector<ExprId> out;
+    out.reserve(children.size());
+    for (ExprId c : children) out.push_back(exprs[static_cast<size_t>(c)]);
+    return out;
+  };
+  for (ExprId id = 0; id < other.n_exprs(); ++id) {
+    const Expr& e = other.expr(id);
+    ExprId& to = exprs[static_cast<size_t>(id)];
+    switch (e.kind) {
+      case ExprKind::kEmpty: to = empty(); break;
+      case ExprKind::kNothing: to = nothing(); break;
+      case ExprKind::kBytes: to = bytes(e.bytes); break;
+      case ExprKind::kByteSet: to = byte_set(e.set); break;
+      case ExprKind::kSeq: to = seq(mapped(e.children)); break;
+      case ExprKind::kAlt: to = alt(mapped(e.children)); break;
+      case ExprKind::kRepeat: to = repeat(exprs[static_cast<size_t>(e.children[0])], e.min, e.max); break;
+      case ExprKind::kRule: to = call(rules[static_cast<size_t>(e.rule)]); break;
+      case ExprKind::kDfa: to = dfa(e.dfa); break;
+    }
+  }
+  for (RuleId r = 0; r < other.n_rules(); ++r) {
+    const ExprId body = other.rule(r).body;
+    if (body >= 0) define_rule(rules[static_cast<size_t>(r)], exprs[static_cast<size_t>(body)]);
+  }
+  return rules[static_cast<size_t>(other.root())];
+}
+
 Status Grammar::validate() const {
   if (root_ < 0 || root_ >= n_rules()) return invalid_argument("grammar has no root rule");
   for (const Rule& r : rules_) {

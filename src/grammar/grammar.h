@@ -114,6 +114,9 @@ class Grammar {
   RuleId find_rule(std::string_view name) const;  // -1 when absent
   // A name not yet used, built from `base` ("value", "value_2", ...).
   std::string fresh_name(std::string_view base) const;
+  // Copies every rule of `other` in under fresh names starting with `prefix` (a prefix no
+  // front end's names can start with keeps them apart); returns its root's rule here.
+  RuleId import(const Grammar& other, std::string_view prefix);
 
   void set_root(RuleId rule) { root_ = rule; }
   RuleId root() const { return root_; }

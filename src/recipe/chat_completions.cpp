@@ -384,6 +384,9 @@ Result<ConversationRequest> convert(const Json& req, const ConversionOptions& op
       tc.thinking ? opts.thinking_max_tokens_upper_bound : opts.non_thinking_max_tokens_upper_bound;
   DI_ASSIGN_OR_RETURN(out.inference_options.max_tokens, read_max_tokens(f, max_bound));
   DI_RETURN_IF_ERROR(check_passive_fields(f));
+  // Not in deepseek-recipe's prompt; a forced call's grammar writes one call when it is false.
+  DI_ASSIGN_OR_RETURN(std::optional<bool> parallel_calls, f.boolean("parallel_tool_calls"));
+  out.inference_options.disable_parallel_tool_use = !parallel_calls.value_or(true);
   DI_ASSIGN_OR_RETURN(std::vector<std::string> stops, read_stop(f));
   DI_ASSIGN_OR_RETURN(std::optional<bool> stream, f.boolean("stream"));
   out.stream = stream.value_or(false);

@@ -553,4 +553,9 @@ RenderedPrompt render_prompt(const Conversation& conv, PromptEncoding encoding,
   return result;
 }
 
+DsmlTags dsml_tags(PromptEncoding encoding) {
+  const Dialect& d = encoding == PromptEncoding::kDeepseekV4 ? kV4Dialect : kV41Dialect;
+  return {d.block_tag, d.invoke_tag, d.parameter_tag};
+}
+
 }  // namespace deepinfer::recipe

@@ -11,6 +11,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "recipe/conversation.h"
@@ -76,6 +77,13 @@ struct RenderedPrompt {
   // Byte ranges [begin, end) of the special pieces, ascending.
   std::vector<std::pair<size_t, size_t>> special_ranges() const;
 };
+
+// The DSML tags of an encoding: <｜DSML｜{block}>, <｜DSML｜{invoke} name="...">,
+// <｜DSML｜{parameter} name="..." string="true|false"> (V4.1's carry a leading space).
+struct DsmlTags {
+  std::string_view block, invoke, parameter;
+};
+DsmlTags dsml_tags(PromptEncoding encoding);
 
 RenderedPrompt render_prompt(const Conversation& conversation, PromptEncoding encoding,
                              const RenderOptions& options = RenderOptions::recipe());

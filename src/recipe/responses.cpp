@@ -219,6 +219,9 @@ Result<ConversationRequest> convert(const Json& req, const ConversionOptions& op
   DI_ASSIGN_OR_RETURN(out.inference_options.max_tokens,
                       f.integer({"max_output_tokens", 1, bound, range_message}));
   DI_RETURN_IF_ERROR(check_passive_fields(f));
+  // Not in deepseek-recipe's prompt; a forced call's grammar writes one call when it is false.
+  DI_ASSIGN_OR_RETURN(std::optional<bool> parallel_calls, f.boolean("parallel_tool_calls"));
+  out.inference_options.disable_parallel_tool_use = !parallel_calls.value_or(true);
   DI_ASSIGN_OR_RETURN(std::optional<bool> stream, f.boolean("stream"));
   out.stream = stream.value_or(false);
 

@@ -89,6 +89,13 @@ Result<BuiltPrompt> PromptBuilder::build_deepseek(const recipe::ConversationRequ
   BuiltPrompt out;
   DI_ASSIGN_OR_RETURN(out.ids, deepseek_prompt_ids(*tokenizer_, rendered.pieces));
   out.ends_in_tool_calls = rendered.ends_in_tool_calls;
+  // tool_choice required (or one named function): the recipe's prefill opens the DSML block and
+  // a grammar writes the calls, so the model can only call the tools, with valid arguments.
+  if (rendered.ends_in_tool_calls && !request.conversation.tools.empty()) {
+    DI_ASSIGN_OR_RETURN(out.constraint,
+                        forced_dsml_call(request.conversation.tools, recipe::prompt_encoding(request.model_version),
+                                         request.inference_options.disable_parallel_tool_use));
+  }
   return out;
 }
 

@@ -1,5 +1,7 @@
 #include "server/forced_call.h"
 
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 
 namespace deepinfer::server {
@@ -33,7 +35,117 @@ void rebase_refs(Json& schema, const std::string& base) {
   }
 }
 
+// A GBNF string literal of `text`.
+std::string gbnf_literal(std::string_view text) {
+  std::string out = "\"";
+  for (char c : text) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          static constexpr char kHex[] = "0123456789ABCDEF";
+          out += "\\x";
+          out += kHex[(c >> 4) & 15];
+          out += kHex[c & 15];
+        } else {
+          out += c;
+        }
+    }
+  }
+  return out + "\"";
+}
+
+// Keys of a string schema that raw text (string="true") still says exactly.
+bool raw_string_keyword(const std::string& key) {
+  for (const char* k : {"type", "minLength", "maxLength", "title", "description", "examples", "default", "$comment"}) {
+    if (key == k) return true;
+  }
+  return false;
+}
+
+constexpr std::string_view kFullwidthBar = "｜";
+
+// The value of one parameter in GBNF: raw text after string="true", or JSON after string="false".
+std::string dsml_value(const Json& schema, const Json& root) {
+  if (schema.is_object() && schema.value("type", Json()) == "string") {
+    bool raw = true;
+    for (const auto& [key, value] : schema.items()) raw = raw && (raw_string_keyword(key) || key == "pattern");
+    const bool lengths = schema.contains("minLength") || schema.contains("maxLength");
+    if (raw && schema.contains("pattern") && schema["pattern"].is_string() && !lengths) {
+      return "\"string=\\\"true\\\">\" %pattern " + gbnf_literal(schema["pattern"].get<std::string>());
+    }
+    if (raw && !schema.contains("pattern")) {
+      const int64_t min = schema.value("minLength", int64_t{0});
+      const int64_t max = schema.value("maxLength", int64_t{-1});
+      std::string repeat = max >= 0 ? "{" + std::to_string(min) + "," + std::to_string(max) + "}"
+                                    : min > 0 ? "{" + std::to_string(min) + ",}" : "*";
+      // Small bounds only: GBNF unrolls {m,n} into states.
+      if (min <= 4096 && max <= 4096) return "\"string=\\\"true\\\">\" [^｜]" + repeat;
+    }
+  }
+  if (schema.is_object() && schema.contains("enum") && schema["enum"].is_array() && !schema["enum"].empty() &&
+      schema.size() <= 2 && (schema.size() == 1 || schema.value("type", Json()) == "string")) {
+    std::string alts;
+    for (const Json& v : schema["enum"]) {
+      if (!v.is_string() || v.get_ref<const std::string&>().find(kFullwidthBar) != std::string::npos) {
+        alts.clear();
+        break;
+      }
+      alts += (alts.empty() ? "" : " | ") + gbnf_literal(v.get_ref<const std::string&>());
+    }
+    if (!alts.empty()) return "\"string=\\\"true\\\">\" (" + alts + ")";
+  }
+  Json own = schema.is_boolean() ? (schema.get<bool>() ? Json::object() : Json{{"not", Json::object()}}) : schema;
+  if (own.is_object()) {
+    for (const char* defs : {"$defs", "definitions"}) {
+      if (root.contains(defs) && !own.contains(defs)) own[defs] = root[defs];
+    }
+  }
+  return "\"string=\\\"false\\\">\" %json " + own.dump();
+}
+
 }  // namespace
+
+Result<Constraint> forced_dsml_call(const std::vector<recipe::ToolDefinition>& tools, recipe::PromptEncoding encoding,
+                                    bool one_call) {
+  const recipe::DsmlTags tags = recipe::dsml_tags(encoding);
+  const std::string dsml(recipe::kDsmlToken);
+  auto open = [&](std::string_view tag) { return gbnf_literal("<" + dsml + std::string(tag) + " name=\""); };
+  auto close = [&](std::string_view tag) { return gbnf_literal("</" + dsml + std::string(tag) + ">"); };
+  std::string gbnf = std::string("root ::= invoke ") + (one_call ? "" : "(\"\\n\" invoke)* ") + gbnf_literal("\n</" + dsml + std::string(tags.block) + ">") + "\n";
+  std::string invokes = "invoke ::= ";
+  for (size_t t = 0; t < tools.size(); ++t) {
+    DI_ASSIGN_OR_RETURN(Json schema, arguments_schema(tools[t]));
+    const std::string rule = "invoke-" + std::to_string(t);
+    invokes += (t ? " | " : "") + rule;
+    std::string body = open(tags.invoke) + " " + gbnf_literal(tools[t].name + "\">\n");
+    const Json properties = schema.value("properties", Json::object());
+    const Json required = schema.value("required", Json::array());
+    if (!properties.is_object() || properties.empty()) {
+      // Joined lines of no parameters: V4 writes ">\n</invoke>", V4.1 ">\n\n</invoke>".
+      if (encoding == recipe::PromptEncoding::kDeepseekV41) body += " \"\\n\"";
+    }
+    for (const auto& [name, property] : properties.items()) {
+      if (name.find('"') != std::string::npos) {
+        return invalid_argument("tool '" + tools[t].name + "': parameter name " + Json(name).dump() +
+                                " holds a quote, which a DeepSeek tool call cannot write");
+      }
+      const bool is_required = std::find(required.begin(), required.end(), Json(name)) != required.end();
+      const std::string line = open(tags.parameter) + " " + gbnf_literal(name + "\" ") + " " + dsml_value(property, schema) +
+                               " " + close(tags.parameter) + " \"\\n\"";
+      body += is_required ? " " + line : " (" + line + ")?";
+    }
+    gbnf += rule + " ::= " + body + " " + close(tags.invoke) + "\n";
+  }
+  Constraint c;
+  c.kind = ConstraintKind::kGbnf;
+  c.text = gbnf + invokes + "\n";
+  return c;
+}
 
 Result<ForcedCall> forced_tagged_call(const std::vector<recipe::ToolDefinition>& tools) {
   ForcedCall call;

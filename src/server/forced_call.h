@@ -19,6 +19,7 @@
 #include "deepinfer/sampling_params.h"
 #include "deepinfer/status.h"
 #include "recipe/conversation.h"
+#include "recipe/dsv4_encoding.h"
 
 namespace deepinfer::server {
 
@@ -30,5 +31,25 @@ struct ForcedCall {
 
 // INVALID_ARGUMENT when a tool's parameters are not a JSON Schema object.
 Result<ForcedCall> forced_tagged_call(const std::vector<recipe::ToolDefinition>& tools);
+
+// A forced call for DeepSeek V4 / V4.1, whose prompt already opens the DSML block (the recipe's
+// prefill): a GBNF grammar of one or more invokes of the tools, joined by "\n", then the block's
+// end, in the bytes the encoder writes for a call:
+//
+//   <｜DSML｜invoke name="get_weather">\n
+//   <｜DSML｜parameter name="city" string="true">Paris</｜DSML｜parameter>\n
+//   <｜DSML｜parameter name="days" string="false">3</｜DSML｜parameter>\n
+//   </｜DSML｜invoke>\n</｜DSML｜tool_calls>
+//
+// Parameters come in the schema's order, the required ones always, the others optionally. A
+// plain string parameter (type string, at most minLength / maxLength besides annotations) is
+// raw text (string="true"), an enum of strings its raw values; every other parameter is JSON
+// valid against its schema (string="false", `%json`), with the parameters' root $defs and
+// definitions carried along so that local $refs resolve. Raw text never holds "｜" (U+FF5C),
+// which would let it write the end tag. INVALID_ARGUMENT when a name cannot be written in DSML
+// (a quote in it) or a schema is not an object. `one_call`: exactly one invoke (Anthropic's
+// disable_parallel_tool_use).
+Result<Constraint> forced_dsml_call(const std::vector<recipe::ToolDefinition>& tools, recipe::PromptEncoding encoding,
+                                    bool one_call = false);
 
 }  // namespace deepinfer::server

@@ -140,25 +140,56 @@ def test_chat_completions_stream(oa):
     assert all(c.model == NAME for c in chunks)
 
 
-def test_forced_tool_call_goes_through_the_dsml_parser(oa):
-    """tool_choice required: the V4 prompt opens the DSML tool-call block, and the output parser
-    starts inside it. Random weights write no valid DSML call (DeepSeek models have no forced-call
-    grammar yet), so what the model writes stays inside the unfinished block: no content, no
-    call, and the answer ends for its length. The same request without tools answers in content."""
+# Forced calls: every value bounded (an enum, an integer with a maximum), so that even random
+# weights finish the call well within max_tokens.
+BOUNDED = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Current weather in a city.",
+        "parameters": {"type": "object", "properties": {
+            "city": {"type": "string", "enum": ["Paris", "Oslo", "São Paulo"]},
+            "days": {"type": "integer", "minimum": 1, "maximum": 14},
+            "hourly": {"type": "boolean"}}, "required": ["city", "days"]},
+    },
+}
+
+
+def _check_bounded_call(name, arguments):
+    import jsonschema
+    assert name == "get_weather"
+    jsonschema.validate(json.loads(arguments), BOUNDED["function"]["parameters"])
+
+
+def test_forced_tool_call_writes_a_valid_dsml_call(oa):
+    """tool_choice required: the V4 prompt opens the DSML tool-call block and a grammar writes the
+    call (src/server/forced_call.h), so even random weights call the tool with valid arguments,
+    which the DSML parser reads back. Streamed and not; a named function alike."""
     question = [{"role": "user", "content": "Weather in Paris?"}]
-    plain = oa.chat.completions.create(model=NAME, messages=question, max_tokens=8, temperature=0,
-                                       extra_body={"ignore_eos": True, **NO_THINKING})
-    assert plain.choices[0].message.content
-    r = oa.chat.completions.create(model=NAME, messages=question, tools=[WEATHER], tool_choice="required",
-                                   max_tokens=8, temperature=0, extra_body={"ignore_eos": True, **NO_THINKING})
-    assert r.choices[0].finish_reason == "length"
-    assert not r.choices[0].message.content and not r.choices[0].message.tool_calls
-    chunks = list(oa.chat.completions.create(model=NAME, messages=question, tools=[WEATHER], tool_choice="required",
-                                             max_tokens=8, temperature=0, stream=True,
-                                             extra_body={"ignore_eos": True, **NO_THINKING}))
+    for choice in ("required", {"type": "function", "function": {"name": "get_weather"}}):
+        r = oa.chat.completions.create(model=NAME, messages=question, tools=[BOUNDED], tool_choice=choice,
+                                       max_tokens=400, temperature=1, seed=5, extra_body=NO_THINKING)
+        c = r.choices[0]
+        assert c.finish_reason == "tool_calls", c
+        assert not c.message.content
+        assert c.message.tool_calls
+        for call in c.message.tool_calls:
+            _check_bounded_call(call.function.name, call.function.arguments)
+    # Random weights may go on calling (every call bounded, their number not): one call here.
+    chunks = list(oa.chat.completions.create(model=NAME, messages=question, tools=[BOUNDED], tool_choice="required",
+                                             parallel_tool_calls=False, max_tokens=200, temperature=1, seed=6,
+                                             stream=True, extra_body=NO_THINKING))
     finishes = [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason]
-    assert finishes == ["length"]
-    assert not any(c.choices and c.choices[0].delta.content for c in chunks)
+    assert finishes == ["tool_calls"]
+    calls = {}
+    for c in chunks:
+        for d in (c.choices[0].delta.tool_calls or []) if c.choices else []:
+            entry = calls.setdefault(d.index, ["", ""])
+            entry[0] += d.function.name or ""
+            entry[1] += d.function.arguments or ""
+    assert len(calls) == 1
+    for name, arguments in calls.values():
+        _check_bounded_call(name, arguments)
 
 
 def _token_id(model_dir, text):
@@ -219,13 +250,15 @@ def test_messages_stream(an):
 
 def test_forced_tool_use_messages(an):
     m = an.messages.create(
-        model=NAME, max_tokens=8, extra_body={"temperature": 0, **NO_THINKING},
+        model=NAME, max_tokens=200, extra_body={"temperature": 1, **NO_THINKING},
         messages=[{"role": "user", "content": "Weather in Paris?"}],
         tools=[{"name": "get_weather", "description": "Current weather in a city.",
-                "input_schema": WEATHER["function"]["parameters"]}],
-        tool_choice={"type": "tool", "name": "get_weather"})
-    # As for Chat Completions above: the unfinished DSML block yields no block of text or call.
-    assert m.stop_reason == "max_tokens"
+                "input_schema": BOUNDED["function"]["parameters"]}],
+        tool_choice={"type": "tool", "name": "get_weather", "disable_parallel_tool_use": True})
+    assert m.stop_reason == "tool_use"
+    uses = [b for b in m.content if b.type == "tool_use"]
+    assert len(uses) == 1  # parallel calls off: the grammar writes exactly one
+    _check_bounded_call(uses[0].name, json.dumps(uses[0].input))
     assert not [b for b in m.content if b.type == "text" and b.text]
 
 

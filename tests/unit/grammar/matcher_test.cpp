@@ -120,6 +120,37 @@ TEST(Matcher, GbnfGrammarsAndLeftRecursion) {
   EXPECT_FALSE(no_root.ok());
 }
 
+TEST(Matcher, GbnfEmbedsJsonSchemasWithPercentJson) {
+  // Two schemas, each with rules of the same names (value, string, ...), beside a GBNF rule
+  // that a schema's rule name could have shadowed.
+  const std::string gbnf = R"(
+    root  ::= "<a>" %json {"type": "object", "properties": {"n": {"type": "integer", "maximum": 9}},
+                           "required": ["n"], "additionalProperties": false} "</a>" tail
+    tail  ::= "<b>" %json {"enum": ["x]}", 2]} "</b>" | "."
+    value ::= "never"
+  )";
+  auto g = compile_spec(GrammarKind::kGbnf, gbnf);
+  ASSERT_TRUE(g.ok()) << g.status().to_string();
+  EXPECT_TRUE(testing::matches(*g, R"(<a>{"n":7}</a>.)"));
+  EXPECT_TRUE(testing::matches(*g, R"(<a>{ "n": 0 }</a><b>"x]}"</b>)"));
+  EXPECT_TRUE(testing::matches(*g, R"(<a>{"n":3}</a><b>2</b>)"));
+  EXPECT_FALSE(testing::matches(*g, R"(<a>{"n":10}</a>.)"));
+  EXPECT_FALSE(testing::matches(*g, R"(<a>{"n":1,"m":2}</a>.)"));
+  EXPECT_FALSE(testing::matches(*g, R"(<a>{"n":1}</a><b>3</b>)"));
+  EXPECT_FALSE(testing::matches(*g, R"(<a>never</a>.)"));
+  // %pattern: JSON Schema's search semantics over raw text.
+  auto p = compile_spec(GrammarKind::kGbnf, R"(root ::= "<" %pattern "^[A-Z]{2}\\d$" ">" %pattern "b+" "|")");
+  ASSERT_TRUE(p.ok()) << p.status().to_string();
+  EXPECT_TRUE(testing::matches(*p, "<AB3>xbby|"));
+  EXPECT_FALSE(testing::matches(*p, "<AB3x>b|"));
+  EXPECT_FALSE(testing::matches(*p, "<AB3>xy|"));
+  for (const char* bad : {"root ::= %json [1]\n", "root ::= %pattern \"(a\"\n", "root ::= %pattern x\n", "root ::= %json {\"type\": \"object\"\n",
+                          "root ::= %json {\"type\": \"nonsense\"}\n", "root ::= %yaml {}\n"}) {
+    auto refused = compile_spec(GrammarKind::kGbnf, bad);
+    EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument) << bad;
+  }
+}
+
 TEST(Matcher, ChoiceLists) {
   GrammarSpec spec;
   spec.kind = GrammarKind::kChoice;
