@@ -15,6 +15,8 @@
 #include <map>
 #include <random>
 
+#include <unistd.h>
+
 #include <nlohmann/json.hpp>
 
 #include "engine/sampler.h"
@@ -278,6 +280,41 @@ std::vector<int> hit_mismatches(int64_t replay_tokens) {
 
 TEST(DeepseekV4Engine, PrefixHitWithExactReplayGivesTheColdTokens) {
   EXPECT_EQ(hit_mismatches(kExactReplay), std::vector<int>{});
+}
+
+// V4's pages in the KV store: the compressed rows and index keys of whole pages go to the
+// directory; an engine started on it finds them, replays the window and the compressor frontiers
+// from the replay start, and answers with the cold run's tokens (the exact replay), while the
+// frontier and ring groups never reach the store.
+TEST(DeepseekV4Engine, KvStorePagesServeARestartedEngine) {
+  const Model* model = &reference();
+  const fs::path dir = fs::temp_directory_path() / ("dsv4_kvstore_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  EngineConfig cfg = v4_config();
+  cfg.max_num_batched_tokens = 32;
+  cfg.kv_store_dir = dir.string();
+  cfg.kv_store_page_tokens = 32;
+  const auto prompt = random_prompt(150, model->config().n_vocab, 77);
+  const auto alone = greedy_alone(*model, prompt, 12);
+  {
+    auto a = std::move(Engine::create(cfg)).value();
+    const Answer cold = ask(*a, prompt, 12);
+    EXPECT_EQ(cold.n_cached, 0);
+    EXPECT_EQ(cold.tokens, alone);
+    a->flush_kv_store();
+    EXPECT_GT(a->stats().kv_store.pages_written, 0);
+  }
+  auto b = std::move(Engine::create(cfg)).value();
+  const Answer warm = ask(*b, prompt, 12);
+  const EngineStats s = b->stats();
+  // 161 tokens computed by the first engine: four whole 32-token pages, 128 tokens.
+  EXPECT_EQ(s.kv_store.hit_tokens, 128);
+  EXPECT_EQ(warm.n_cached, 128 - kExactReplay);
+  EXPECT_EQ(warm.tokens, alone);
+  EXPECT_EQ(s.kv_store.checksum_failures, 0);
+  EXPECT_EQ(s.kv_usage, 0.0);
+  b.reset();
+  fs::remove_all(dir);
 }
 
 TEST(DeepseekV4Engine, PrefixHitWithWindowReplayBookkeeping) {
