@@ -30,8 +30,8 @@ struct Constraint {
   std::vector<std::string> choices;  // kChoice
   // JSON Schema: no whitespace between JSON tokens (else up to a few bytes of it at each place).
   bool compact_json = false;
-  // The grammar starts after the model generates this token (its text, one token of the
-  // vocabulary: "</think>" ends a reasoning model's thinking); before it, sampling is free.
+  // The grammar starts once the generated text holds this text ("</think>" ends a reasoning
+  // model's thinking; a tool-call block's opening starts a call); before it, sampling is free.
   // Empty: from the first generated token.
   std::string start_after;
 };

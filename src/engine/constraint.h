@@ -10,8 +10,11 @@
 // sampled, and a preempted request recomputes its KV without sampling again, so preemption and
 // prefix-cache hits leave the matcher where the tokens are.
 //
-// A grammar may start only after a marker token (the end of a reasoning model's thinking):
-// until the sequence generates it, sampling is unconstrained and the matcher sees nothing.
+// A grammar may start only after a text (the end of a reasoning model's thinking, the opening of
+// a tool-call block): until the generated text holds it, sampling is free and the matcher sees
+// nothing; the bytes of the token that completes it beyond its end are the grammar's first. A
+// token that would complete it with bytes the grammar refuses is masked out, so the grammar
+// never has to refuse a token it did not mask.
 //
 // Stops: the request's stop ids (the end-of-generation ids unless ignore_eos, and
 // stop_token_ids) are allowed exactly where the grammar may end; the tokenizer's other
@@ -23,6 +26,8 @@
 #include <memory>
 #include <mutex>
 #include <span>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "deepinfer/sampling_params.h"
@@ -39,8 +44,6 @@ class ConstraintCompiler {
   ConstraintCompiler(std::shared_ptr<const Tokenizer> tokenizer, size_t cache_capacity = 64);
   // Null for ConstraintKind::kNone. Thread-safe.
   Result<std::shared_ptr<const grammar::CompiledGrammar>> compile(const Constraint& constraint);
-  // The id of constraint.start_after (-1 when empty); INVALID_ARGUMENT unless it is one token.
-  Result<int32_t> start_token(const Constraint& constraint) const;
 
  private:
   std::shared_ptr<const grammar::TokenIndex> tokens();
@@ -56,9 +59,9 @@ class SequenceConstraint {
   enum class Next { kContinue, kComplete, kRefused };
 
   // `stop_ids`: the request's; `n_vocab`: the model's (the mask covers it); `start_after`: the
-  // token after which the grammar starts (ConstraintCompiler::start_token), -1: at once.
+  // text after which the grammar starts (Constraint::start_after), empty: at once.
   SequenceConstraint(std::shared_ptr<const grammar::CompiledGrammar> grammar, std::span<const int32_t> stop_ids,
-                     int64_t n_vocab, int32_t start_after = -1);
+                     int64_t n_vocab, std::string_view start_after = {});
 
   // The tokens allowed next; empty (any token) before the grammar starts. Writes a buffer owned
   // here: no allocation once the matcher is warm.
@@ -66,7 +69,7 @@ class SequenceConstraint {
   // Follows the sampled token. kComplete: the grammar is complete (the sequence ends here);
   // kRefused: the grammar allows no token at all here (nesting past its depth limit).
   Next accept(int32_t token);
-  bool started() const { return start_after_ < 0; }
+  bool started() const { return trigger_.empty(); }
 
  private:
   grammar::Matcher matcher_;
@@ -74,7 +77,19 @@ class SequenceConstraint {
   std::vector<int32_t> foreign_stops_;  // the vocabulary's stops the request does not stop at
   std::vector<uint64_t> mask_;          // [max(vocabulary, model) words]
   int32_t grammar_words_ = 0;
-  int32_t start_after_ = -1;  // -1 once the grammar has started
+
+  // Until the grammar starts: the text that starts it (empty once it has), the longest prefix of
+  // it the generated text ends with, and its KMP failure function.
+  int32_t trigger_step(int32_t state, uint8_t byte) const;
+  // Feeds `bytes` to the trigger from *state: one past the byte that completes it, else npos.
+  size_t feed_trigger(std::string_view bytes, int32_t* state) const;
+  // Clears, in mask_, the tokens that would complete the trigger with bytes the grammar refuses.
+  void refuse_bad_trigger_endings();
+  std::string trigger_;
+  int32_t trigger_state_ = 0;
+  std::vector<int32_t> trigger_fail_;
+  // Tokens that hold the whole trigger (they complete it from any state), found once.
+  std::vector<int32_t> trigger_holders_;
 };
 
 }  // namespace deepinfer

@@ -66,7 +66,6 @@ constexpr int32_t kMaxN = 128;  // the OpenAI API's bound on n
 struct Submission {
   GenerationRequest request;
   std::shared_ptr<const grammar::CompiledGrammar> grammar;  // the constraint, compiled in submit()
-  int32_t grammar_start = -1;  // the token after which it starts (-1: at once)
   std::shared_ptr<StreamHandle> handle;
   Clock::time_point submitted;
 };
@@ -75,7 +74,6 @@ struct Submission {
 struct Group {
   GenerationRequest request;
   std::shared_ptr<const grammar::CompiledGrammar> grammar;  // null: unconstrained
-  int32_t grammar_start = -1;  // the token after which the grammar starts (-1: at once)
   std::shared_ptr<StreamHandle> handle;
   std::vector<int32_t> stop_ids;  // end-of-generation ids unless ignore_eos, then stop_token_ids
   Clock::time_point submitted;
@@ -220,12 +218,11 @@ class EngineImpl final : public Engine {
   Result<std::shared_ptr<RequestHandle>> submit(GenerationRequest request) override {
     DI_RETURN_IF_ERROR(validate(request));
     // On the caller's thread: a grammar that takes long to compile delays only its own request.
-    DI_ASSIGN_OR_RETURN(const int32_t grammar_start, constraints_.start_token(request.sampling.constraint));
     DI_ASSIGN_OR_RETURN(auto grammar, constraints_.compile(request.sampling.constraint));
     auto handle = std::make_shared<StreamHandle>(request.detokenize ? tokenizer_ : nullptr, request, wakeup_);
     {
       std::lock_guard<std::mutex> lock(wakeup_->mutex);
-      queue_.push_back({std::move(request), std::move(grammar), grammar_start, handle, Clock::now()});
+      queue_.push_back({std::move(request), std::move(grammar), handle, Clock::now()});
     }
     wakeup_->cv.notify_all();
     return std::shared_ptr<RequestHandle>(handle);
@@ -298,7 +295,6 @@ class EngineImpl final : public Engine {
     if (s.request.sampling.prompt_logprobs >= 0) g->prompt_logprobs.resize(s.request.prompt.size());
     g->request = std::move(s.request);
     g->grammar = std::move(s.grammar);
-    g->grammar_start = s.grammar_start;
     start_sequences(g, 1);
   }
 
@@ -326,7 +322,8 @@ class EngineImpl final : public Engine {
       r->priority = req.priority;
       const bool collect = index == 0 && req.sampling.prompt_logprobs >= 0;
       r->use_prefix_cache = !collect;
-      auto constraint = g->grammar ? std::make_unique<SequenceConstraint>(g->grammar, g->stop_ids, n_vocab(), g->grammar_start)
+      auto constraint = g->grammar ? std::make_unique<SequenceConstraint>(g->grammar, g->stop_ids, n_vocab(),
+                                                                      req.sampling.constraint.start_after)
                                 : nullptr;
       Sequence& seq =
           seqs_.emplace(r->id, Sequence{g, index, std::move(sampler), std::move(constraint), collect, false, -1, 0.0, nullptr, 0, 0})

@@ -36,8 +36,10 @@ std::shared_ptr<const TokenIndex> TokenIndex::build(const Tokenizer& tokenizer) 
   for (int32_t id = 0; id < n; ++id) {
     const bool stop = id == tokenizer.eos_id() || tokenizer.is_end_of_generation(id);
     if (stop) stops.push_back(id);
-    // A stop or control token produces no text the grammar could check.
-    pieces.push_back(stop || tokenizer.is_control(id) ? std::string() : tokenizer.token_piece(id));
+    // A token is the text decoding shows for it: control and special tokens show none (never
+    // allowed); DeepSeek's non-special markers (｜DSML｜, </think>) show theirs, which grammars
+    // spell. A stop's text is the grammar's end, not text.
+    pieces.push_back(stop ? std::string() : tokenizer.token_piece(id));
   }
   return from_pieces(std::move(pieces), std::move(stops));
 }

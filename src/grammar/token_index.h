@@ -1,8 +1,8 @@
 // A vocabulary prepared for mask computation: every token's bytes, and a trie of them stored in
 // preorder so that a walk can skip a refused prefix's whole subtree with one index jump.
 //
-// Tokens whose bytes are empty (control tokens, which decode to nothing) are not in the trie:
-// a grammar can never produce them. The stop tokens (EOS and the other end-of-generation
+// A token's bytes are what decoding shows for it. Tokens whose bytes are empty (control and
+// special tokens, which decode to nothing) are not in the trie: a grammar can never produce them. The stop tokens (EOS and the other end-of-generation
 // tokens) are allowed exactly where the grammar may end. Immutable once built; shared by every
 // grammar compiled for the vocabulary.
 #pragma once

@@ -1,5 +1,7 @@
 #include "server/api_prompt.h"
 
+#include <algorithm>
+
 #include "model/loader/tensor_source.h"
 #include "recipe/dsv4_encoding.h"
 #include "server/forced_call.h"
@@ -91,10 +93,22 @@ Result<BuiltPrompt> PromptBuilder::build_deepseek(const recipe::ConversationRequ
   out.ends_in_tool_calls = rendered.ends_in_tool_calls;
   // tool_choice required (or one named function): the recipe's prefill opens the DSML block and
   // a grammar writes the calls, so the model can only call the tools, with valid arguments.
-  if (rendered.ends_in_tool_calls && !request.conversation.tools.empty()) {
+  const recipe::Conversation& conversation = request.conversation;
+  DsmlCallOptions options;
+  options.one_call = request.inference_options.disable_parallel_tool_use;
+  if (rendered.ends_in_tool_calls && !conversation.tools.empty()) {
     DI_ASSIGN_OR_RETURN(out.constraint,
-                        forced_dsml_call(request.conversation.tools, recipe::prompt_encoding(request.model_version),
-                                         request.inference_options.disable_parallel_tool_use));
+                        forced_dsml_call(conversation.tools, recipe::prompt_encoding(request.model_version), options));
+  } else if (conversation.tool_choice == recipe::ToolChoice::kAuto &&
+             std::any_of(conversation.tools.begin(), conversation.tools.end(),
+                         [](const recipe::ToolDefinition& t) { return t.strict.value_or(false); })) {
+    // strict tools under auto: the model may answer in text, but a call it opens is written
+    // under the grammar (non-strict tools' calls stay free).
+    options.opened_by_model = true;
+    options.strict_only = true;
+    DI_ASSIGN_OR_RETURN(out.constraint,
+                        forced_dsml_call(conversation.tools, recipe::prompt_encoding(request.model_version), options));
+    out.constraint_yields = true;
   }
   return out;
 }

@@ -34,8 +34,12 @@ struct BuiltPrompt {
   // A forced call (forced_call.h): the answer gets this once the object the model writes
   // closes, and the call is complete there (see OutputShaper). Empty otherwise.
   std::string output_closing;
-  // The grammar of a forced call; kNone otherwise.
+  // The grammar of a forced call, or of the calls of strict tools under tool_choice auto
+  // (started by the block's opening); kNone otherwise.
   Constraint constraint;
+  // True for the strict-tools grammar: a response format or structured-output field takes its
+  // place (a request with both gets the format, as before).
+  bool constraint_yields = false;
 };
 
 // The DeepSeek prompt format for a checkpoint's architecture (general.architecture): DeepSeek V4

@@ -102,6 +102,11 @@ std::string protocol_format_field(const Json& body) {
 // A forced tool call's grammar, else the protocol's format or a server field (not both). A
 // forced call has no content for response_format to shape, so that one yields to it.
 Result<Constraint> request_constraint(const PreparedRequest& p, const StructuredField& server) {
+  if (p.prompt.constraint.kind != ConstraintKind::kNone && p.prompt.constraint_yields) {
+    DI_ASSIGN_OR_RETURN(Constraint format,
+                        merge_constraints(p.converted.inference_options.constraint, protocol_format_field(p.body), server));
+    return format.kind != ConstraintKind::kNone ? format : p.prompt.constraint;
+  }
   if (p.prompt.constraint.kind != ConstraintKind::kNone) {
     if (server.constraint.kind != ConstraintKind::kNone) {
       return invalid_argument("'" + server.field + "' cannot be combined with a forced tool call (tool_choice)");

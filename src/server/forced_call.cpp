@@ -111,18 +111,26 @@ std::string dsml_value(const Json& schema, const Json& root) {
 }  // namespace
 
 Result<Constraint> forced_dsml_call(const std::vector<recipe::ToolDefinition>& tools, recipe::PromptEncoding encoding,
-                                    bool one_call) {
+                                    const DsmlCallOptions& options) {
   const recipe::DsmlTags tags = recipe::dsml_tags(encoding);
   const std::string dsml(recipe::kDsmlToken);
   auto open = [&](std::string_view tag) { return gbnf_literal("<" + dsml + std::string(tag) + " name=\""); };
   auto close = [&](std::string_view tag) { return gbnf_literal("</" + dsml + std::string(tag) + ">"); };
-  std::string gbnf = std::string("root ::= invoke ") + (one_call ? "" : "(\"\\n\" invoke)* ") + gbnf_literal("\n</" + dsml + std::string(tags.block) + ">") + "\n";
+  std::string gbnf = std::string("root ::= ") + (options.opened_by_model ? "\"\\n\" " : "") + "invoke " +
+                     (options.one_call ? "" : "(\"\\n\" invoke)* ") + gbnf_literal("\n</" + dsml + std::string(tags.block) + ">") + "\n";
   std::string invokes = "invoke ::= ";
   for (size_t t = 0; t < tools.size(); ++t) {
     DI_ASSIGN_OR_RETURN(Json schema, arguments_schema(tools[t]));
     const std::string rule = "invoke-" + std::to_string(t);
     invokes += (t ? " | " : "") + rule;
     std::string body = open(tags.invoke) + " " + gbnf_literal(tools[t].name + "\">\n");
+    if (options.strict_only && !tools[t].strict.value_or(false)) {
+      // Any parameters, as the parser reads them: a name without a quote, raw text without "｜".
+      gbnf += rule + " ::= " + body + " (" + open(tags.parameter) + " [^\"]* \"\\\" string=\\\"\" (\"true\" | \"false\") \"\\\">\" [^｜]* " +
+              close(tags.parameter) + " \"\\n\")* " +
+              (encoding == recipe::PromptEncoding::kDeepseekV41 ? "\"\\n\"? " : "") + close(tags.invoke) + "\n";
+      continue;
+    }
     const Json properties = schema.value("properties", Json::object());
     const Json required = schema.value("required", Json::array());
     if (!properties.is_object() || properties.empty()) {
@@ -144,6 +152,7 @@ Result<Constraint> forced_dsml_call(const std::vector<recipe::ToolDefinition>& t
   Constraint c;
   c.kind = ConstraintKind::kGbnf;
   c.text = gbnf + invokes + "\n";
+  if (options.opened_by_model) c.start_after = "<" + dsml + std::string(tags.block) + ">";
   return c;
 }
 

@@ -47,9 +47,16 @@ Result<ForcedCall> forced_tagged_call(const std::vector<recipe::ToolDefinition>&
 // valid against its schema (string="false", `%json`), with the parameters' root $defs and
 // definitions carried along so that local $refs resolve. Raw text never holds "｜" (U+FF5C),
 // which would let it write the end tag. INVALID_ARGUMENT when a name cannot be written in DSML
-// (a quote in it) or a schema is not an object. `one_call`: exactly one invoke (Anthropic's
-// disable_parallel_tool_use).
+// (a quote in it) or a schema is not an object.
+struct DsmlCallOptions {
+  bool one_call = false;         // exactly one invoke (parallel tool calls off)
+  // The model opens the block itself (strict tools under tool_choice auto): the grammar starts
+  // after "<｜DSML｜{block}>" (Constraint::start_after) with the line break the encoder writes.
+  bool opened_by_model = false;
+  // Only tools with strict: true get their schemas; the others' invokes take any parameters.
+  bool strict_only = false;
+};
 Result<Constraint> forced_dsml_call(const std::vector<recipe::ToolDefinition>& tools, recipe::PromptEncoding encoding,
-                                    bool one_call = false);
+                                    const DsmlCallOptions& options = {});
 
 }  // namespace deepinfer::server

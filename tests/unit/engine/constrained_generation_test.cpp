@@ -141,7 +141,7 @@ TEST_F(ConstrainedGeneration, ChoiceIsOneOfTheList) {
 
 TEST_F(ConstrainedGeneration, TheGrammarStartsAfterItsMarkerToken) {
   // A reasoning model's answer is constrained after "</think>"; SmolLM2 has no such token, so
-  // ":" stands for it. The bias makes ":" the first token (nothing masks it before the marker);
+  // ":" stands for it (texts over several tokens: constraint_test.cpp). The bias makes ":" the first token (nothing masks it before the marker);
   // after it the grammar binds and masks ":" out, bias or not.
   Constraint c = regex("[0-9]{3}");
   c.start_after = ":";
@@ -162,11 +162,6 @@ TEST_F(ConstrainedGeneration, TheGrammarStartsAfterItsMarkerToken) {
   const std::string before = free_text.text.substr(0, free_text.text.find('{'));
   EXPECT_TRUE(std::any_of(before.begin(), before.end(), [](char b) { return std::isalpha(static_cast<unsigned char>(b)); }))
       << free_text.text;
-  // A marker that is not one token is the request's error.
-  c.start_after = "no such single token";
-  const Status bad = engine_->submit(request("Hi", c, 1)).status();
-  EXPECT_EQ(bad.code(), StatusCode::kInvalidArgument) << bad.message();
-  EXPECT_NE(bad.message().find("not one token"), std::string::npos) << bad.message();
 }
 
 TEST_F(ConstrainedGeneration, BadConstraintsFailSubmit) {

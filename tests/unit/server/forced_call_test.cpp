@@ -41,6 +41,7 @@ std::vector<recipe::ToolDefinition> weather_tools() {
 std::shared_ptr<const grammar::CompiledGrammar> compile(const Constraint& c) {
   // Every byte a token, plus the DSML marker as one token (as DeepSeek's vocabulary has it).
   std::vector<std::string> pieces;
+  pieces.reserve(258);
   for (int b = 0; b < 256; ++b) pieces.push_back(std::string(1, static_cast<char>(b)));
   pieces.push_back(recipe::kDsmlToken);
   pieces.push_back("");
@@ -130,12 +131,36 @@ TEST_P(ForcedDsmlCall, AcceptsWhatTheEncoderWritesAndTheParserReadsItBack) {
 }
 
 TEST_P(ForcedDsmlCall, OneCallWhenParallelCallsAreOff) {
-  auto constraint = forced_dsml_call(weather_tools(), GetParam(), /*one_call=*/true);
+  auto constraint = forced_dsml_call(weather_tools(), GetParam(), {.one_call = true});
   ASSERT_TRUE(constraint.ok());
   const auto g = compile(*constraint);
   ASSERT_NE(g, nullptr);
   EXPECT_TRUE(accepts(g, written_calls({{"a", "ping", "{}"}}, GetParam())));
   EXPECT_FALSE(accepts(g, written_calls({{"a", "ping", "{}"}, {"b", "ping", "{}"}}, GetParam())));
+}
+
+// Strict tools under tool_choice auto: the grammar starts after the block's opening, which the
+// model writes itself; the strict tool's calls follow its schema, the others' take anything.
+TEST_P(ForcedDsmlCall, StrictToolsUnderAutoStartAtTheBlockTheModelOpens) {
+  std::vector<recipe::ToolDefinition> tools = weather_tools();
+  tools[0].strict = true;
+  recipe::ToolDefinition free_tool;
+  free_tool.name = "note";
+  free_tool.parameters_json = R"({"type": "object", "properties": {"n": {"type": "integer"}}})";
+  tools.push_back(free_tool);
+  auto constraint = forced_dsml_call(tools, GetParam(), {.opened_by_model = true, .strict_only = true});
+  ASSERT_TRUE(constraint.ok()) << constraint.status().to_string();
+  const recipe::DsmlTags tags = recipe::dsml_tags(GetParam());
+  EXPECT_EQ(constraint->start_after, "<" + std::string(recipe::kDsmlToken) + std::string(tags.block) + ">");
+  const auto g = compile(*constraint);
+  ASSERT_NE(g, nullptr);
+  auto written = [&](const std::vector<recipe::ToolCall>& calls) { return "\n" + written_calls(calls, GetParam()); };
+  EXPECT_TRUE(accepts(g, written({{"a", "get_weather", R"({"city": "Paris", "days": 2})"}})));
+  EXPECT_FALSE(accepts(g, written({{"a", "get_weather", R"({"city": "Paris", "days": 20})"}})));
+  // Not strict: any parameters, even ones its schema does not have, and values of any type.
+  EXPECT_TRUE(accepts(g, written({{"a", "note", R"({"n": "not a number", "other": [1, 2]})"}})));
+  EXPECT_TRUE(accepts(g, written({{"a", "note", R"({"n": 1})"}, {"b", "get_weather", R"({"city": "Oslo"})"}})));
+  EXPECT_FALSE(accepts(g, written({{"a", "get_time", "{}"}})));
 }
 
 INSTANTIATE_TEST_SUITE_P(Encodings, ForcedDsmlCall,
