@@ -8,6 +8,16 @@
 
 namespace deepinfer::server {
 
+namespace {
+
+bool has_strict_tool_under_auto(const recipe::Conversation& conversation) {
+  return conversation.tool_choice == recipe::ToolChoice::kAuto &&
+         std::any_of(conversation.tools.begin(), conversation.tools.end(),
+                     [](const recipe::ToolDefinition& t) { return t.strict.value_or(false); });
+}
+
+}  // namespace
+
 recipe::ModelVersion deepseek_version_of(std::string_view architecture) {
   return architecture == "deepseek_v4" ? recipe::ModelVersion::kDeepseekV4Pro : recipe::ModelVersion::kDeepseekV41Flash;
 }
@@ -99,9 +109,7 @@ Result<BuiltPrompt> PromptBuilder::build_deepseek(const recipe::ConversationRequ
   if (rendered.ends_in_tool_calls && !conversation.tools.empty()) {
     DI_ASSIGN_OR_RETURN(out.constraint,
                         forced_dsml_call(conversation.tools, recipe::prompt_encoding(request.model_version), options));
-  } else if (conversation.tool_choice == recipe::ToolChoice::kAuto &&
-             std::any_of(conversation.tools.begin(), conversation.tools.end(),
-                         [](const recipe::ToolDefinition& t) { return t.strict.value_or(false); })) {
+  } else if (has_strict_tool_under_auto(conversation)) {
     // strict tools under auto: the model may answer in text, but a call it opens is written
     // under the grammar (non-strict tools' calls stay free).
     options.opened_by_model = true;
@@ -134,6 +142,9 @@ Result<BuiltPrompt> PromptBuilder::build_template(const recipe::ConversationRequ
     out.constraint = std::move(call.constraint);
     const std::vector<int32_t> ids = tokenizer_->encode(out.output_prefix, EncodeOptions{});
     out.ids.insert(out.ids.end(), ids.begin(), ids.end());
+  } else if (has_strict_tool_under_auto(conversation)) {
+    DI_ASSIGN_OR_RETURN(out.constraint, strict_tagged_calls(conversation.tools));
+    out.constraint_yields = true;
   }
   return out;
 }

@@ -108,6 +108,23 @@ std::string dsml_value(const Json& schema, const Json& root) {
   return "\"string=\\\"false\\\">\" %json " + own.dump();
 }
 
+// {"anyOf": [one {"name": N, "arguments": ...} object per tool]}; with strict_only, the tools
+// without strict: true take any arguments object.
+Result<std::string> tagged_calls_schema(const std::vector<recipe::ToolDefinition>& tools, bool strict_only) {
+  Json any_of = Json::array();
+  for (size_t i = 0; i < tools.size(); ++i) {
+    DI_ASSIGN_OR_RETURN(Json arguments, arguments_schema(tools[i]));
+    if (strict_only && !tools[i].strict.value_or(false)) arguments = Json{{"type", "object"}};
+    rebase_refs(arguments, "/anyOf/" + std::to_string(i) + "/properties/arguments");
+    Json one = {{"type", "object"},
+                {"properties", {{"name", {{"const", tools[i].name}}}, {"arguments", std::move(arguments)}}},
+                {"required", {"name", "arguments"}},
+                {"additionalProperties", false}};
+    any_of.push_back(std::move(one));
+  }
+  return Json{{"anyOf", std::move(any_of)}}.dump();
+}
+
 }  // namespace
 
 Result<Constraint> forced_dsml_call(const std::vector<recipe::ToolDefinition>& tools, recipe::PromptEncoding encoding,
@@ -166,20 +183,20 @@ Result<ForcedCall> forced_tagged_call(const std::vector<recipe::ToolDefinition>&
     call.constraint.text = schema.dump();
     return call;
   }
-  Json any_of = Json::array();
-  for (size_t i = 0; i < tools.size(); ++i) {
-    DI_ASSIGN_OR_RETURN(Json arguments, arguments_schema(tools[i]));
-    rebase_refs(arguments, "/anyOf/" + std::to_string(i) + "/properties/arguments");
-    Json one = {{"type", "object"},
-                {"properties", {{"name", {{"const", tools[i].name}}}, {"arguments", std::move(arguments)}}},
-                {"required", {"name", "arguments"}},
-                {"additionalProperties", false}};
-    any_of.push_back(std::move(one));
-  }
+  DI_ASSIGN_OR_RETURN(call.constraint.text, tagged_calls_schema(tools, /*strict_only=*/false));
   call.opening = "<tool_call>\n";
   call.closing = "\n</tool_call>";
-  call.constraint.text = Json{{"anyOf", std::move(any_of)}}.dump();
   return call;
+}
+
+Result<Constraint> strict_tagged_calls(const std::vector<recipe::ToolDefinition>& tools) {
+  DI_ASSIGN_OR_RETURN(std::string schema, tagged_calls_schema(tools, /*strict_only=*/true));
+  Constraint c;
+  c.kind = ConstraintKind::kGbnf;
+  c.text = "root ::= call (\"\\n<tool_call>\" call)*\ncall ::= [ \\n]* %json " + schema +
+           " [ \\n]* \"</tool_call>\"\n";
+  c.start_after = "<tool_call>";
+  return c;
 }
 
 }  // namespace deepinfer::server

@@ -32,6 +32,12 @@ struct ForcedCall {
 // INVALID_ARGUMENT when a tool's parameters are not a JSON Schema object.
 Result<ForcedCall> forced_tagged_call(const std::vector<recipe::ToolDefinition>& tools);
 
+// strict: true tools under tool_choice auto, for the tagged-JSON form: after the model opens a
+// call ("<tool_call>", Constraint::start_after) the grammar writes {"name": ..., "arguments":
+// ...} for one of the tools (a strict tool's arguments valid against its schema, the others' any
+// object) and "</tool_call>"; further calls may follow, each "\n<tool_call>" then the same.
+Result<Constraint> strict_tagged_calls(const std::vector<recipe::ToolDefinition>& tools);
+
 // A forced call for DeepSeek V4 / V4.1, whose prompt already opens the DSML block (the recipe's
 // prefill): a GBNF grammar of one or more invokes of the tools, joined by "\n", then the block's
 // end, in the bytes the encoder writes for a call:

@@ -129,6 +129,26 @@ def test_forced_call_arguments_validate(openai_client):
         jsonschema.validate(json.loads(call.function.arguments), params)
 
 
+def test_strict_tool_under_auto_answers_text_or_a_valid_call(openai_client):
+    """tool_choice auto with a strict tool is served: the model may answer in text (SmolLM2-135M
+    mostly does), and a call it opens is written under the tool's schema (the grammar itself is
+    tested in tests/unit/server/forced_call_test.cpp)."""
+    params = {"type": "object", "properties": {"days": {"type": "integer", "minimum": 1, "maximum": 7}},
+              "required": ["days"], "additionalProperties": False}
+    tool = {"type": "function", "function": {"name": "forecast", "strict": True, "parameters": params}}
+    n_calls = 0
+    for seed in range(4):
+        r = openai_client.chat.completions.create(
+            model=MODEL, messages=[{"role": "user", "content": "Weather in Oslo this week?"}], tools=[tool],
+            temperature=1, seed=seed, max_tokens=60)
+        for call in r.choices[0].message.tool_calls or []:
+            n_calls += 1
+            assert call.function.name == "forecast"
+            jsonschema.validate(json.loads(call.function.arguments), params)
+        assert r.choices[0].finish_reason in ("stop", "length", "tool_calls")
+    print(f"{n_calls} calls in 4 answers")
+
+
 def test_bad_grammar_is_a_400_and_the_server_keeps_serving(openai_client):
     with pytest.raises(openai.BadRequestError) as err:
         openai_client.chat.completions.create(

@@ -167,6 +167,34 @@ INSTANTIATE_TEST_SUITE_P(Encodings, ForcedDsmlCall,
                          ::testing::Values(PromptEncoding::kDeepseekV4, PromptEncoding::kDeepseekV41),
                          [](const auto& info) { return info.param == PromptEncoding::kDeepseekV4 ? "V4" : "V41"; });
 
+// The tagged-JSON form's strict tools under auto: after "<tool_call>" the model writes one of
+// the tools' call objects (a strict tool's arguments valid against its schema) and the closing
+// tag, then may open another call or stop.
+TEST(StrictTaggedCalls, ACallTheModelOpensFollowsTheStrictToolsSchemas) {
+  std::vector<recipe::ToolDefinition> tools = weather_tools();
+  tools[0].strict = true;
+  auto constraint = strict_tagged_calls(tools);
+  ASSERT_TRUE(constraint.ok()) << constraint.status().to_string();
+  EXPECT_EQ(constraint->start_after, "<tool_call>");
+  const auto g = compile(*constraint);
+  ASSERT_NE(g, nullptr);
+  auto ends = [&](std::string_view text) {
+    grammar::Matcher m(g);
+    for (char c : text) {
+      if (!m.accept_bytes(std::string(1, c))) return false;
+    }
+    return m.can_end();
+  };
+  EXPECT_TRUE(ends("\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"days\": 2}}\n</tool_call>"));
+  EXPECT_TRUE(ends(R"({"name":"ping","arguments":{"anything":[1,"x"]}}</tool_call>)"));
+  EXPECT_TRUE(ends("{\"name\": \"ping\", \"arguments\": {}}\n</tool_call>\n<tool_call>\n"
+                   "{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}\n</tool_call>"));
+  EXPECT_FALSE(ends(R"({"name": "get_weather", "arguments": {"days": 2}}</tool_call>)"));  // city required
+  EXPECT_FALSE(ends(R"({"name": "get_weather", "arguments": {"city": "Oslo", "days": 99}}</tool_call>)"));
+  EXPECT_FALSE(ends(R"({"name": "get_time", "arguments": {}}</tool_call>)"));
+  EXPECT_FALSE(ends(R"({"name": "ping", "arguments": {}})"));  // the closing tag is part of the call
+}
+
 TEST(ForcedDsmlCallErrors, NamesDsmlCannotWriteAndBadSchemasAreRefused) {
   recipe::ToolDefinition quoted;
   quoted.name = "f";
