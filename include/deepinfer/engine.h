@@ -88,6 +88,11 @@ struct EngineConfig {
   // (greedy tokens agree in the tests; logits differ slightly). Off: such models take no prefix
   // hit (cold recompute). Models without sliding layers ignore it.
   bool swa_replay = true;
+  // Fast-forward of forced text: where a constrained request's grammar allows exactly one
+  // continuation (a JSON key, the rest of an enum value), its tokens are drafted and verified in
+  // one pass, as speculative drafts are (lossless: the model's own samples decide). Steps run
+  // synchronously while such a draft exists.
+  bool grammar_fast_forward = true;
   // Tokens replayed; 0 = one window (the bounded replay above). A model's number of sliding
   // layers times its window makes the replay reproduce the cold run exactly, at that cost.
   int64_t swa_replay_tokens = 0;

@@ -150,7 +150,8 @@ void add_engine_flags(FlagSpec& spec) {
                           "--max-num-seqs", "--max-num-batched-tokens", "--kv-store", "--kv-store-memory",
                           "--kv-store-capacity", "--kv-store-ttl", "--kv-store-page-tokens", "--speculative-method",
                           "--num-speculative-tokens", "--speculative-schedule"});
-  spec.switches.insert({"--no-prefix-caching", "--batch-invariant", "--no-async-scheduling", "--no-swa-replay"});
+  spec.switches.insert({"--no-prefix-caching", "--batch-invariant", "--no-async-scheduling", "--no-swa-replay",
+                        "--no-grammar-fast-forward"});
   spec.aliases.insert({{"-m", "--model"}, {"-t", "--threads"}, {"--ctx", "--kv-cache-tokens"}});
 }
 
@@ -172,6 +173,8 @@ std::string engine_flags_usage(const EngineConfig& d) {
   --batch-invariant          outputs do not depend on the batch (with a seed: reproducible)
   --no-async-scheduling      do the engine's bookkeeping between steps, not during them
   --no-swa-replay            sliding-window models (Gemma 3) take no prefix hit: cold recompute
+  --no-grammar-fast-forward  structured output samples forced text token by token (default:
+                             drafted and verified in one pass)
   --kv-store DIR             keep computed KV pages in DIR (a local disk or a shared filesystem),
                              for restarts and other processes (docs/kv-store.md)
   --kv-store-memory BYTES    the store's memory tier, e.g. 2G (default 0: none)
@@ -226,6 +229,7 @@ Result<EngineConfig> parse_engine_flags(const Args& args, EngineConfig config) {
   if (args.has("--batch-invariant")) config.batch_invariant = true;
   if (args.has("--no-async-scheduling")) config.async_scheduling = false;
   if (args.has("--no-swa-replay")) config.swa_replay = false;
+  if (args.has("--no-grammar-fast-forward")) config.grammar_fast_forward = false;
   DI_RETURN_IF_ERROR(read_kv_store_flags(args, config));
   DI_RETURN_IF_ERROR(read_speculative_flags(args, config));
   return config;

@@ -127,6 +127,22 @@ std::span<const uint64_t> SequenceConstraint::mask() {
   return bits;
 }
 
+std::string SequenceConstraint::forced_text(size_t max_bytes) {
+  if (!started()) return {};
+  std::string text = matcher_.forced_bytes(max_bytes);
+  // Drop a trailing partial character: the tokenizer is given whole text.
+  size_t end = text.size();
+  size_t lead = end;
+  while (lead > 0 && (static_cast<uint8_t>(text[lead - 1]) & 0xC0) == 0x80) --lead;
+  if (lead > 0) {
+    const auto b = static_cast<uint8_t>(text[lead - 1]);
+    const size_t want = b < 0x80 ? 1 : (b >> 5) == 6 ? 2 : (b >> 4) == 14 ? 3 : 4;
+    if (end - (lead - 1) < want) end = lead - 1;
+  }
+  text.resize(end);
+  return text;
+}
+
 SequenceConstraint::Next SequenceConstraint::accept(int32_t token) {
   // A stop ends the sequence (the scheduler sees it); the matcher has nothing left to follow.
   if (std::binary_search(stop_ids_.begin(), stop_ids_.end(), token)) return Next::kContinue;

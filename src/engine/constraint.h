@@ -70,6 +70,9 @@ class SequenceConstraint {
   // kRefused: the grammar allows no token at all here (nesting past its depth limit).
   Next accept(int32_t token);
   bool started() const { return trigger_.empty(); }
+  // The text the grammar forces next (Matcher::forced_bytes, up to max_bytes, cut to whole
+  // UTF-8 characters); empty before the grammar starts.
+  std::string forced_text(size_t max_bytes);
 
  private:
   grammar::Matcher matcher_;

@@ -94,6 +94,7 @@ struct Sequence {
   std::unique_ptr<speculative::SequenceDrafter> drafter;  // null: no speculative decoding
   int64_t n_draft_tokens = 0;             // verified so far
   int64_t n_accepted_draft_tokens = 0;
+  bool grammar_drafts = false;            // its constraint drafts forced text (grammar_fast_forward)
 };
 
 // Everything the engine runs on, made before its thread starts (Engine::create).
@@ -333,6 +334,10 @@ class EngineImpl final : public Engine {
         seq.drafter = std::make_unique<speculative::SequenceDrafter>(method);
         ++n_speculating_;
       }
+      if (seq.constraint && config_.grammar_fast_forward) {
+        seq.grammar_drafts = true;
+        ++n_grammar_drafting_;
+      }
       scheduler_.add(std::move(r));
     }
   }
@@ -395,7 +400,7 @@ class EngineImpl final : public Engine {
       apply_cancellations();
       // Drafts need synchronous steps (the next draft depends on what this step keeps): while
       // a sequence speculates, the step in flight is finished and steps run in turn.
-      if (worker_ && n_speculating_ == 0) {
+      if (worker_ && n_speculating_ == 0 && !grammar_draft_pending()) {
         Step* const before = in_flight;
         in_flight = step_async(in_flight);
         idle = before == nullptr && in_flight == nullptr && !ended_some_;
@@ -774,6 +779,7 @@ class EngineImpl final : public Engine {
     auto it = seqs_.find(id);
     if (it == seqs_.end()) return;
     if (it->second.drafter) --n_speculating_;
+    if (it->second.grammar_drafts) --n_grammar_drafting_;
     seqs_.erase(it);
   }
 
@@ -782,7 +788,7 @@ class EngineImpl final : public Engine {
   // Before planning a synchronous step: drafts for the speculating sequences that decode, and
   // how much of each to verify (the schedule).
   void propose_drafts() {
-    if (n_speculating_ == 0) return;
+    if (n_speculating_ == 0 && n_grammar_drafting_ == 0) return;
     if (!step_cost_profiled_) profile_step_cost();
     proposals_.clear();
     int64_t n_decoding = 0;
@@ -790,12 +796,14 @@ class EngineImpl final : public Engine {
       const Request* r = scheduler_.find(id);
       if (r == nullptr || r->state != RequestState::kRunning || r->n_computed != r->n_tokens() - 1) continue;
       ++n_decoding;
-      if (!seq.drafter) continue;
+      if (!seq.drafter && !seq.grammar_drafts) continue;
       // The kept tokens never pass max_tokens: a draft leaves room for the target's own token.
-      const int64_t room = std::min<int64_t>(config_.speculative.num_tokens, r->max_tokens - r->n_generated() - 1);
+      const int64_t left = r->max_tokens - r->n_generated() - 1;
       Proposal p;
       p.id = id;
-      if (room > 0) {
+      if (seq.grammar_drafts && left > 0) p.draft = grammar_draft(seq, std::min<int64_t>(kMaxSpeculativeTokens, left));
+      const int64_t room = std::min<int64_t>(config_.speculative.num_tokens, left);
+      if (p.draft.n == 0 && seq.drafter && room > 0) {
         p.draft = seq.drafter->propose(r->tokens, static_cast<int32_t>(room), global_suffix_,
                                        pooled_[static_cast<size_t>(seq.drafter->method())]);
       }
@@ -808,6 +816,29 @@ class EngineImpl final : public Engine {
       scheduler_.set_draft(p.id, p.draft.view().first(static_cast<size_t>(lengths[i])));
       if (p.draft.n > 0 && lengths[i] == 0) forget_a_little(p.id);
     }
+  }
+
+  // The tokens of the text a sequence's grammar forces next (its tokenizer's spelling: the
+  // model may spell it otherwise, and verification keeps what it samples).
+  speculative::Draft grammar_draft(Sequence& seq, int64_t room) {
+    speculative::Draft d;
+    if (!seq.constraint) return d;
+    const std::string text = seq.constraint->forced_text(kForcedTextBytes);
+    if (text.empty()) return d;
+    for (int32_t id : tokenizer_->encode(text, {.add_bos = false})) {
+      if (d.n >= room) break;
+      d.push(id, kForcedTokenConfidence);
+    }
+    return d;
+  }
+
+  // Whether some constrained sequence has forced text to draft: steps then run synchronously.
+  bool grammar_draft_pending() {
+    if (n_grammar_drafting_ == 0) return false;
+    for (auto& [id, seq] : seqs_) {
+      if (seq.grammar_drafts && !seq.constraint->forced_text(8).empty()) return true;
+    }
+    return false;
   }
 
   // A draft the schedule left unverified teaches nothing, but its evidence still ages: else a
@@ -1041,6 +1072,11 @@ class EngineImpl final : public Engine {
   };
   static constexpr int64_t kRecentOutputTokens = int64_t{1} << 20;  // what a rebuilt trie holds
   int64_t n_speculating_ = 0;  // sequences with a drafter: steps run synchronously meanwhile
+  int64_t n_grammar_drafting_ = 0;  // sequences whose constraint drafts forced text
+  // Forced text drafted per step at most, and the confidence of its tokens: the model rarely
+  // spells forced text otherwise, so the schedule verifies it whenever a step has room.
+  static constexpr size_t kForcedTextBytes = 256;
+  static constexpr float kForcedTokenConfidence = 0.95f;
   std::vector<Proposal> proposals_;  // propose_drafts' scratch
   std::array<speculative::AcceptanceStats, 3> pooled_{};  // by SpeculativeMethod, over all sequences
   speculative::StepCostModel step_cost_;

@@ -22,6 +22,30 @@ bool Matcher::accept_bytes(std::string_view bytes) {
   return true;
 }
 
+std::string Matcher::forced_bytes(size_t max_bytes) {
+  std::string out;
+  if (terminated_) return out;
+  const uint32_t before = stacks_.n_sets();
+  const Automaton& a = stacks_.automaton();
+  while (out.size() < max_bytes && !stacks_.can_end()) {
+    int only = -1;
+    bool choice = false;
+    for (uint32_t node : stacks_.top()) {
+      const Automaton::State& s = a.state(stacks_.node(node).state);
+      const Automaton::Range* r = a.ranges(s);
+      for (uint32_t i = 0; i < s.n_ranges && !choice; ++i) {
+        choice = r[i].lo != r[i].hi || (only >= 0 && only != r[i].lo);
+        only = r[i].lo;
+      }
+      if (choice) break;
+    }
+    if (choice || only < 0 || !stacks_.advance(static_cast<uint8_t>(only))) break;
+    out += static_cast<char>(only);
+  }
+  stacks_.pop_to(before);
+  return out;
+}
+
 bool Matcher::accept_token(int32_t id) {
   const TokenIndex& tokens = grammar_->tokens();
   if (terminated_ || id < 0 || id >= tokens.n_vocab()) return false;

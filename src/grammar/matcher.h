@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -41,6 +42,10 @@ class Matcher {
   bool is_terminated() const { return terminated_; }
   // May end here and no byte can follow: only a stop token is allowed.
   bool is_complete() const;
+  // The bytes every continuation starts with, up to `max_bytes`: where each set of stacks
+  // allows exactly one byte and the grammar may not end (a JSON key after its opening quote, the
+  // rest of an enum value). The state is unchanged. Empty when the next byte is a choice.
+  std::string forced_bytes(size_t max_bytes);
 
   // `mask` has TokenIndex::n_words() words; every bit is written.
   void fill_mask(std::span<uint64_t> mask);

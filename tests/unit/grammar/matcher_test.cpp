@@ -151,6 +151,32 @@ TEST(Matcher, GbnfEmbedsJsonSchemasWithPercentJson) {
   }
 }
 
+TEST(Matcher, ForcedBytesAreWhatEveryContinuationStartsWith) {
+  auto g = compile_spec(GrammarKind::kRegex, "ab(c|d)e");
+  ASSERT_TRUE(g.ok());
+  Matcher m(*g);
+  EXPECT_EQ(m.forced_bytes(64), "ab");
+  EXPECT_EQ(m.forced_bytes(1), "a");
+  EXPECT_EQ(m.n_steps(), 0) << "the state is unchanged";
+  ASSERT_TRUE(m.accept_bytes("abd"));
+  EXPECT_EQ(m.forced_bytes(64), "e");
+  ASSERT_TRUE(m.accept_bytes("e"));
+  EXPECT_EQ(m.forced_bytes(64), "") << "complete: nothing is forced";
+  // A compact JSON object whose keys and one value are fixed.
+  auto j = compile_spec(GrammarKind::kJsonSchema, R"({"type": "object", "properties": {
+      "kind": {"const": "point"}, "x": {"type": "integer"}}, "required": ["kind", "x"],
+      "additionalProperties": false})");
+  ASSERT_TRUE(j.ok()) << j.status().to_string();
+  Matcher jm(*j);
+  EXPECT_EQ(jm.forced_bytes(64), R"({"kind":"point","x":)");
+  ASSERT_TRUE(jm.accept_bytes(R"({"kind":"point","x":12)"));
+  EXPECT_EQ(jm.forced_bytes(64), "") << "more digits or the closing brace";
+  // Optional text at the start: the grammar may end, nothing is forced.
+  auto opt = compile_spec(GrammarKind::kRegex, "(ab)?");
+  ASSERT_TRUE(opt.ok());
+  EXPECT_EQ(Matcher(*opt).forced_bytes(64), "");
+}
+
 TEST(Matcher, ChoiceLists) {
   GrammarSpec spec;
   spec.kind = GrammarKind::kChoice;
