@@ -243,7 +243,7 @@ struct SpeculativeMethodUsage {
 };
 
 struct SpeculativeUsage {
-  std::vector<SpeculativeMethodUsage> methods;  // ngram, suffix
+  std::vector<SpeculativeMethodUsage> methods;  // ngram, suffix, grammar (forced text)
   // [k]: sequence-steps of speculating sequences that verified k draft tokens (k = 0 when the
   // drafter had nothing or the schedule chose none), k <= kMaxSpeculativeTokens.
   std::vector<int64_t> verify_sizes;

@@ -95,6 +95,8 @@ struct Sequence {
   int64_t n_draft_tokens = 0;             // verified so far
   int64_t n_accepted_draft_tokens = 0;
   bool grammar_drafts = false;            // its constraint drafts forced text (grammar_fast_forward)
+  bool draft_from_grammar = false;        // the draft last proposed is forced text
+  speculative::AcceptanceStats grammar_acceptance;
 };
 
 // Everything the engine runs on, made before its thread starts (Engine::create).
@@ -737,7 +739,11 @@ class EngineImpl final : public Engine {
         e.logprobs = std::move(s.logprobs);
       }
       if (refused) e.error = "the constraint's grammar allows no token here (nesting deeper than its limit)";
-      if (seq.drafter) record_verification(seq, s);
+      if (seq.draft_from_grammar && s.n_draft > 0) {
+        record_grammar_verification(seq, s);
+      } else if (seq.drafter) {
+        record_verification(seq, s);
+      }
       if (!seq.first_event_sent) {
         fill_first_event(&seq, g, &e);
         e.last_prompt_logits = std::move(s.last_prompt_logits);
@@ -802,6 +808,7 @@ class EngineImpl final : public Engine {
       Proposal p;
       p.id = id;
       if (seq.grammar_drafts && left > 0) p.draft = grammar_draft(seq, std::min<int64_t>(kMaxSpeculativeTokens, left));
+      seq.draft_from_grammar = p.draft.n > 0;
       const int64_t room = std::min<int64_t>(config_.speculative.num_tokens, left);
       if (p.draft.n == 0 && seq.drafter && room > 0) {
         p.draft = seq.drafter->propose(r->tokens, static_cast<int32_t>(room), global_suffix_,
@@ -825,20 +832,33 @@ class EngineImpl final : public Engine {
     if (!seq.constraint) return d;
     const std::string text = seq.constraint->forced_text(kForcedTextBytes);
     if (text.empty()) return d;
+    // Confidence: how often this sequence (and all of them, the prior) kept forced tokens; the
+    // schedule then verifies them only where they pay for their rows (a large batch is
+    // compute-bound: a token the model would spell otherwise costs a row for nothing).
     for (int32_t id : tokenizer_->encode(text, {.add_bos = false})) {
       if (d.n >= room) break;
-      d.push(id, kForcedTokenConfidence);
+      d.push(id, seq.grammar_acceptance.rate(d.n, grammar_pooled_.rate(d.n, kForcedTokenPrior)));
     }
     return d;
   }
 
-  // Whether some constrained sequence has forced text to draft: steps then run synchronously.
+  // Whether some constrained sequence has forced text the schedule would verify: steps then
+  // run synchronously. In a large batch the schedule seldom verifies it (the step is
+  // compute-bound), and giving up asynchronous steps for nothing cost a few per cent.
   bool grammar_draft_pending() {
     if (n_grammar_drafting_ == 0) return false;
+    bool forced = false;
     for (auto& [id, seq] : seqs_) {
-      if (seq.grammar_drafts && !seq.constraint->forced_text(8).empty()) return true;
+      if (seq.grammar_drafts && !seq.constraint->forced_text(8).empty()) {
+        forced = true;
+        break;
+      }
     }
-    return false;
+    if (!forced || config_.speculative.schedule == SpeculativeSchedule::kFixed || !step_cost_profiled_) return forced;
+    const auto n = static_cast<int64_t>(scheduler_.n_running());
+    const std::array<float, 1> survival = {grammar_pooled_.rate(0, kForcedTokenPrior)};
+    const std::array<speculative::DraftCandidate, 1> one = {speculative::DraftCandidate{survival}};
+    return speculative::choose_draft_lengths(one, n, static_cast<double>(n), 1, step_cost_)[0] > 0;
   }
 
   // A draft the schedule left unverified teaches nothing, but its evidence still ages: else a
@@ -920,19 +940,40 @@ class EngineImpl final : public Engine {
       seq.n_accepted_draft_tokens += s.n_accepted;
     }
     std::lock_guard<std::mutex> lock(stats_mutex_);
-    SpeculativeUsage& u = stats_.speculative;
-    if (u.methods.empty()) {
-      for (SpeculativeMethod m : {SpeculativeMethod::kNgram, SpeculativeMethod::kSuffix}) {
-        u.methods.push_back({speculative_method_name(m)});
-      }
-      u.verify_sizes.assign(kMaxSpeculativeTokens + 1, 0);
-    }
+    SpeculativeUsage& u = speculative_usage();
     ++u.verify_sizes[static_cast<size_t>(s.n_draft)];
     if (s.n_draft == 0) return;
     SpeculativeMethodUsage& m = u.methods[seq.drafter->method() == SpeculativeMethod::kNgram ? 0 : 1];
     ++m.verifications;
     m.draft_tokens += s.n_draft;
     m.accepted_tokens += s.n_accepted;
+  }
+
+  // After a verification of forced text (fast-forward): the sequence's and the pooled
+  // acceptance, and the "grammar" method's counts.
+  void record_grammar_verification(Sequence& seq, const SampleJob& s) {
+    seq.grammar_acceptance.record(s.n_draft, s.n_accepted);
+    grammar_pooled_.record(s.n_draft, s.n_accepted);
+    seq.n_draft_tokens += s.n_draft;
+    seq.n_accepted_draft_tokens += s.n_accepted;
+    std::lock_guard<std::mutex> lock(stats_mutex_);
+    SpeculativeMethodUsage& m = speculative_usage().methods[2];
+    ++m.verifications;
+    m.draft_tokens += s.n_draft;
+    m.accepted_tokens += s.n_accepted;
+  }
+
+  // stats_.speculative, its methods made on first use. Under stats_mutex_.
+  SpeculativeUsage& speculative_usage() {
+    SpeculativeUsage& u = stats_.speculative;
+    if (u.methods.empty()) {
+      for (SpeculativeMethod m : {SpeculativeMethod::kNgram, SpeculativeMethod::kSuffix}) {
+        u.methods.push_back({speculative_method_name(m)});
+      }
+      u.methods.push_back({"grammar"});
+      u.verify_sizes.assign(kMaxSpeculativeTokens + 1, 0);
+    }
+    return u;
   }
 
   // A finished sequence's output joins the suffix trie of earlier outputs (suffix decoding);
@@ -1076,7 +1117,8 @@ class EngineImpl final : public Engine {
   // Forced text drafted per step at most, and the confidence of its tokens: the model rarely
   // spells forced text otherwise, so the schedule verifies it whenever a step has room.
   static constexpr size_t kForcedTextBytes = 256;
-  static constexpr float kForcedTokenConfidence = 0.95f;
+  static constexpr float kForcedTokenPrior = 0.9f;
+  speculative::AcceptanceStats grammar_pooled_;  // forced-text verifications of every sequence
   std::vector<Proposal> proposals_;  // propose_drafts' scratch
   std::array<speculative::AcceptanceStats, 3> pooled_{};  // by SpeculativeMethod, over all sequences
   speculative::StepCostModel step_cost_;

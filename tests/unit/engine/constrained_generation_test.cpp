@@ -181,6 +181,7 @@ TEST(ConstrainedFastForward, SameTokensInFewerSteps) {
   struct Run {
     std::vector<Output> outputs;
     int64_t steps = 0;
+    int64_t forced_accepted = 0;  // forced-text draft tokens kept ("grammar" method)
   };
   auto run = [&](bool fast_forward) {
     EngineConfig cfg;
@@ -202,7 +203,9 @@ TEST(ConstrainedFastForward, SameTokensInFewerSteps) {
       r.max_tokens = 64;
       out.outputs.push_back(collect(*std::move(engine->submit(r)).value()));
     }
-    out.steps = engine->stats().n_steps;
+    const EngineStats stats = engine->stats();
+    out.steps = stats.n_steps;
+    if (stats.speculative.methods.size() == 3) out.forced_accepted = stats.speculative.methods[2].accepted_tokens;
     return out;
   };
   const Run plain = run(false);
@@ -217,6 +220,8 @@ TEST(ConstrainedFastForward, SameTokensInFewerSteps) {
   std::printf("steps: %lld token by token, %lld with fast-forward\n", static_cast<long long>(plain.steps),
               static_cast<long long>(fast.steps));
   EXPECT_LT(fast.steps * 2, plain.steps) << "the keys and the constant take one pass each";
+  EXPECT_GT(fast.forced_accepted, 20);
+  EXPECT_EQ(plain.forced_accepted, 0);
 }
 
 TEST_F(ConstrainedGeneration, BadConstraintsFailSubmit) {
