@@ -847,18 +847,24 @@ class EngineImpl final : public Engine {
   // compute-bound), and giving up asynchronous steps for nothing cost a few per cent.
   bool grammar_draft_pending() {
     if (n_grammar_drafting_ == 0) return false;
-    bool forced = false;
+    Sequence* forced = nullptr;
     for (auto& [id, seq] : seqs_) {
       if (seq.grammar_drafts && !seq.constraint->forced_text(8).empty()) {
-        forced = true;
+        forced = &seq;
         break;
       }
     }
-    if (!forced || config_.speculative.schedule == SpeculativeSchedule::kFixed || !step_cost_profiled_) return forced;
+    if (forced == nullptr) return false;
+    if (config_.speculative.schedule == SpeculativeSchedule::kFixed || !step_cost_profiled_) return true;
     const auto n = static_cast<int64_t>(scheduler_.n_running());
-    const std::array<float, 1> survival = {grammar_pooled_.rate(0, kForcedTokenPrior)};
+    const std::array<float, 1> survival = {forced->grammar_acceptance.rate(0, grammar_pooled_.rate(0, kForcedTokenPrior))};
     const std::array<speculative::DraftCandidate, 1> one = {speculative::DraftCandidate{survival}};
-    return speculative::choose_draft_lengths(one, n, static_cast<double>(n), 1, step_cost_)[0] > 0;
+    if (speculative::choose_draft_lengths(one, n, static_cast<double>(n), 1, step_cost_)[0] > 0) return true;
+    // Not worth verifying now; the evidence ages all the same, so that a rate one early refusal
+    // pushed down drifts back to the prior and forced text is tried again (AcceptanceStats).
+    forced->grammar_acceptance.record(0, 0);
+    grammar_pooled_.record(0, 0);
+    return false;
   }
 
   // A draft the schedule left unverified teaches nothing, but its evidence still ages: else a
