@@ -86,6 +86,9 @@ struct InferenceOptions {
   std::optional<double> top_p;
   std::optional<int64_t> thinking_budget_tokens;
   bool disable_parallel_tool_use = false;
+  // Anthropic's tool_choice "any": the prompt is Auto's (deepseek-recipe does not force it), but
+  // the answer must be a call of one of the tools, which a grammar can enforce (server/).
+  bool must_call_tool = false;
   // Structured output the protocol asked for (response_format, text.format, output_format).
   Constraint constraint;
 };

@@ -384,7 +384,11 @@ Result<ConversationRequest> convert(const Json& req, const ConversionOptions& op
       }
       conv.tools = std::move(kept);
       conv.tool_choice = ToolChoice::kRequired;
-    } else if (type != "auto" && type != "any") {  // "any" is not forced (0.2.0)
+    } else if (type == "any") {
+      // The prompt stays Auto's, as deepseek-recipe 0.2.0 renders it; the server's grammar
+      // makes the answer a call.
+      out.inference_options.must_call_tool = !conv.tools.empty();
+    } else if (type != "auto") {
       return malformed("unknown tool_choice `" + type + "`");
     }
   }

@@ -109,6 +109,13 @@ Result<BuiltPrompt> PromptBuilder::build_deepseek(const recipe::ConversationRequ
   if (rendered.ends_in_tool_calls && !conversation.tools.empty()) {
     DI_ASSIGN_OR_RETURN(out.constraint,
                         forced_dsml_call(conversation.tools, recipe::prompt_encoding(request.model_version), options));
+  } else if (request.inference_options.must_call_tool && !conversation.tools.empty()) {
+    // tool_choice "any": the prompt is Auto's; the answer is the block, from its opening on
+    // (after the reasoning when thinking is on).
+    options.opens_block = true;
+    DI_ASSIGN_OR_RETURN(out.constraint,
+                        forced_dsml_call(conversation.tools, recipe::prompt_encoding(request.model_version), options));
+    if (conversation.thinking_mode) out.constraint.start_after = recipe::kThinkEndToken;
   } else if (has_strict_tool_under_auto(conversation)) {
     // strict tools under auto: the model may answer in text, but a call it opens is written
     // under the grammar (non-strict tools' calls stay free).
@@ -135,7 +142,9 @@ Result<BuiltPrompt> PromptBuilder::build_template(const recipe::ConversationRequ
   // tool_choice required (or one named function): the prompt opens the call and a grammar
   // writes the rest, so the model can only write one, with valid arguments. Few templates offer
   // a prefill of their own; the tagged-JSON form is what the output parser reads for these models.
-  if (conversation.tool_choice == recipe::ToolChoice::kRequired && !conversation.tools.empty()) {
+  // tool_choice "any" (Anthropic) is a forced call here too: the template's prompt is ours.
+  const bool forced = conversation.tool_choice == recipe::ToolChoice::kRequired || request.inference_options.must_call_tool;
+  if (forced && !conversation.tools.empty()) {
     DI_ASSIGN_OR_RETURN(ForcedCall call, forced_tagged_call(conversation.tools));
     out.output_prefix = std::move(call.opening);
     out.output_closing = std::move(call.closing);

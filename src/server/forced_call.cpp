@@ -133,7 +133,10 @@ Result<Constraint> forced_dsml_call(const std::vector<recipe::ToolDefinition>& t
   const std::string dsml(recipe::kDsmlToken);
   auto open = [&](std::string_view tag) { return gbnf_literal("<" + dsml + std::string(tag) + " name=\""); };
   auto close = [&](std::string_view tag) { return gbnf_literal("</" + dsml + std::string(tag) + ">"); };
-  std::string gbnf = std::string("root ::= ") + (options.opened_by_model ? "\"\\n\" " : "") + "invoke " +
+  const std::string opening = options.opens_block ? gbnf_literal("\n\n<" + dsml + std::string(tags.block) + ">\n") + " "
+                              : options.opened_by_model ? "\"\\n\" "
+                                                        : "";
+  std::string gbnf = "root ::= " + opening + "invoke " +
                      (options.one_call ? "" : "(\"\\n\" invoke)* ") + gbnf_literal("\n</" + dsml + std::string(tags.block) + ">") + "\n";
   std::string invokes = "invoke ::= ";
   for (size_t t = 0; t < tools.size(); ++t) {

@@ -61,6 +61,9 @@ struct DsmlCallOptions {
   bool opened_by_model = false;
   // Only tools with strict: true get their schemas; the others' invokes take any parameters.
   bool strict_only = false;
+  // The prompt did not open the block and the answer must (Anthropic's tool_choice "any"): the
+  // grammar starts with the block's opening as the encoder writes it ("\n\n<｜DSML｜{block}>\n").
+  bool opens_block = false;
 };
 Result<Constraint> forced_dsml_call(const std::vector<recipe::ToolDefinition>& tools, recipe::PromptEncoding encoding,
                                     const DsmlCallOptions& options = {});

@@ -282,6 +282,21 @@ def test_forced_tool_use_messages(an):
     assert not [b for b in m.content if b.type == "text" and b.text]
 
 
+def test_any_tool_choice_messages_calls_a_tool(an):
+    """tool_choice "any": deepseek-recipe renders Auto's prompt (no prefill), and the grammar makes
+    the answer a DSML block of calls, so even random weights answer with a valid tool_use."""
+    m = an.messages.create(
+        model=NAME, max_tokens=200, extra_body={"temperature": 1, **NO_THINKING},
+        messages=[{"role": "user", "content": "Weather in Paris?"}],
+        tools=[{"name": "get_weather", "description": "Current weather in a city.",
+                "input_schema": BOUNDED["function"]["parameters"]}],
+        tool_choice={"type": "any", "disable_parallel_tool_use": True})
+    assert m.stop_reason == "tool_use"
+    uses = [b for b in m.content if b.type == "tool_use"]
+    assert len(uses) == 1
+    _check_bounded_call(uses[0].name, json.dumps(uses[0].input))
+
+
 def test_a_repeated_prompt_hits_the_prefix_cache(oa):
     """The compressed rows of the first request's whole blocks are found by the second, which
     replays only the last window before them (usage counts the prompt tokens not computed)."""

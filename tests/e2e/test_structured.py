@@ -149,6 +149,22 @@ def test_strict_tool_under_auto_answers_text_or_a_valid_call(openai_client):
     print(f"{n_calls} calls in 4 answers")
 
 
+def test_any_tool_choice_is_a_forced_call(anthropic_client):
+    """Anthropic's tool_choice "any" on a chat-template model: the answer is a call of one of the
+    tools, its input valid against that tool's schema."""
+    params = {"type": "object", "properties": {"days": {"type": "integer", "minimum": 1, "maximum": 7}},
+              "required": ["days"], "additionalProperties": False}
+    other = {"type": "object", "properties": {"city": {"enum": ["Oslo", "Rome"]}}, "required": ["city"]}
+    m = anthropic_client.messages.create(
+        model=MODEL, max_tokens=80, messages=[{"role": "user", "content": "Weather this week?"}],
+        tools=[{"name": "forecast", "input_schema": params}, {"name": "pick_city", "input_schema": other}],
+        tool_choice={"type": "any"}, extra_body={"temperature": 1})
+    assert m.stop_reason == "tool_use"
+    uses = [b for b in m.content if b.type == "tool_use"]
+    assert len(uses) == 1
+    jsonschema.validate(uses[0].input, params if uses[0].name == "forecast" else other)
+
+
 def test_bad_grammar_is_a_400_and_the_server_keeps_serving(openai_client):
     with pytest.raises(openai.BadRequestError) as err:
         openai_client.chat.completions.create(

@@ -163,6 +163,31 @@ TEST_P(ForcedDsmlCall, StrictToolsUnderAutoStartAtTheBlockTheModelOpens) {
   EXPECT_FALSE(accepts(g, written({{"a", "get_time", "{}"}})));
 }
 
+// Anthropic's tool_choice "any": the prompt is Auto's, so the grammar writes the block's opening
+// too, as the encoder writes it after an assistant's (empty) content.
+TEST_P(ForcedDsmlCall, AnyToolChoiceOpensTheBlockItself) {
+  auto constraint = forced_dsml_call(weather_tools(), GetParam(), {.opens_block = true});
+  ASSERT_TRUE(constraint.ok()) << constraint.status().to_string();
+  EXPECT_TRUE(constraint->start_after.empty());
+  const auto g = compile(*constraint);
+  ASSERT_NE(g, nullptr);
+  const recipe::DsmlTags tags = recipe::dsml_tags(GetParam());
+  const std::string opening = "\n\n<" + std::string(recipe::kDsmlToken) + std::string(tags.block) + ">\n";
+  const std::string call = written_calls({{"a", "get_weather", R"({"city": "Paris"})"}}, GetParam());
+  EXPECT_TRUE(accepts(g, opening + call));
+  EXPECT_FALSE(accepts(g, call)) << "the opening is the grammar's";
+  EXPECT_FALSE(accepts(g, "Sure! " + opening + call)) << "no text before the call";
+  const recipe::ParsedOutput parsed = [&] {
+    recipe::OutputParser parser(recipe::ParsingOptions{});
+    recipe::ParsedOutput out;
+    recipe::accumulate(parser.feed(opening + call), out);
+    recipe::accumulate(parser.finish(), out);
+    return out;
+  }();
+  ASSERT_EQ(parsed.tool_calls.size(), 1u);
+  EXPECT_TRUE(parsed.content.empty()) << parsed.content;
+}
+
 INSTANTIATE_TEST_SUITE_P(Encodings, ForcedDsmlCall,
                          ::testing::Values(PromptEncoding::kDeepseekV4, PromptEncoding::kDeepseekV41),
                          [](const auto& info) { return info.param == PromptEncoding::kDeepseekV4 ? "V4" : "V41"; });
