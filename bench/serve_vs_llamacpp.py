@@ -170,7 +170,7 @@ def first_request_ms(url: str) -> list[float]:
     return out
 
 
-def bench_point(url: str, dataset: str, concurrency: int, prompts: int, args) -> dict:
+def bench_point(url: str, dataset: str, concurrency: int, prompts: int, seed: int, args) -> dict:
     out = PEERS / "last_result.json"
     cmd = [str(REPO / "build" / "bin" / "deepinfer"), "bench", "serve", "--url", url, "--model", "m",
            "--dataset-name", dataset, "--num-prompts", str(prompts), "--max-concurrency", str(concurrency),
@@ -178,7 +178,7 @@ def bench_point(url: str, dataset: str, concurrency: int, prompts: int, args) ->
            "--prefix-repetition-prefix-len", str(args.input_len // 2),
            "--prefix-repetition-suffix-len", str(args.input_len - args.input_len // 2),
            "--prefix-repetition-num-prefixes", "4", "--prefix-repetition-output-len", str(args.output_len),
-           "--seed", "1", "--disable-tqdm", "--result-filename", str(out)]
+           "--seed", str(seed), "--disable-tqdm", "--result-filename", str(out)]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         sys.exit(f"bench serve failed ({proc.returncode}):\n{proc.stderr}\n{proc.stdout}")
@@ -214,7 +214,7 @@ def markdown(report: dict) -> str:
              f"{LLAMA_CPP_PYTHON_VERSION}'s sources, built with `{' '.join(CMAKE_FLAGS)}`; deepinfer {report['deepinfer_version']}. "
              f"Each point: `deepinfer bench serve --dataset-name D --max-concurrency C --num-prompts "
              f"max({report['min_prompts']}, {report['prompts_per_concurrency']}C)` with {report['input_len']}-token prompts and "
-             f"{report['output_len']} output tokens (ignore_eos), streamed completions; the servers alternate at every point.",
+             f"{report['output_len']} output tokens (ignore_eos), streamed completions; the servers alternate at every point, and every point has its own seed (prompts no earlier point sent).",
              "",
              "| model | dataset | concurrency | output tok/s deepinfer | llama-server | ratio | TTFT p50 ms deepinfer | llama-server | TTFT p99 ms deepinfer | llama-server | TPOT p50 ms deepinfer | llama-server |",
              "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
@@ -337,9 +337,14 @@ def main() -> None:
                 for c in concurrency:
                     prompts = max(args.min_prompts, args.prompts_per_concurrency * c)
                     row = {"model": name, "dataset": dataset, "concurrency": c}
+                    # Both servers get the same prompts at a point, and every point new ones: with
+                    # one seed for all, a point's prompts were the earlier points' again, and each
+                    # server's prefix or slot cache answered them (llama-server's slots keep a whole
+                    # prompt; a Gemma 3 hit in deepinfer replays its 512-token window, all of it).
+                    seed = 1 + len(report["rows"])
                     for kind in ("deepinfer", "llamacpp"):
-                        print(f"{name} {dataset} c={c} {kind} ({prompts} prompts)", flush=True)
-                        row[kind] = bench_point(servers[kind][1], dataset, c, prompts, args)
+                        print(f"{name} {dataset} c={c} {kind} ({prompts} prompts, seed {seed})", flush=True)
+                        row[kind] = bench_point(servers[kind][1], dataset, c, prompts, seed, args)
                     report["rows"].append(row)
         finally:
             for proc, _, _ in servers.values():
