@@ -73,6 +73,8 @@ class SequenceConstraint {
   // The text the grammar forces next (Matcher::forced_bytes, up to max_bytes, cut to whole
   // UTF-8 characters); empty before the grammar starts.
   std::string forced_text(size_t max_bytes);
+  // Whether the grammar has started and forces its next byte (forced_text would not be empty).
+  bool forces_text() { return started() && !matcher_.forced_bytes(1).empty(); }
 
  private:
   grammar::Matcher matcher_;

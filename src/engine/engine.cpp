@@ -829,7 +829,6 @@ class EngineImpl final : public Engine {
   // model may spell it otherwise, and verification keeps what it samples).
   speculative::Draft grammar_draft(Sequence& seq, int64_t room) {
     speculative::Draft d;
-    if (!seq.constraint) return d;
     const std::string text = seq.constraint->forced_text(kForcedTextBytes);
     if (text.empty()) return d;
     // Confidence: how often this sequence (and all of them, the prior) kept forced tokens; the
@@ -849,7 +848,7 @@ class EngineImpl final : public Engine {
     if (n_grammar_drafting_ == 0) return false;
     Sequence* forced = nullptr;
     for (auto& [id, seq] : seqs_) {
-      if (seq.grammar_drafts && !seq.constraint->forced_text(8).empty()) {
+      if (seq.grammar_drafts && seq.constraint->forces_text()) {
         forced = &seq;
         break;
       }
@@ -948,8 +947,10 @@ class EngineImpl final : public Engine {
     std::lock_guard<std::mutex> lock(stats_mutex_);
     SpeculativeUsage& u = speculative_usage();
     ++u.verify_sizes[static_cast<size_t>(s.n_draft)];
-    if (s.n_draft == 0) return;
-    SpeculativeMethodUsage& m = u.methods[seq.drafter->method() == SpeculativeMethod::kNgram ? 0 : 1];
+    if (s.n_draft > 0) count_verification(u.methods[seq.drafter->method() == SpeculativeMethod::kNgram ? 0 : 1], s);
+  }
+
+  static void count_verification(SpeculativeMethodUsage& m, const SampleJob& s) {
     ++m.verifications;
     m.draft_tokens += s.n_draft;
     m.accepted_tokens += s.n_accepted;
@@ -963,10 +964,7 @@ class EngineImpl final : public Engine {
     seq.n_draft_tokens += s.n_draft;
     seq.n_accepted_draft_tokens += s.n_accepted;
     std::lock_guard<std::mutex> lock(stats_mutex_);
-    SpeculativeMethodUsage& m = speculative_usage().methods[2];
-    ++m.verifications;
-    m.draft_tokens += s.n_draft;
-    m.accepted_tokens += s.n_accepted;
+    count_verification(speculative_usage().methods[2], s);
   }
 
   // stats_.speculative, its methods made on first use. Under stats_mutex_.
@@ -1120,8 +1118,8 @@ class EngineImpl final : public Engine {
   static constexpr int64_t kRecentOutputTokens = int64_t{1} << 20;  // what a rebuilt trie holds
   int64_t n_speculating_ = 0;  // sequences with a drafter: steps run synchronously meanwhile
   int64_t n_grammar_drafting_ = 0;  // sequences whose constraint drafts forced text
-  // Forced text drafted per step at most, and the confidence of its tokens: the model rarely
-  // spells forced text otherwise, so the schedule verifies it whenever a step has room.
+  // Forced text drafted per step at most, and the prior of a forced token's acceptance (the
+  // model mostly spells forced text as the tokenizer does; grammar_pooled_ corrects it).
   static constexpr size_t kForcedTextBytes = 256;
   static constexpr float kForcedTokenPrior = 0.9f;
   speculative::AcceptanceStats grammar_pooled_;  // forced-text verifications of every sequence

@@ -174,17 +174,23 @@ class GbnfParser {
     return cp;
   }
 
+  // A "..." literal's bytes (at its opening quote; past its closing one after).
+  Result<std::string> parse_literal() {
+    ++pos_;
+    std::string bytes;
+    while (peek() != '"') {
+      if (at_end() || peek() == '\n') return error("unterminated string literal");
+      DI_ASSIGN_OR_RETURN(uint32_t cp, parse_char());
+      bytes += utf8_encode(cp);
+    }
+    ++pos_;
+    return bytes;
+  }
+
   Result<ExprId> parse_atom(int depth) {
     const char c = peek();
     if (c == '"') {
-      ++pos_;
-      std::string bytes;
-      while (peek() != '"') {
-        if (at_end() || peek() == '\n') return error("unterminated string literal");
-        DI_ASSIGN_OR_RETURN(uint32_t cp, parse_char());
-        bytes += utf8_encode(cp);
-      }
-      ++pos_;
+      DI_ASSIGN_OR_RETURN(std::string bytes, parse_literal());
       return g_.bytes(bytes);
     }
     if (c == '[') {
@@ -242,14 +248,7 @@ class GbnfParser {
     pos_ += 8;
     skip_space();
     if (peek() != '"') return error("expected a string literal after %pattern");
-    ++pos_;
-    std::string pattern;
-    while (peek() != '"') {
-      if (at_end() || peek() == '\n') return error("unterminated string literal");
-      DI_ASSIGN_OR_RETURN(uint32_t cp, parse_char());
-      pattern += utf8_encode(cp);
-    }
-    ++pos_;
+    DI_ASSIGN_OR_RETURN(std::string pattern, parse_literal());
     auto expr = compile_regex(g_, pattern, RegexEncoding::kRaw, RegexMatch::kSearch);
     if (!expr.ok()) return error("%pattern: " + expr.status().message());
     return *expr;

@@ -71,12 +71,13 @@ constexpr std::string_view kFullwidthBar = "｜";
 
 // The value of one parameter in GBNF: raw text after string="true", or JSON after string="false".
 std::string dsml_value(const Json& schema, const Json& root) {
+  const std::string raw_value = gbnf_literal("string=\"true\">") + " ";
   if (schema.is_object() && schema.value("type", Json()) == "string") {
     bool raw = true;
     for (const auto& [key, value] : schema.items()) raw = raw && (raw_string_keyword(key) || key == "pattern");
     const bool lengths = schema.contains("minLength") || schema.contains("maxLength");
     if (raw && schema.contains("pattern") && schema["pattern"].is_string() && !lengths) {
-      return "\"string=\\\"true\\\">\" %pattern " + gbnf_literal(schema["pattern"].get<std::string>());
+      return raw_value + "%pattern " + gbnf_literal(schema["pattern"].get<std::string>());
     }
     if (raw && !schema.contains("pattern")) {
       const int64_t min = schema.value("minLength", int64_t{0});
@@ -84,7 +85,7 @@ std::string dsml_value(const Json& schema, const Json& root) {
       std::string repeat = max >= 0 ? "{" + std::to_string(min) + "," + std::to_string(max) + "}"
                                     : min > 0 ? "{" + std::to_string(min) + ",}" : "*";
       // Small bounds only: GBNF unrolls {m,n} into states.
-      if (min <= 4096 && max <= 4096) return "\"string=\\\"true\\\">\" [^｜]" + repeat;
+      if (min <= 4096 && max <= 4096) return raw_value + "[^｜]" + repeat;
     }
   }
   if (schema.is_object() && schema.contains("enum") && schema["enum"].is_array() && !schema["enum"].empty() &&
@@ -97,7 +98,7 @@ std::string dsml_value(const Json& schema, const Json& root) {
       }
       alts += (alts.empty() ? "" : " | ") + gbnf_literal(v.get_ref<const std::string&>());
     }
-    if (!alts.empty()) return "\"string=\\\"true\\\">\" (" + alts + ")";
+    if (!alts.empty()) return raw_value + "(" + alts + ")";
   }
   Json own = schema.is_boolean() ? (schema.get<bool>() ? Json::object() : Json{{"not", Json::object()}}) : schema;
   if (own.is_object()) {
@@ -105,7 +106,7 @@ std::string dsml_value(const Json& schema, const Json& root) {
       if (root.contains(defs) && !own.contains(defs)) own[defs] = root[defs];
     }
   }
-  return "\"string=\\\"false\\\">\" %json " + own.dump();
+  return gbnf_literal("string=\"false\">") + " %json " + own.dump();
 }
 
 // {"anyOf": [one {"name": N, "arguments": ...} object per tool]}; with strict_only, the tools
@@ -146,8 +147,10 @@ Result<Constraint> forced_dsml_call(const std::vector<recipe::ToolDefinition>& t
     std::string body = open(tags.invoke) + " " + gbnf_literal(tools[t].name + "\">\n");
     if (options.strict_only && !tools[t].strict.value_or(false)) {
       // Any parameters, as the parser reads them: a name without a quote, raw text without "｜".
-      gbnf += rule + " ::= " + body + " (" + open(tags.parameter) + " [^\"]* \"\\\" string=\\\"\" (\"true\" | \"false\") \"\\\">\" [^｜]* " +
-              close(tags.parameter) + " \"\\n\")* " +
+      const std::string any_line = open(tags.parameter) + " [^\"]* " + gbnf_literal("\" string=\"") +
+                                   " (\"true\" | \"false\") " + gbnf_literal("\">") + " [^｜]* " + close(tags.parameter) +
+                                   " \"\\n\"";
+      gbnf += rule + " ::= " + body + " (" + any_line + ")* " +
               (encoding == recipe::PromptEncoding::kDeepseekV41 ? "\"\\n\"? " : "") + close(tags.invoke) + "\n";
       continue;
     }

