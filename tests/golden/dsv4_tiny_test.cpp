@@ -221,14 +221,51 @@ TEST(DeepseekV4Tiny, MissingTensorIsOneClearError) {
   fs::remove_all(dir);
 }
 
-TEST(DeepseekV4Tiny, QuantizedCheckpointIsRefused) {
+TEST(DeepseekV4Tiny, UnsupportedQuantizationIsRefused) {
   const fs::path dir = edited_copy("quant", "\"model_type\": \"deepseek_v4\"",
-                                   "\"model_type\": \"deepseek_v4\", \"quantization_config\": {\"fmt\": \"e4m3\"}");
+                                   "\"model_type\": \"deepseek_v4\", \"quantization_config\": {\"quant_method\": \"awq\"}");
   auto model = testing::load_model(dir.string());
   ASSERT_FALSE(model.ok());
   EXPECT_EQ(model.status().code(), StatusCode::kUnimplemented);
-  EXPECT_NE(model.status().message().find("FP8"), std::string::npos) << model.status().to_string();
+  EXPECT_NE(model.status().message().find("'awq'"), std::string::npos) << model.status().to_string();
   fs::remove_all(dir);
+}
+
+// The release format (tests/golden/dsv4_fp8/, from tools/golden/make_dsv4_fp8.py): this model's
+// weights as DeepSeek ships V4, FP8 e4m3 projections with UE8M0 block scales, FP4 e2m1 experts
+// packed two a byte with a scale per 32 inputs, official tensor names. dequantized/ holds the
+// same weights multiplied out by the script (exact in BF16). Loading the release must give the
+// dequantized model's logits bit for bit: a code read wrong, a nibble swapped or a scale applied
+// to the wrong block changes them.
+const fs::path kReleaseDir = fs::path(DEEPINFER_TEST_DATA) / "golden" / "dsv4_fp8";
+
+TEST(DeepseekV4Release, Fp8AndFp4WeightsGiveTheDequantizedModelsLogits) {
+  const auto g = golden();
+  auto release = testing::load_model(kReleaseDir.string());
+  ASSERT_TRUE(release.ok()) << release.status().to_string();
+  auto reference = testing::load_model((kReleaseDir / "dequantized").string());
+  ASSERT_TRUE(reference.ok()) << reference.status().to_string();
+  EXPECT_EQ((*release)->source().find("layers.1.attn.wq_a.weight")->dtype, DType::kBF16);
+  EXPECT_EQ((*release)->source().find("layers.1.attn.wq_a.scale"), nullptr);
+
+  const auto prompt = g["prompt_ids"].get<std::vector<int32_t>>();
+  auto a = (*release)->new_context(64);
+  auto b = (*reference)->new_context(64);
+  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_TRUE((*a)->eval(prompt, LogitsMode::kAll).ok());
+  ASSERT_TRUE((*b)->eval(prompt, LogitsMode::kAll).ok());
+  for (int64_t row = 0; row < static_cast<int64_t>(prompt.size()); ++row) {
+    const auto la = (*a)->logits(row), lb = (*b)->logits(row);
+    ASSERT_TRUE(std::equal(la.begin(), la.end(), lb.begin(), lb.end())) << "position " << row;
+  }
+  for (int step = 0; step < 16; ++step) {
+    const int32_t next = Sampler::argmax((*a)->logits((*a)->n_logit_rows() - 1));
+    ASSERT_EQ(next, Sampler::argmax((*b)->logits((*b)->n_logit_rows() - 1))) << "step " << step;
+    ASSERT_TRUE((*a)->eval(std::span<const int32_t>(&next, 1), LogitsMode::kLast).ok());
+    ASSERT_TRUE((*b)->eval(std::span<const int32_t>(&next, 1), LogitsMode::kLast).ok());
+    const auto la = (*a)->logits(0), lb = (*b)->logits(0);
+    ASSERT_TRUE(std::equal(la.begin(), la.end(), lb.begin(), lb.end())) << "step " << step;
+  }
 }
 
 }  // namespace

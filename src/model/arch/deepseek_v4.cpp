@@ -32,7 +32,10 @@
 // compressor frontiers), rebuilding those, and the replay leaves the shared compressed rows as
 // they are (compress_kv skips entries below first_write).
 //
-// Not yet: V4.1, FP8 / FP4 weights, MTP layers (their tensors, when present, are ignored), and
+// FP8 / FP4 release weights arrive here as BF16: the safetensors loader multiplies them out
+// (model/loader/block_scaled.h).
+//
+// Not yet: V4.1, MTP layers (their tensors, when present, are ignored), and
 // the official checkpoint's QAT round-trips (transformers omits them too).
 #include <algorithm>
 #include <cmath>

@@ -339,6 +339,37 @@ Status read_special_tokens(const ConfigReader& cfg, Metadata* md) {
   return {};
 }
 
+// quantization_config: only block-scaled FP8 (quant_method "fp8", e4m3 codes, a scale per block
+// in "<weight>.scale" or "<weight>.weight_scale_inv"; DeepSeek's FP4 experts ride along under the
+// same config) is read, by the safetensors loader (block_scaled.h). The other methods (GPTQ, AWQ,
+// bitsandbytes, per-tensor fp8) pack weights in ways the loader does not unpack. Activations are
+// not quantized here: "activation_scheme" names what an FP8 GPU kernel does with its inputs.
+Status check_block_fp8(const ConfigReader& cfg, const std::string& path) {
+  const json* q = cfg.get("quantization_config");
+  if (q == nullptr) return {};
+  if (!q->is_object()) return cfg.bad("quantization_config", "an object");
+  const auto text = [&](const char* key) -> std::string {
+    auto it = q->find(key);
+    return it != q->end() && it->is_string() ? it->get<std::string>() : std::string();
+  };
+  const std::string method = text("quant_method");
+  if (method != "fp8") {
+    return unimplemented(path + ": quantization_config quant_method '" + method +
+                         "' is not supported; block-scaled fp8 (with DeepSeek's FP4 experts) is, and F32, F16 "
+                         "or BF16 checkpoints are");
+  }
+  if (const std::string fmt = text("fmt"); !fmt.empty() && fmt != "e4m3") {
+    return unimplemented(path + ": fp8 format '" + fmt + "' is not supported (e4m3 is)");
+  }
+  auto block = q->find("weight_block_size");
+  if (block == q->end() || !block->is_array() || block->size() != 2 || !(*block)[0].is_number_integer() ||
+      !(*block)[1].is_number_integer() || (*block)[0].get<int64_t>() <= 0 || (*block)[1].get<int64_t>() <= 0) {
+    return unimplemented(path + ": fp8 without weight_block_size (a scale per tensor or per channel) is not "
+                         "supported; block-scaled fp8 is");
+  }
+  return {};
+}
+
 // DeepSeek V4 (DeepseekV4ForCausalLM, model_type deepseek_v4): keys "deepseek_v4.*" that
 // model/arch/deepseek_v4.cpp reads. Both the config transformers writes (layer_types,
 // mlp_layer_types, compress_rates, rope_parameters {main, compress}) and the legacy fields of
@@ -355,10 +386,7 @@ bool is_deepseek_v4(const ConfigReader& cfg) {
 
 Result<Metadata> parse_deepseek_v4(const json& root, const std::string& path) {
   ConfigReader cfg(root, path);
-  if (cfg.has("quantization_config")) {
-    return unimplemented(path + ": quantized DeepSeek V4 checkpoints (FP8 / FP4, quantization_config) are not "
-                         "supported yet; convert to BF16 or F32");
-  }
+  DI_RETURN_IF_ERROR(check_block_fp8(cfg, path));
   Metadata md;
   const std::string p = "deepseek_v4.";
   md.set("general.architecture", MetaValue::of_string("deepseek_v4"));
@@ -562,11 +590,7 @@ Result<Metadata> parse_hf_config(std::string_view json_text, const std::string& 
   if (is_deepseek_v4(cfg)) return parse_deepseek_v4(root, path);
 
   DI_ASSIGN_OR_RETURN(const ArchInfo* arch, find_architecture(cfg, path));
-  // A quantized checkpoint (GPTQ, AWQ, fp8, bitsandbytes) stores packed weights the CPU
-  // backend cannot read as plain matrices.
-  if (cfg.has("quantization_config")) {
-    return unimplemented(path + ": quantized Hugging Face checkpoints (quantization_config) are not supported");
-  }
+  DI_RETURN_IF_ERROR(check_block_fp8(cfg, path));
   DI_ASSIGN_OR_RETURN(std::optional<std::string> act,
                       cfg.opt_string(arch->gguf_arch == "gemma3" ? "hidden_activation" : "hidden_act"));
   if (act && *act != arch->activation) {

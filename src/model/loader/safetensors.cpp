@@ -14,7 +14,9 @@
 #include <optional>
 #include <set>
 
+#include "core/log.h"
 #include "core/mapped_file.h"
+#include "model/loader/block_scaled.h"
 #include "model/loader/hf_config.h"
 
 namespace deepinfer {
@@ -27,20 +29,41 @@ namespace fs = std::filesystem;
 // cap keeps a hostile file from making the JSON parser allocate without bound.
 constexpr uint64_t kMaxHeaderBytes = 100ull << 20;
 
+// How a tensor of a block-scaled checkpoint takes part (block_scaled.h): codes waiting for their
+// scales, or scales.
+enum class BlockRole { kNone, kFp8Codes, kFp4Codes, kPackedBytes, kUe8m0Scales };
+
 struct SafetensorsDType {
   std::string_view name;
-  size_t element_bytes;
+  size_t element_bytes;  // F4: 0 (two elements per byte)
   std::optional<DType> dtype;  // nullopt: a valid safetensors dtype that is not a model weight here
   std::optional<DType> integer = std::nullopt;  // for the integer tables hf_integer_tensor_allowed names
+  BlockRole block = BlockRole::kNone;
 };
 
 constexpr SafetensorsDType kDTypes[] = {
     {"F32", 4, DType::kF32},  {"F16", 2, DType::kF16},  {"BF16", 2, DType::kBF16},
     {"F64", 8, std::nullopt}, {"I64", 8, std::nullopt, DType::kI64}, {"I32", 4, std::nullopt, DType::kI32},
-    {"I16", 2, std::nullopt}, {"I8", 1, std::nullopt},  {"U8", 1, std::nullopt},
+    {"I16", 2, std::nullopt}, {"I8", 1, std::nullopt, std::nullopt, BlockRole::kPackedBytes},
+    {"U8", 1, std::nullopt, std::nullopt, BlockRole::kPackedBytes},
     {"U16", 2, std::nullopt}, {"U32", 4, std::nullopt}, {"U64", 8, std::nullopt},
-    {"BOOL", 1, std::nullopt}, {"F8_E4M3", 1, std::nullopt}, {"F8_E5M2", 1, std::nullopt},
+    {"BOOL", 1, std::nullopt},
+    {"F8_E4M3", 1, std::nullopt, std::nullopt, BlockRole::kFp8Codes},
+    {"F8_E5M2", 1, std::nullopt},
+    {"F8_E8M0", 1, std::nullopt, std::nullopt, BlockRole::kUe8m0Scales},
+    {"F4", 0, std::nullopt, std::nullopt, BlockRole::kFp4Codes},
 };
+
+// "<w>.scale" (DeepSeek's release) or "<w>.weight_scale_inv" (transformers' fp8) holds the block
+// scales of "<w>.weight"; the weight's name, or "" for any other tensor.
+std::string scaled_weight_name(std::string_view hf_name) {
+  for (std::string_view suffix : {std::string_view(".weight_scale_inv"), std::string_view(".scale")}) {
+    if (hf_name.size() > suffix.size() && hf_name.ends_with(suffix)) {
+      return std::string(hf_name.substr(0, hf_name.size() - suffix.size())) + ".weight";
+    }
+  }
+  return "";
+}
 
 const SafetensorsDType* find_dtype(std::string_view name) {
   for (const SafetensorsDType& d : kDTypes) {
@@ -72,11 +95,27 @@ class SafetensorsSource final : public TensorSource {
   // Hugging Face names the file holds, for the index check.
   Status add_file(const fs::path& file, std::set<std::string>* hf_names);
   Status apply_tied_embeddings(const fs::path& config_path);
+  // Appends a view under the tensor's GGUF-style name, refusing a name seen before.
+  Status add_view(const std::string& hf_name, TensorView view);
+  // Pairs block-scaled codes with their scales (held back by add_file, since a scale may sit in
+  // another shard) and replaces each pair by one BF16 matrix.
+  Status resolve_block_scaled();
+  Status dequantize_pair(const TensorView& codes, BlockRole role, const TensorView& scales);
+
+  // A tensor add_file held back: block-scaled codes, or a possible scale.
+  struct Held {
+    TensorView view;  // name: the Hugging Face name; dtype meaningless for codes
+    BlockRole role = BlockRole::kNone;
+    std::string dtype_name;
+  };
 
   std::string dir_;
   Metadata metadata_;
+  std::string architecture_;
   std::vector<TensorView> tensors_;
   std::vector<MappedFile> files_;  // the views point into these maps
+  std::vector<std::vector<uint16_t>> dequantized_;  // BF16 matrices made from block-scaled codes
+  std::map<std::string, Held, std::less<>> held_;    // by Hugging Face name
   std::map<std::string, std::string, std::less<>> origin_;  // GGUF name -> file, for duplicates
 };
 
@@ -93,6 +132,7 @@ Status SafetensorsSource::load(const fs::path& config_path) {
   } else {
     return not_found(dir_ + ": neither model.safetensors nor model.safetensors.index.json is present");
   }
+  DI_RETURN_IF_ERROR(resolve_block_scaled());
   return apply_tied_embeddings(config_path);
 }
 
@@ -171,7 +211,8 @@ Status SafetensorsSource::add_file(const fs::path& path, std::set<std::string>* 
 
   // Decides the few tensor names whose meaning differs by architecture.
   Result<std::string> arch_name = metadata_.get_string_or("general.architecture", "");
-  const std::string architecture = arch_name.ok() ? *arch_name : "";
+  architecture_ = arch_name.ok() ? *arch_name : "";
+  const std::string& architecture = architecture_;
   const uint8_t* data = file.data() + 8 + header_len;
   const uint64_t data_size = size - 8 - header_len;
   for (const auto& item : header.items()) {
@@ -212,8 +253,18 @@ Status SafetensorsSource::add_file(const fs::path& path, std::set<std::string>* 
                      " bytes); the file is truncated or corrupt");
     }
     uint64_t want_bytes = 0;
-    if (__builtin_mul_overflow(n_elements, static_cast<uint64_t>(dt->element_bytes), &want_bytes) ||
-        want_bytes != end - begin) {
+    bool bytes_overflow = __builtin_mul_overflow(n_elements, static_cast<uint64_t>(dt->element_bytes), &want_bytes);
+    if (dt->block == BlockRole::kFp4Codes) {
+      // Two e2m1 codes a byte. Writers differ on whether the shape counts codes or bytes (torch's
+      // float4_e2m1fn_x2 counts bytes), so either is read and the codes view keeps the byte shape.
+      bytes_overflow = false;
+      want_bytes = n_elements;
+      if (end - begin != n_elements && !shape.empty() && shape.back() % 2 == 0) {
+        want_bytes = n_elements / 2;
+        shape.back() /= 2;
+      }
+    }
+    if (bytes_overflow || want_bytes != end - begin) {
       std::string shape_s = "[";
       for (size_t i = 0; i < shape.size(); ++i) shape_s += (i ? ", " : "") + std::to_string(shape[i]);
       return problem("has " + std::to_string(end - begin) + " bytes of data, but shape " + shape_s + "] of " +
@@ -221,28 +272,132 @@ Status SafetensorsSource::add_file(const fs::path& path, std::set<std::string>* 
     }
 
     hf_names->insert(hf_name);
-    std::optional<std::string> gguf_name = hf_to_gguf_tensor_name(hf_name, architecture);
-    if (!gguf_name) continue;
     const bool integer_table = dt->integer && hf_integer_tensor_allowed(hf_name, architecture);
-    if (!dt->dtype && !integer_table) {
-      return unimplemented(name + ": tensor '" + hf_name + "' has dtype " + dtype_name_str +
-                           "; only F32, F16 and BF16 weights are supported");
-    }
-    if (auto it = origin_.find(*gguf_name); it != origin_.end()) {
-      return invalid_argument(name + ": tensor '" + hf_name + "' appears again (also in " + it->second + ")");
-    }
-    origin_.emplace(*gguf_name, name);
     TensorView view;
-    view.name = std::move(*gguf_name);
-    view.dtype = integer_table ? *dt->integer : *dt->dtype;
+    view.name = hf_name;
+    view.dtype = integer_table ? *dt->integer : dt->dtype.value_or(DType::kF32);
     view.shape = std::move(shape);
     view.data = data + begin;
     view.n_bytes = static_cast<size_t>(end - begin);
     view.file = name;
-    tensors_.push_back(std::move(view));
+    // Block-scaled codes, and anything that may be their scales, wait for resolve_block_scaled.
+    const bool maybe_scale = dt->dtype && !scaled_weight_name(hf_name).empty();
+    if ((dt->block != BlockRole::kNone && !integer_table) || maybe_scale) {
+      if (held_.count(hf_name)) {
+        return invalid_argument(name + ": tensor '" + hf_name + "' appears again (also in " +
+                                held_.at(hf_name).view.file + ")");
+      }
+      held_.emplace(hf_name, Held{std::move(view), dt->block, dtype_name_str});
+      continue;
+    }
+    if (!dt->dtype && !integer_table) {
+      return unimplemented(name + ": tensor '" + hf_name + "' has dtype " + dtype_name_str +
+                           "; only F32, F16 and BF16 weights (and block-scaled FP8 / FP4 with their scales) are "
+                           "supported");
+    }
+    DI_RETURN_IF_ERROR(add_view(hf_name, std::move(view)));
   }
   files_.push_back(std::move(file));
   return {};
+}
+
+Status SafetensorsSource::add_view(const std::string& hf_name, TensorView view) {
+  std::optional<std::string> gguf_name = hf_to_gguf_tensor_name(hf_name, architecture_);
+  if (!gguf_name) return {};
+  if (auto it = origin_.find(*gguf_name); it != origin_.end()) {
+    return invalid_argument(view.file + ": tensor '" + hf_name + "' appears again (also in " + it->second + ")");
+  }
+  origin_.emplace(*gguf_name, view.file);
+  view.name = std::move(*gguf_name);
+  tensors_.push_back(std::move(view));
+  return {};
+}
+
+Status SafetensorsSource::resolve_block_scaled() {
+  // Each scale finds its codes; what is left over must be a plain tensor.
+  std::set<std::string> paired;
+  for (const auto& [hf_name, held] : held_) {
+    if (held.role == BlockRole::kNone || held.role == BlockRole::kUe8m0Scales) continue;
+    const std::string stem = hf_name.ends_with(".weight") ? hf_name.substr(0, hf_name.size() - 7) : "";
+    const Held* scales = nullptr;
+    for (const std::string& candidate : {stem + ".scale", stem + ".weight_scale_inv"}) {
+      if (auto it = held_.find(candidate); !stem.empty() && it != held_.end()) {
+        scales = &it->second;
+        paired.insert(candidate);
+        break;
+      }
+    }
+    if (scales == nullptr) {
+      return unimplemented(held.view.file + ": tensor '" + hf_name + "' has dtype " + held.dtype_name +
+                           (stem.empty() ? "" : ", but no '" + stem + ".scale' or '" + stem +
+                                                    ".weight_scale_inv' gives its block scales") +
+                           "; F32, F16 and BF16 weights and block-scaled FP8 / FP4 are supported");
+    }
+    DI_RETURN_IF_ERROR(dequantize_pair(held.view, held.role, scales->view));
+    paired.insert(hf_name);
+  }
+  for (auto& [hf_name, held] : held_) {
+    if (paired.count(hf_name)) continue;
+    if (held.role != BlockRole::kNone) {
+      const std::string weight = scaled_weight_name(hf_name);
+      return invalid_argument(held.view.file + ": tensor '" + hf_name + "' has dtype " + held.dtype_name + ", " +
+                              (weight.empty() ? std::string("which is only read as the block scales of a weight")
+                                              : "but '" + weight + "' is not block-scaled FP8 or FP4 beside it"));
+    }
+    DI_RETURN_IF_ERROR(add_view(hf_name, std::move(held.view)));
+  }
+  held_.clear();
+  if (!dequantized_.empty()) {
+    size_t bytes = 0;
+    for (const std::vector<uint16_t>& m : dequantized_) bytes += m.size() * sizeof(uint16_t);
+    DI_LOG(kInfo, dir_ + ": " + std::to_string(dequantized_.size()) + " block-scaled FP8 / FP4 matrices dequantized to " +
+                      "BF16 (" + std::to_string(bytes >> 20) + " MiB)");
+    metadata_.set("deepinfer.dequantized_matrices", MetaValue::of_uint(dequantized_.size(), MetaType::kU32));
+  }
+  return {};
+}
+
+Status SafetensorsSource::dequantize_pair(const TensorView& codes, BlockRole role, const TensorView& scales) {
+  const std::string what = codes.file + ": tensor '" + codes.name + "'";
+  if (codes.shape.size() != 2 || scales.shape.size() != 2) {
+    return invalid_argument(what + " and its scales '" + scales.name + "' must both be matrices; they have shapes " +
+                            codes.shape_string() + " and " + scales.shape_string());
+  }
+  BlockScaledMatrix m;
+  m.code = role == BlockRole::kFp8Codes ? BlockCode::kFp8E4M3 : BlockCode::kFp4E2M1;
+  m.codes = codes.data;
+  m.n_out = codes.shape[0];
+  m.n_in = m.code == BlockCode::kFp4E2M1 ? 2 * codes.shape[1] : codes.shape[1];  // FP4: the byte shape
+  m.scales = scales.data;
+  m.scale_rows = scales.shape[0];
+  m.scale_cols = scales.shape[1];
+  const Held& scale_held = held_.at(scales.name);
+  if (scale_held.role == BlockRole::kUe8m0Scales) {
+    m.scale_type = BlockScaleType::kUe8m0;
+  } else if (scales.dtype == DType::kF32) {
+    m.scale_type = BlockScaleType::kF32;
+  } else if (scales.dtype == DType::kBF16) {
+    m.scale_type = BlockScaleType::kBF16;
+  } else {
+    return unimplemented(codes.file + ": scales '" + scales.name + "' have dtype " + scale_held.dtype_name +
+                         "; block scales must be F8_E8M0, F32 or BF16");
+  }
+  std::optional<BlockShape> block = infer_block(m.n_out, m.n_in, m.scale_rows, m.scale_cols);
+  if (!block) {
+    return invalid_argument(what + " is a [" + std::to_string(m.n_out) + ", " + std::to_string(m.n_in) +
+                            "] matrix, but its scales '" + scales.name + "' have shape " + scales.shape_string() +
+                            ", which no power-of-two block size gives");
+  }
+  m.block = *block;
+  std::vector<uint16_t>& out = dequantized_.emplace_back(static_cast<size_t>(m.n_out * m.n_in));
+  DI_RETURN_IF_ERROR(dequantize_to_bf16(m, out, codes.file + ": tensor '" + codes.name + "'"));
+  TensorView view;
+  view.dtype = DType::kBF16;
+  view.shape = {m.n_out, m.n_in};
+  view.data = reinterpret_cast<const uint8_t*>(out.data());
+  view.n_bytes = out.size() * sizeof(uint16_t);
+  view.file = codes.file;
+  return add_view(codes.name, std::move(view));
 }
 
 // transformers ties lm_head to the embedding after loading whenever the config says so, even

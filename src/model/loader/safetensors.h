@@ -1,5 +1,6 @@
 // Hugging Face model directories: config.json, model.safetensors or shards listed in
-// model.safetensors.index.json (F32, F16, BF16 tensors, memory-mapped). config.json becomes
+// model.safetensors.index.json (F32, F16, BF16 tensors, memory-mapped; block-scaled FP8 / FP4
+// with their scales, multiplied out to BF16 once, see block_scaled.h). config.json becomes
 // GGUF-style metadata keys and Hugging Face tensor names become GGUF-style names, so
 // architecture code reads one vocabulary (see tensor_source.h).
 #pragma once

@@ -308,6 +308,18 @@ TEST(HfConfig, UnsupportedFeaturesAreRefused) {
   st = parse_error(cfg.dump());
   EXPECT_EQ(st.code(), StatusCode::kUnimplemented);
   EXPECT_MESSAGE_HAS(st, "quantization_config");
+
+  // fp8 is read when it is block-scaled (the loader pairs each weight with its scales).
+  cfg["quantization_config"] = {{"quant_method", "fp8"}, {"activation_scheme", "dynamic"}};
+  st = parse_error(cfg.dump());
+  EXPECT_EQ(st.code(), StatusCode::kUnimplemented);
+  EXPECT_MESSAGE_HAS(st, "weight_block_size");
+  cfg["quantization_config"]["weight_block_size"] = {128, 128};
+  cfg["quantization_config"]["fmt"] = "e5m2";
+  st = parse_error(cfg.dump());
+  EXPECT_MESSAGE_HAS(st, "e5m2");
+  cfg["quantization_config"]["fmt"] = "e4m3";
+  EXPECT_TRUE(parse_hf_config(cfg.dump(), "config.json").ok());
 }
 
 // Gemma 3 as transformers 4 wrote it: top-level rope_theta and rope_local_base_freq, layer

@@ -2,6 +2,7 @@
 // sharded checkpoints, every supported dtype, tensor renaming, and damaged files.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "core/half.h"
+#include "model/loader/block_scaled.h"
 #include "model/loader/hf_config.h"
 #include "model/loader/safetensors.h"
 #include "model/loader/tensor_source.h"
@@ -579,6 +581,136 @@ TEST(HfTensorNames, GemmaSandwichNormsMapByArchitecture) {
             "blk.4.post_ffw_norm.weight");
   EXPECT_EQ(*hf_to_gguf_tensor_name("model.layers.4.post_attention_layernorm.weight", "qwen3"),
             "blk.4.ffn_norm.weight");
+}
+
+}  // namespace
+}  // namespace deepinfer
+
+namespace deepinfer {
+namespace {
+
+// ---- block-scaled FP8 / FP4 (DeepSeek's release format, transformers' fp8) ----
+
+FakeTensor byte_tensor(std::string name, std::string dtype, std::vector<int64_t> shape, std::vector<uint8_t> bytes) {
+  return {std::move(name), std::move(dtype), std::move(shape), std::move(bytes)};
+}
+
+float bf16_at(const TensorView& t, size_t i) {
+  uint16_t v;
+  std::memcpy(&v, t.data + 2 * i, 2);
+  return bf16_to_fp32(v);
+}
+
+// q_proj [4, 4] in FP8 with one F32 scale per [2, 4] block (transformers' weight_scale_inv);
+// gate_proj [8, 4] as DeepSeek's packed FP4 (I8, [8, 2] bytes) with an E8M0 scale per [1, 2].
+std::vector<FakeTensor> block_scaled_llama() {
+  std::vector<FakeTensor> tensors = llama_tensors();
+  std::vector<uint8_t> q(16);
+  for (size_t i = 0; i < q.size(); ++i) q[i] = static_cast<uint8_t>(0x38 + i);  // 1, 1.125, ..., 2, 2.25, ...
+  tensors[4] = byte_tensor("model.layers.0.self_attn.q_proj.weight", "F8_E4M3", {4, 4}, q);
+  tensors.push_back({"model.layers.0.self_attn.q_proj.weight_scale_inv", "F32", {2, 1}, f32_bytes({0.5f, 4.0f})});
+  std::vector<uint8_t> gate(16);
+  for (size_t i = 0; i < gate.size(); ++i) gate[i] = static_cast<uint8_t>(((i + 1) % 16) << 4 | (i % 16));
+  tensors[9] = byte_tensor("model.layers.0.mlp.gate_proj.weight", "I8", {8, 2}, gate);
+  std::vector<uint8_t> scales(16);
+  for (size_t i = 0; i < scales.size(); ++i) scales[i] = static_cast<uint8_t>(120 + i);
+  tensors.push_back(byte_tensor("model.layers.0.mlp.gate_proj.scale", "F8_E8M0", {8, 2}, scales));
+  return tensors;
+}
+
+TEST_F(SafetensorsLoaderTest, BlockScaledWeightsBecomeBf16AndTheirScalesGo) {
+  write_safetensors(file("model.safetensors"), block_scaled_llama());
+  auto r = open_safetensors(dir());
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ((*r)->tensors().size(), 12u);  // the two scale tensors are folded in
+  const TensorView* q = (*r)->find("blk.0.attn_q.weight");
+  ASSERT_NE(q, nullptr);
+  EXPECT_EQ(q->dtype, DType::kBF16);
+  EXPECT_EQ(q->shape, (std::vector<int64_t>{4, 4}));
+  for (size_t i = 0; i < 16; ++i) {
+    EXPECT_EQ(bf16_at(*q, i), e4m3fn_to_float(static_cast<uint8_t>(0x38 + i)) * (i < 8 ? 0.5f : 4.0f)) << i;
+  }
+  const TensorView* gate = (*r)->find("blk.0.ffn_gate.weight");
+  ASSERT_NE(gate, nullptr);
+  EXPECT_EQ(gate->dtype, DType::kBF16);
+  EXPECT_EQ(gate->shape, (std::vector<int64_t>{8, 4}));  // two codes a byte
+  for (size_t row = 0; row < 8; ++row) {
+    for (size_t col = 0; col < 4; ++col) {
+      const size_t byte = row * 2 + col / 2;
+      const uint8_t nibble = col % 2 ? static_cast<uint8_t>((byte + 1) % 16) : static_cast<uint8_t>(byte % 16);
+      const float scale = std::ldexp(1.0f, static_cast<int>(120 + row * 2 + col / 2) - 127);
+      EXPECT_EQ(bf16_at(*gate, row * 4 + col), e2m1_to_float(nibble) * scale) << row << "," << col;
+    }
+  }
+  EXPECT_EQ((*r)->find("model.layers.0.mlp.gate_proj.scale"), nullptr);
+}
+
+TEST_F(SafetensorsLoaderTest, ScalesMayLiveInAnotherShardAndF4CountsCodes) {
+  std::vector<FakeTensor> all = block_scaled_llama();
+  // safetensors' F4 dtype counts codes: the same bytes as I8 [8, 2] under shape [8, 4].
+  all[9].dtype = "F4";
+  all[9].shape = {8, 4};
+  std::vector<FakeTensor> a(all.begin(), all.end() - 2), b(all.end() - 2, all.end());
+  write_safetensors(file("a.safetensors"), a);
+  write_safetensors(file("b.safetensors"), b);
+  json index = {{"weight_map", json::object()}};
+  for (const FakeTensor& t : a) index["weight_map"][t.name] = "a.safetensors";
+  for (const FakeTensor& t : b) index["weight_map"][t.name] = "b.safetensors";
+  write_text(file("model.safetensors.index.json"), index.dump());
+  auto r = open_safetensors(dir());
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  const TensorView* gate = (*r)->find("blk.0.ffn_gate.weight");
+  ASSERT_NE(gate, nullptr);
+  EXPECT_EQ(gate->shape, (std::vector<int64_t>{8, 4}));
+  EXPECT_EQ(bf16_at(*gate, 1), e2m1_to_float(1) * std::ldexp(1.0f, -7));
+  EXPECT_EQ(gate->file, file("a.safetensors").string());
+}
+
+TEST_F(SafetensorsLoaderTest, Fp8WithoutItsScalesIsAnError) {
+  std::vector<FakeTensor> tensors = block_scaled_llama();
+  tensors.erase(tensors.begin() + 12);  // q_proj.weight_scale_inv
+  write_safetensors(file("model.safetensors"), tensors);
+  Status s = open_error();
+  EXPECT_EQ(s.code(), StatusCode::kUnimplemented);
+  EXPECT_MESSAGE_HAS(s, "model.layers.0.self_attn.q_proj.weight");
+  EXPECT_MESSAGE_HAS(s, "F8_E4M3");
+  EXPECT_MESSAGE_HAS(s, "q_proj.scale' or 'model.layers.0.self_attn.q_proj.weight_scale_inv'");
+}
+
+TEST_F(SafetensorsLoaderTest, ScalesOfTheWrongShapeAreAnError) {
+  std::vector<FakeTensor> tensors = block_scaled_llama();
+  tensors[12] = {"model.layers.0.self_attn.q_proj.weight_scale_inv", "F32", {3, 1}, f32_bytes({1, 1, 1})};
+  write_safetensors(file("model.safetensors"), tensors);
+  Status s = open_error();
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_MESSAGE_HAS(s, "[3, 1]");
+  EXPECT_MESSAGE_HAS(s, "no power-of-two block size");
+}
+
+TEST_F(SafetensorsLoaderTest, AScaleWithoutCodesIsAnErrorAndAFloatScaleNameIsKept) {
+  std::vector<FakeTensor> tensors = llama_tensors();
+  tensors.push_back(f32_tensor("model.layers.0.self_attn.o_proj.weight_scale_inv", {1, 1}, 1));  // o_proj is F32
+  write_safetensors(file("model.safetensors"), tensors);
+  auto r = open_safetensors(dir());
+  ASSERT_TRUE(r.ok()) << r.status().to_string();  // not block-scaled: an ordinary (unused) tensor
+  EXPECT_NE((*r)->find("model.layers.0.self_attn.o_proj.weight_scale_inv"), nullptr);
+
+  tensors.push_back(byte_tensor("model.layers.0.mlp.up_proj.scale", "F8_E8M0", {8, 1}, std::vector<uint8_t>(8, 127)));
+  write_safetensors(file("model.safetensors"), tensors);
+  Status s = open_error();
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_MESSAGE_HAS(s, "mlp.up_proj.scale");
+  EXPECT_MESSAGE_HAS(s, "is not block-scaled FP8 or FP4");
+}
+
+TEST_F(SafetensorsLoaderTest, ANaNBlockScaleIsAnError) {
+  std::vector<FakeTensor> tensors = block_scaled_llama();
+  tensors.back().bytes[5] = 255;
+  write_safetensors(file("model.safetensors"), tensors);
+  Status s = open_error();
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_MESSAGE_HAS(s, "gate_proj.weight");
+  EXPECT_MESSAGE_HAS(s, "block (2, 1)");
 }
 
 }  // namespace

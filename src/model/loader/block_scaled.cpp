@@ -1,0 +1,115 @@
+#include "model/loader/block_scaled.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "core/half.h"
+
+namespace deepinfer {
+
+float e4m3fn_to_float(uint8_t code) {
+  const float sign = (code & 0x80) ? -1.0f : 1.0f;
+  const int exponent = (code >> 3) & 0xf;
+  const int mantissa = code & 0x7;
+  if (exponent == 0xf && mantissa == 0x7) return std::numeric_limits<float>::quiet_NaN();
+  if (exponent == 0) return sign * std::ldexp(static_cast<float>(mantissa), -9);  // subnormal: m/8 * 2^-6
+  return sign * std::ldexp(1.0f + static_cast<float>(mantissa) / 8.0f, exponent - 7);
+}
+
+float e2m1_to_float(uint8_t nibble) {
+  const float sign = (nibble & 0x8) ? -1.0f : 1.0f;
+  const int exponent = (nibble >> 1) & 0x3;
+  const int mantissa = nibble & 0x1;
+  if (exponent == 0) return sign * 0.5f * static_cast<float>(mantissa);
+  return sign * std::ldexp(1.0f + 0.5f * static_cast<float>(mantissa), exponent - 1);
+}
+
+std::optional<float> ue8m0_to_float(uint8_t code) {
+  if (code == 0xff) return std::nullopt;
+  return std::ldexp(1.0f, static_cast<int>(code) - 127);
+}
+
+namespace {
+
+std::optional<int64_t> smallest_power_of_two_block(int64_t n, int64_t blocks) {
+  if (n <= 0 || blocks <= 0) return std::nullopt;
+  for (int64_t b = 1; b <= (int64_t{1} << 40); b <<= 1) {
+    const int64_t count = (n + b - 1) / b;
+    if (count == blocks) return b;
+    if (count < blocks) return std::nullopt;  // counts only fall as the block grows
+  }
+  return std::nullopt;
+}
+
+float scale_at(const BlockScaledMatrix& m, int64_t index, bool* ok) {
+  switch (m.scale_type) {
+    case BlockScaleType::kUe8m0: {
+      std::optional<float> s = ue8m0_to_float(m.scales[index]);
+      *ok = s.has_value();
+      return s.value_or(0.0f);
+    }
+    case BlockScaleType::kF32: {
+      float s;
+      std::memcpy(&s, m.scales + 4 * index, 4);
+      *ok = std::isfinite(s);
+      return s;
+    }
+    case BlockScaleType::kBF16: {
+      uint16_t b;
+      std::memcpy(&b, m.scales + 2 * index, 2);
+      const float s = bf16_to_fp32(b);
+      *ok = std::isfinite(s);
+      return s;
+    }
+  }
+  *ok = false;
+  return 0.0f;
+}
+
+}  // namespace
+
+std::optional<BlockShape> infer_block(int64_t n_out, int64_t n_in, int64_t scale_rows, int64_t scale_cols) {
+  std::optional<int64_t> rows = smallest_power_of_two_block(n_out, scale_rows);
+  std::optional<int64_t> cols = smallest_power_of_two_block(n_in, scale_cols);
+  if (!rows || !cols) return std::nullopt;
+  return BlockShape{*rows, *cols};
+}
+
+Status dequantize_to_bf16(const BlockScaledMatrix& m, std::span<uint16_t> out, const std::string& name) {
+  // Every code's value, once: 256 FP8 codes, or the 16 FP4 nibbles.
+  std::array<float, 256> value{};
+  const bool fp4 = m.code == BlockCode::kFp4E2M1;
+  for (int c = 0; c < (fp4 ? 16 : 256); ++c) {
+    value[static_cast<size_t>(c)] = fp4 ? e2m1_to_float(static_cast<uint8_t>(c)) : e4m3fn_to_float(static_cast<uint8_t>(c));
+  }
+  const int64_t br = m.block.rows, bc = m.block.cols;
+  for (int64_t r = 0; r < m.n_out; ++r) {
+    uint16_t* dst = out.data() + r * m.n_in;
+    const uint8_t* row = m.codes + (fp4 ? r * (m.n_in / 2) : r * m.n_in);
+    for (int64_t c0 = 0; c0 < m.n_in; c0 += bc) {
+      const int64_t index = (r / br) * m.scale_cols + c0 / bc;
+      bool ok = false;
+      const float scale = scale_at(m, index, &ok);
+      if (!ok) {
+        return invalid_argument(name + ": the scale of block (" + std::to_string(r / br) + ", " +
+                                std::to_string(c0 / bc) + ") is NaN or infinite; the checkpoint is corrupt");
+      }
+      const int64_t end = std::min(m.n_in, c0 + bc);
+      if (fp4) {
+        for (int64_t c = c0; c < end; ++c) {
+          const uint8_t byte = row[c / 2];
+          const uint8_t nibble = (c & 1) ? static_cast<uint8_t>(byte >> 4) : static_cast<uint8_t>(byte & 0xf);
+          dst[c] = fp32_to_bf16(value[nibble] * scale);
+        }
+      } else {
+        for (int64_t c = c0; c < end; ++c) dst[c] = fp32_to_bf16(value[row[c]] * scale);
+      }
+    }
+  }
+  return {};
+}
+
+}  // namespace deepinfer

@@ -1,0 +1,126 @@
+// Block-scaled FP8 / FP4 decoding (model/loader/block_scaled.h) against values written out by
+// hand from the formats' definitions (OCP FP8 e4m3fn, OCP MX e2m1 and e8m0).
+#include "model/loader/block_scaled.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "core/half.h"
+
+namespace deepinfer {
+namespace {
+
+TEST(BlockScaled, E4M3CodesDecodeToTheirValues) {
+  EXPECT_EQ(e4m3fn_to_float(0x00), 0.0f);
+  EXPECT_EQ(e4m3fn_to_float(0x01), 1.0f / 512);   // smallest subnormal, 2^-9
+  EXPECT_EQ(e4m3fn_to_float(0x07), 7.0f / 512);   // largest subnormal
+  EXPECT_EQ(e4m3fn_to_float(0x08), 1.0f / 64);    // smallest normal, 2^-6
+  EXPECT_EQ(e4m3fn_to_float(0x38), 1.0f);
+  EXPECT_EQ(e4m3fn_to_float(0x39), 1.125f);
+  EXPECT_EQ(e4m3fn_to_float(0x40), 2.0f);
+  EXPECT_EQ(e4m3fn_to_float(0x7e), 448.0f);       // the largest finite value
+  EXPECT_EQ(e4m3fn_to_float(0xb8), -1.0f);
+  EXPECT_EQ(e4m3fn_to_float(0xfe), -448.0f);
+  EXPECT_TRUE(std::signbit(e4m3fn_to_float(0x80)));
+  EXPECT_TRUE(std::isnan(e4m3fn_to_float(0x7f)));
+  EXPECT_TRUE(std::isnan(e4m3fn_to_float(0xff)));
+  EXPECT_FALSE(std::isnan(e4m3fn_to_float(0x78)));  // exponent 15 is finite in the fn variant: 256
+  EXPECT_EQ(e4m3fn_to_float(0x78), 256.0f);
+  // Codes are ordered like their values (sign-magnitude), and every one is exact in BF16.
+  for (int c = 1; c < 0x7f; ++c) {
+    const float v = e4m3fn_to_float(static_cast<uint8_t>(c));
+    EXPECT_LT(e4m3fn_to_float(static_cast<uint8_t>(c - 1)), v) << c;
+    EXPECT_EQ(bf16_to_fp32(fp32_to_bf16(v)), v) << c;
+    EXPECT_EQ(e4m3fn_to_float(static_cast<uint8_t>(c | 0x80)), -v) << c;
+  }
+}
+
+TEST(BlockScaled, E2M1NibblesDecodeToTheirValues) {
+  const float want[16] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6, -0.0f, -0.5f, -1, -1.5f, -2, -3, -4, -6};
+  for (int n = 0; n < 16; ++n) EXPECT_EQ(e2m1_to_float(static_cast<uint8_t>(n)), want[n]) << n;
+}
+
+TEST(BlockScaled, Ue8m0IsAPowerOfTwoAnd255IsNaN) {
+  EXPECT_EQ(*ue8m0_to_float(127), 1.0f);
+  EXPECT_EQ(*ue8m0_to_float(128), 2.0f);
+  EXPECT_EQ(*ue8m0_to_float(120), 1.0f / 128);
+  EXPECT_EQ(*ue8m0_to_float(254), std::ldexp(1.0f, 127));
+  EXPECT_EQ(*ue8m0_to_float(0), std::ldexp(1.0f, -127));
+  EXPECT_FALSE(ue8m0_to_float(255).has_value());
+}
+
+TEST(BlockScaled, BlockSizeIsReadOffTheScaleShape) {
+  auto eq = [](std::optional<BlockShape> b, int64_t r, int64_t c) {
+    return b && b->rows == r && b->cols == c;
+  };
+  EXPECT_TRUE(eq(infer_block(1024, 4096, 8, 32), 128, 128));    // V4-Flash wq_a
+  EXPECT_TRUE(eq(infer_block(2048, 4096, 2048, 128), 1, 32));   // V4-Flash FP4 expert w1
+  EXPECT_TRUE(eq(infer_block(4096, 2048, 4096, 64), 1, 32));    // ... and w2
+  EXPECT_TRUE(eq(infer_block(129280, 4096, 1010, 32), 128, 128));  // a partial last block row
+  EXPECT_TRUE(eq(infer_block(24, 32, 2, 4), 16, 8));
+  EXPECT_TRUE(eq(infer_block(24, 32, 1, 1), 32, 32));           // one block: the smallest that covers
+  EXPECT_FALSE(infer_block(7, 5, 3, 1).has_value());            // ceil(7 / b) is 7, 4, 2, 1: never 3
+  EXPECT_FALSE(infer_block(8, 8, 9, 1).has_value());            // more blocks than rows
+  EXPECT_FALSE(infer_block(8, 8, 0, 1).has_value());
+}
+
+TEST(BlockScaled, Fp8BlocksScaleTheirOwnRowsAndColumns) {
+  // A [3, 5] matrix in blocks of [2, 4]: scales [2, 2], partial blocks at the bottom and right.
+  std::vector<uint8_t> codes(15);
+  for (size_t i = 0; i < codes.size(); ++i) codes[i] = static_cast<uint8_t>(0x38 + i);  // 1, 1.125, ...
+  const uint8_t scales[4] = {127, 128, 126, 130};  // 1, 2, 0.5, 8
+  BlockScaledMatrix m{BlockCode::kFp8E4M3, codes.data(), 3, 5, BlockScaleType::kUe8m0, scales, 2, 2, {2, 4}};
+  std::vector<uint16_t> out(15);
+  ASSERT_TRUE(dequantize_to_bf16(m, out, "w").ok());
+  for (int r = 0; r < 3; ++r) {
+    for (int c = 0; c < 5; ++c) {
+      const float scale = std::ldexp(1.0f, scales[(r / 2) * 2 + c / 4] - 127);
+      EXPECT_EQ(bf16_to_fp32(out[static_cast<size_t>(r * 5 + c)]), e4m3fn_to_float(codes[r * 5 + c]) * scale)
+          << r << "," << c;
+    }
+  }
+  EXPECT_EQ(bf16_to_fp32(out[4]), e4m3fn_to_float(0x3c) * 2);  // row 0, column 4: the right block
+  EXPECT_EQ(bf16_to_fp32(out[10]), e4m3fn_to_float(0x42) * 0.5f);  // row 2: the bottom block
+}
+
+TEST(BlockScaled, Fp4PairsAreLowNibbleFirst) {
+  // One row of 4 codes: 1.0 (0x2), -3.0 (0xd), 6.0 (0x7), 0.5 (0x1); two blocks of 2.
+  const uint8_t codes[2] = {0xd2, 0x17};
+  const uint8_t scales[2] = {127, 125};  // 1, 1/4
+  BlockScaledMatrix m{BlockCode::kFp4E2M1, codes, 1, 4, BlockScaleType::kUe8m0, scales, 1, 2, {1, 2}};
+  std::vector<uint16_t> out(4);
+  ASSERT_TRUE(dequantize_to_bf16(m, out, "w").ok());
+  EXPECT_EQ(bf16_to_fp32(out[0]), 1.0f);
+  EXPECT_EQ(bf16_to_fp32(out[1]), -3.0f);
+  EXPECT_EQ(bf16_to_fp32(out[2]), 6.0f / 4);
+  EXPECT_EQ(bf16_to_fp32(out[3]), 0.5f / 4);
+}
+
+TEST(BlockScaled, FloatScalesRoundToNearestBf16) {
+  const uint8_t codes[2] = {0x38, 0xc0};  // 1, -2
+  const float scale = 0.1f;
+  uint8_t scale_bytes[4];
+  std::memcpy(scale_bytes, &scale, 4);
+  BlockScaledMatrix m{BlockCode::kFp8E4M3, codes, 1, 2, BlockScaleType::kF32, scale_bytes, 1, 1, {1, 2}};
+  std::vector<uint16_t> out(2);
+  ASSERT_TRUE(dequantize_to_bf16(m, out, "w").ok());
+  EXPECT_EQ(out[0], fp32_to_bf16(0.1f));
+  EXPECT_EQ(out[1], fp32_to_bf16(-0.2f));
+}
+
+TEST(BlockScaled, ANaNScaleIsAnErrorNamingTheBlock) {
+  const uint8_t codes[4] = {0x38, 0x38, 0x38, 0x38};
+  const uint8_t scales[2] = {127, 255};
+  BlockScaledMatrix m{BlockCode::kFp8E4M3, codes, 2, 2, BlockScaleType::kUe8m0, scales, 2, 1, {1, 2}};
+  std::vector<uint16_t> out(4);
+  Status s = dequantize_to_bf16(m, out, "layers.0.attn.wq_a.weight");
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("layers.0.attn.wq_a.weight"), std::string::npos) << s.to_string();
+  EXPECT_NE(s.message().find("block (1, 0)"), std::string::npos) << s.to_string();
+}
+
+}  // namespace
+}  // namespace deepinfer
