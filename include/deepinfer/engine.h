@@ -72,7 +72,9 @@ struct EngineConfig {
   std::string backend = "cpu";          // "cpu", or "cpu-reference" (the scalar reference kernels)
   int32_t threads = 0;                  // 0 = all cores
   int32_t block_size = 16;              // tokens per KV block
-  int64_t kv_cache_tokens = 0;          // KV capacity in tokens; 0 = 16 full-length sequences or 1 GiB, the smaller
+  int64_t kv_cache_tokens = 0;          // KV capacity in tokens; 0 = 16 full-length sequences or what
+                                        // kv_cache_memory_bytes holds, the smaller
+  int64_t kv_cache_memory_bytes = int64_t{1} << 30;  // the KV memory the default capacity fills, every pool counted
   KvCacheDtype kv_cache_dtype = KvCacheDtype::kF16;
   int64_t max_num_batched_tokens = 2048;
   int32_t max_num_seqs = 64;

@@ -146,7 +146,8 @@ Status read_speculative_flags(const Args& args, EngineConfig& config) {
 }  // namespace
 
 void add_engine_flags(FlagSpec& spec) {
-  spec.with_value.insert({"--model", "--backend", "--threads", "--kv-cache-dtype", "--kv-cache-tokens", "--block-size",
+  spec.with_value.insert({"--model", "--backend", "--threads", "--kv-cache-dtype", "--kv-cache-tokens", "--kv-cache-memory",
+                          "--block-size",
                           "--max-num-seqs", "--max-num-batched-tokens", "--kv-store", "--kv-store-memory",
                           "--kv-store-capacity", "--kv-store-ttl", "--kv-store-page-tokens", "--speculative-method",
                           "--num-speculative-tokens", "--speculative-schedule"});
@@ -165,7 +166,9 @@ std::string engine_flags_usage(const EngineConfig& d) {
   --kv-cache-dtype T         KV cache elements: f16 (half the memory) or f32 (exact) (default %s)
   --kv-cache-tokens N        KV capacity in tokens, shared by the running sequences; one request's
                              context is at most this and the model's (--ctx N is the same; default
-                             %lld: 16 full contexts or 1 GiB, the smaller)
+                             %lld: 16 full contexts or what --kv-cache-memory holds, the smaller)
+  --kv-cache-memory BYTES    the KV memory the default capacity fills, e.g. 4G (default %s); the
+                             pools as allocated: windowed layers cost their windows only
   --block-size N             tokens per KV block (default %d)
   --max-num-seqs N           sequences decoded together (default %d)
   --max-num-batched-tokens N tokens per engine step (default %lld)
@@ -189,7 +192,8 @@ std::string engine_flags_usage(const EngineConfig& d) {
                              scheduler); fixed: every draft token (default %s)
 )",
                 std::string(kDefaultModelName).c_str(), d.backend.c_str(), d.threads, dtype_name(d.kv_cache_dtype),
-                static_cast<long long>(d.kv_cache_tokens), d.block_size, d.max_num_seqs,
+                static_cast<long long>(d.kv_cache_tokens), (std::to_string(d.kv_cache_memory_bytes >> 20) + "M").c_str(),
+                d.block_size, d.max_num_seqs,
                 static_cast<long long>(d.max_num_batched_tokens),
                 (std::to_string(d.kv_store_ttl_seconds / 3600) + "h").c_str(),
                 static_cast<long long>(d.kv_store_page_tokens), d.speculative.num_tokens,
@@ -201,6 +205,8 @@ Result<EngineConfig> parse_engine_flags(const Args& args, EngineConfig config) {
   int64_t threads = config.threads, block_size = config.block_size, max_num_seqs = config.max_num_seqs;
   DI_RETURN_IF_ERROR(read_int(args, "--threads", 0, 1024, &threads));
   DI_RETURN_IF_ERROR(read_int(args, "--kv-cache-tokens", 0, int64_t{1} << 40, &config.kv_cache_tokens));
+  DI_RETURN_IF_ERROR(read_bytes(args, "--kv-cache-memory", &config.kv_cache_memory_bytes));
+  if (config.kv_cache_memory_bytes <= 0) return invalid_argument("--kv-cache-memory must be more than 0 bytes");
   DI_RETURN_IF_ERROR(read_int(args, "--block-size", 1, 1024, &block_size));
   DI_RETURN_IF_ERROR(read_int(args, "--max-num-seqs", 1, 4096, &max_num_seqs));
   DI_RETURN_IF_ERROR(read_int(args, "--max-num-batched-tokens", 1, int64_t{1} << 24, &config.max_num_batched_tokens));

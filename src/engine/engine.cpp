@@ -1154,6 +1154,43 @@ int64_t sliding_pool_blocks(const EngineConfig& config, int64_t window, int64_t 
   return std::min(n_blocks, config.max_num_seqs * per_seq + chunks);
 }
 
+// Each group's pool for a cache of n_blocks full blocks: windowed groups keep only what their
+// windows need (see sliding_pool_blocks).
+std::vector<int64_t> kv_pool_blocks(const EngineConfig& config, const std::vector<KvGroupSpec>& groups,
+                                    int64_t n_blocks) {
+  std::vector<int64_t> pools;
+  for (const KvGroupSpec& g : groups) {
+    pools.push_back(g.windowed() ? sliding_pool_blocks(config, g.window, n_blocks) : n_blocks);
+  }
+  return pools;
+}
+
+// The default capacity: 16 full-length sequences, or as many tokens as kv_cache_memory_bytes of
+// KV holds, the smaller. The bytes are the pools' as allocated: a compressed group costs its bytes per row over
+// the tokens a row summarises, K-only rows no V, and a windowed group its bounded pool, whatever
+// the capacity (DeepSeek V4's sliding ring and compressor frontiers, Gemma 3's local layers).
+int64_t default_kv_cache_tokens(const EngineConfig& config, const std::vector<KvGroupSpec>& groups, int64_t n_ctx) {
+  const auto budget = static_cast<uint64_t>(config.kv_cache_memory_bytes);
+  const auto bytes = [&](int64_t n_blocks) {
+    const std::vector<int64_t> pools = kv_pool_blocks(config, groups, n_blocks);
+    uint64_t total = 0;
+    for (size_t i = 0; i < groups.size(); ++i) total += static_cast<uint64_t>(pools[i]) * groups[i].block_bytes();
+    return total;
+  };
+  // bytes() grows with n_blocks: the largest count within the budget, by bisection.
+  int64_t lo = 1, hi = (16 * n_ctx + config.block_size - 1) / config.block_size;
+  if (bytes(hi) <= budget) return hi * config.block_size;
+  while (lo < hi) {
+    const int64_t mid = lo + (hi - lo + 1) / 2;
+    if (bytes(mid) <= budget) {
+      lo = mid;
+    } else {
+      hi = mid - 1;
+    }
+  }
+  return lo * config.block_size;
+}
+
 // The store the config asks for (null: none), checked against the KV cache's groups.
 Result<std::unique_ptr<kvstore::PageStore>> open_kv_store(const EngineConfig& config, const kv::KvCacheConfig& kv_config) {
   if (config.kv_store_dir.empty() && config.kv_store_memory_bytes <= 0) return std::unique_ptr<kvstore::PageStore>();
@@ -1191,6 +1228,9 @@ Result<std::unique_ptr<Engine>> create_engine(const EngineConfig& config, std::s
     return invalid_argument("the number of speculative tokens must be in [1, " + std::to_string(kMaxSpeculativeTokens) +
                             "], got " + std::to_string(config.speculative.num_tokens));
   }
+  if (config.kv_cache_memory_bytes <= 0) {
+    return invalid_argument("kv_cache_memory_bytes must be positive, got " + std::to_string(config.kv_cache_memory_bytes));
+  }
   if (config.speculative.method != SpeculativeMethod::kNone && config.batch_invariant) {
     return invalid_argument("speculative decoding and batch-invariant mode are mutually exclusive: how many draft "
                             "tokens a step verifies depends on the load");
@@ -1212,22 +1252,14 @@ Result<std::unique_ptr<Engine>> create_engine(const EngineConfig& config, std::s
                             parts.model->source().path() + "'s compressed KV (up to " + std::to_string(whole_rows) +
                             " tokens a row): use a multiple of " + std::to_string(whole_rows));
   }
-  int64_t tokens = config.kv_cache_tokens;
-  if (tokens <= 0) {
-    // Default: 16 full-length sequences or 1 GiB of KV, whichever is smaller, counting every
-    // layer as if it kept every position.
-    int64_t bytes_per_token = 0;
-    for (const KvGroupSpec& g : groups) {
-      bytes_per_token += 2 * static_cast<int64_t>(g.layers.size()) * g.row_elems() *
-                         static_cast<int64_t>(dtype_row_bytes(kv_dtype, 1));
-    }
-    tokens = std::min<int64_t>(16 * c.n_ctx_train, (int64_t{1} << 30) / std::max<int64_t>(1, bytes_per_token));
+  for (KvGroupSpec& g : groups) {
+    g.dtype = kv_dtype;
+    g.block_size = config.block_size;
   }
+  const int64_t tokens = config.kv_cache_tokens > 0 ? config.kv_cache_tokens
+                                                    : default_kv_cache_tokens(config, groups, c.n_ctx_train);
   const int64_t n_blocks = (tokens + config.block_size - 1) / config.block_size;
-  std::vector<int64_t> pool_blocks;
-  for (const KvGroupSpec& g : groups) {
-    pool_blocks.push_back(g.windowed() ? sliding_pool_blocks(config, g.window, n_blocks) : n_blocks);
-  }
+  const std::vector<int64_t> pool_blocks = kv_pool_blocks(config, groups, n_blocks);
   DI_ASSIGN_OR_RETURN(parts.kv, parts.model->new_kv_cache(config.block_size, kv_dtype, pool_blocks));
   // A request must fit the KV cache on its own, and the model's trained context.
   parts.max_context = std::min<int64_t>(c.n_ctx_train, n_blocks * config.block_size);

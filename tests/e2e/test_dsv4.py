@@ -161,6 +161,9 @@ def _check_bounded_call(name, arguments):
     jsonschema.validate(json.loads(arguments), BOUNDED["function"]["parameters"])
 
 
+# A forced call's length is bounded by its grammar, but random weights often spell a marker such
+# as "｜DSML｜" in several tokens instead of its one: a call of about 60 tokens can take over 200
+# (seen: 2 runs in 60 hit max_tokens 200). 600 covers the bounded schema's calls spelled byte by byte.
 def test_forced_tool_call_writes_a_valid_dsml_call(oa):
     """tool_choice required: the V4 prompt opens the DSML tool-call block and a grammar writes the
     call (src/server/forced_call.h), so even random weights call the tool with valid arguments,
@@ -177,7 +180,7 @@ def test_forced_tool_call_writes_a_valid_dsml_call(oa):
             _check_bounded_call(call.function.name, call.function.arguments)
     # Random weights may go on calling (every call bounded, their number not): one call here.
     chunks = list(oa.chat.completions.create(model=NAME, messages=question, tools=[BOUNDED], tool_choice="required",
-                                             parallel_tool_calls=False, max_tokens=200, temperature=1, seed=6,
+                                             parallel_tool_calls=False, max_tokens=600, temperature=1, seed=6,
                                              stream=True, extra_body=NO_THINKING))
     finishes = [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason]
     assert finishes == ["tool_calls"]
@@ -270,7 +273,7 @@ def test_strict_tools_under_auto(oa):
 
 def test_forced_tool_use_messages(an):
     m = an.messages.create(
-        model=NAME, max_tokens=200, extra_body={"temperature": 1, **NO_THINKING},
+        model=NAME, max_tokens=600, extra_body={"temperature": 1, "seed": 11, **NO_THINKING},
         messages=[{"role": "user", "content": "Weather in Paris?"}],
         tools=[{"name": "get_weather", "description": "Current weather in a city.",
                 "input_schema": BOUNDED["function"]["parameters"]}],
@@ -286,7 +289,7 @@ def test_any_tool_choice_messages_calls_a_tool(an):
     """tool_choice "any": deepseek-recipe renders Auto's prompt (no prefill), and the grammar makes
     the answer a DSML block of calls, so even random weights answer with a valid tool_use."""
     m = an.messages.create(
-        model=NAME, max_tokens=200, extra_body={"temperature": 1, **NO_THINKING},
+        model=NAME, max_tokens=600, extra_body={"temperature": 1, "seed": 11, **NO_THINKING},
         messages=[{"role": "user", "content": "Weather in Paris?"}],
         tools=[{"name": "get_weather", "description": "Current weather in a city.",
                 "input_schema": BOUNDED["function"]["parameters"]}],

@@ -576,3 +576,57 @@ TEST(Engine, LastPromptLogitsComeWithTheFirstEvent) {
 
 }  // namespace
 }  // namespace deepinfer
+
+namespace deepinfer {
+namespace {
+
+// The default capacity fills kv_cache_memory_bytes with the pools as they are allocated. Tiny
+// Gemma 3 (tiny/gemma3_sliding): one global layer (a "full" block of 16 tokens is 2 x 16 x 2
+// heads x 16 x 2 bytes = 2,048 bytes) and three local layers of window 8 (6,144 bytes a block),
+// whose pool is bounded at max_num_seqs x (ceil(7 / 16) + 2) + 2 x ceil(32 / 16) = 10 blocks
+// (61,440 bytes) however large the cache. 256 KiB then holds (262,144 - 61,440) / 2,048 = 98 full
+// blocks, 1,568 tokens; counting the local layers as if they kept every position gave 512.
+TEST(Engine, DefaultCapacityCountsWindowedPoolsAtTheirBound) {
+  EngineConfig cfg;
+  cfg.model_path = tiny("gemma3_sliding");
+  cfg.threads = 1;
+  cfg.max_num_seqs = 2;
+  cfg.max_num_batched_tokens = 32;
+  cfg.kv_cache_memory_bytes = 256 << 10;
+  auto engine = std::move(Engine::create(cfg)).value();
+  const EngineStats s = engine->stats();
+  ASSERT_EQ(s.kv_groups.size(), 2u);
+  EXPECT_EQ(s.kv_groups[0].name, "full");
+  EXPECT_EQ(s.kv_groups[0].blocks_total, 98);
+  EXPECT_EQ(s.kv_groups[1].blocks_total, 10);
+  EXPECT_EQ(s.kv_cache_bytes, 256 << 10);
+  EXPECT_EQ(engine->max_context(), 256);  // the model's context still caps one request
+
+  cfg.kv_cache_memory_bytes = 0;
+  EXPECT_EQ(Engine::create(cfg).status().code(), StatusCode::kInvalidArgument);
+}
+
+// DeepSeek V4 (golden/dsv4_tiny, f16 KV, blocks of 16 tokens): the compressed rows and index
+// keys cost a block per 16 tokens of 4 (CSA) or 2 (HCA) rows, K only: 512 + 256 + 256 = 1,024
+// bytes. The sliding ring (6,144 bytes a block) and the three compressor frontiers (8,192,
+// 4,096, 4,096), windows of 8, stay at 2 x 3 + 2 x 2 = 10 blocks each: 225,280 bytes. 384 KiB
+// then holds (393,216 - 225,280) / 1,024 = 164 blocks of compressed rows, 2,624 tokens.
+TEST(Engine, DefaultCapacityFillsTheBudgetForDeepseekV4) {
+  EngineConfig cfg;
+  cfg.model_path = std::string(DEEPINFER_TEST_DATA) + "/golden/dsv4_tiny";
+  cfg.threads = 1;
+  cfg.max_num_seqs = 2;
+  cfg.max_num_batched_tokens = 32;
+  cfg.kv_cache_memory_bytes = 384 << 10;
+  auto engine = std::move(Engine::create(cfg)).value();
+  const EngineStats s = engine->stats();
+  EXPECT_EQ(s.kv_cache_bytes, 384 << 10);
+  ASSERT_EQ(s.kv_groups.size(), 7u);
+  for (const KvGroupUsage& g : s.kv_groups) {
+    const bool windowed = g.name == "window" || g.name.ends_with("_state");
+    EXPECT_EQ(g.blocks_total, windowed ? 10 : 164) << g.name;
+  }
+}
+
+}  // namespace
+}  // namespace deepinfer
