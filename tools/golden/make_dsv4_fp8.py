@@ -3,7 +3,8 @@
 
 Writes tests/golden/dsv4_fp8/:
   config.json, model.safetensors   the tiny model as the official checkpoints store it: the
-      official tensor names (layers.N..., embed.weight, head.weight, norm.weight, hc_head_*),
+      official tensor names (layers.N..., attn.kv_norm, embed.weight, head.weight, norm.weight,
+      hc_head_*),
       attention and shared-expert projections as FP8 e4m3 with a UE8M0 scale per block
       ("<name>.scale", F8_E8M0), routed experts as FP4 e2m1 packed two per byte (I8, element 2i
       in the low nibble) with a UE8M0 scale per 32 inputs, compressor / indexer / router weights,
@@ -172,7 +173,9 @@ def official_name(name):
                      ("model.hc_head.hc_scale", "hc_head_scale")):
         if name == old:
             return new
-    return name[len("model."):] if name.startswith("model.") else name
+    name = name[len("model."):] if name.startswith("model.") else name
+    # transformers saves the K=V norm as attn.norm; the release calls it attn.kv_norm.
+    return re.sub(r"^(layers\.\d+\.attn)\.norm\.weight$", r"\1.kv_norm.weight", name)
 
 
 def main():

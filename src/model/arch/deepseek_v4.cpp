@@ -342,8 +342,9 @@ Status V4Model::read_config() {
 }
 
 // Tensor names: the official release's (layers.N.attn.wq_a.weight, ffn.experts.E.w1.weight,
-// hc_attn_fn, ...), which transformers also writes back on save_pretrained, with its
-// "model." prefix and embed_tokens / hc_head.hc_fn / norm under it (both spellings are read).
+// hc_attn_fn, attn.kv_norm, ...), which transformers also writes back on save_pretrained, with its
+// "model." prefix, embed_tokens / hc_head.hc_fn / norm under it and attn.norm for attn.kv_norm
+// (both spellings are read).
 std::string V4Model::top_name(const std::string& hf, const std::string& official) const {
   return source_->find(hf) != nullptr ? hf : official;
 }
@@ -376,7 +377,8 @@ Status V4Model::bind() {
     DI_ASSIGN_OR_RETURN(L.q_a_norm, vec(a + "q_norm.weight", {p_.q_lora}));
     DI_ASSIGN_OR_RETURN(L.q_b, mat(a + "wq_b.weight", H * hd, p_.q_lora));
     DI_ASSIGN_OR_RETURN(L.kv, mat(a + "wkv.weight", hd, D));
-    DI_ASSIGN_OR_RETURN(L.kv_norm, vec(a + "norm.weight", {hd}));
+    // The release names the K=V norm attn.kv_norm; transformers (5.24) saves it as attn.norm.
+    DI_ASSIGN_OR_RETURN(L.kv_norm, vec(top_name(a + "norm.weight", a + "kv_norm.weight"), {hd}));
     DI_ASSIGN_OR_RETURN(L.sinks, vec(a + "attn_sink", {H}));
     const int64_t group_in = H * hd / p_.o_groups;
     DI_ASSIGN_OR_RETURN(const TensorView* oa, get(a + "wo_a.weight", {p_.o_groups * p_.o_lora, group_in}));
