@@ -24,6 +24,13 @@ constexpr const char* kLlama3Pattern =
 constexpr const char* kQwen2Pattern =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 
+// DeepSeek V3 and V4 (tokenizer.json's Sequence of Splits, applied in turn): digits in groups
+// of up to three, runs of CJK ideographs and kana, then words, punctuation and newlines.
+constexpr const char* kDeepseekDigits = R"(\p{N}{1,3})";
+constexpr const char* kDeepseekCjk = "[\u4e00-\u9fa5\u3040-\u309f\u30a0-\u30ff]+";
+constexpr const char* kDeepseekWords =
+    R"([!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+| ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+
 }  // namespace
 
 Result<std::vector<std::string>> pre_tokenizer_patterns(std::string_view pre) {
@@ -39,6 +46,10 @@ Result<std::vector<std::string>> pre_tokenizer_patterns(std::string_view pre) {
     return std::vector<std::string>{kLlama3Pattern};
   }
   if (pre == "qwen2" || pre == "stablelm2") return std::vector<std::string>{kQwen2Pattern};
+  // "joyai-llm" is what antirez/ds4's DeepSeek V4 GGUF files name it.
+  if (pre == "deepseek-v3" || pre == "deepseek-v4" || pre == "joyai-llm") {
+    return std::vector<std::string>{kDeepseekDigits, kDeepseekCjk, kDeepseekWords};
+  }
   return not_found("unknown pre-tokenizer '" + std::string(pre) + "'");
 }
 

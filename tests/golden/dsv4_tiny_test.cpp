@@ -268,5 +268,63 @@ TEST(DeepseekV4Release, Fp8AndFp4WeightsGiveTheDequantizedModelsLogits) {
   }
 }
 
+// antirez/ds4's GGUF layout (tests/golden/dsv4_ds4.gguf, from tools/golden/make_dsv4_ds4_gguf.py):
+// the same float32 weights under ds4's names and deepseek4.* keys, experts stacked, tid2eid I32.
+// It must give the safetensors directory's logits bit for bit, and so transformers' within the
+// tolerance above.
+TEST(DeepseekV4Ds4Gguf, GivesTheSafetensorsModelsLogits) {
+  const auto g = golden();
+  auto gguf = testing::load_model((fs::path(DEEPINFER_TEST_DATA) / "golden" / "dsv4_ds4.gguf").string());
+  ASSERT_TRUE(gguf.ok()) << gguf.status().to_string();
+  auto hf = testing::load_model(kDir.string());
+  ASSERT_TRUE(hf.ok()) << hf.status().to_string();
+  EXPECT_EQ((*gguf)->config().architecture, "deepseek_v4");
+  EXPECT_EQ((*gguf)->kv_groups().size(), (*hf)->kv_groups().size());
+
+  const auto prompt = g["prompt_ids"].get<std::vector<int32_t>>();
+  auto a = (*gguf)->new_context(64);
+  auto b = (*hf)->new_context(64);
+  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_TRUE((*a)->eval(prompt, LogitsMode::kAll).ok());
+  ASSERT_TRUE((*b)->eval(prompt, LogitsMode::kAll).ok());
+  for (int64_t row = 0; row < static_cast<int64_t>(prompt.size()); ++row) {
+    const auto la = (*a)->logits(row), lb = (*b)->logits(row);
+    ASSERT_TRUE(std::equal(la.begin(), la.end(), lb.begin(), lb.end())) << "position " << row;
+    const auto [err, tol] = row_error(la, g["prefill_logits"][static_cast<size_t>(row)]);
+    EXPECT_LE(err, tol) << "position " << row;
+  }
+}
+
+TEST(DeepseekV4Ds4Gguf, ABrokenLayoutIsOneClearError) {
+  // The stacked experts of layer 0's gate projection renamed: the model misses expert 0's w1.
+  const fs::path src = fs::path(DEEPINFER_TEST_DATA) / "golden" / "dsv4_ds4.gguf";
+  const fs::path bad = fs::temp_directory_path() / ("dsv4_ds4_bad_" + std::to_string(::getpid()) + ".gguf");
+  std::ifstream in(src, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string from = "blk.0.ffn_gate_exps.weight", to = "blk.0.ffn_gate_expX.weight";
+  const size_t at = bytes.find(from);
+  ASSERT_NE(at, std::string::npos);
+  bytes.replace(at, from.size(), to);
+  std::ofstream(bad, std::ios::binary) << bytes;
+  auto model = testing::load_model(bad.string());
+  ASSERT_FALSE(model.ok());
+  EXPECT_EQ(model.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(model.status().message().find("layers.0.ffn.experts.0.w1.weight"), std::string::npos)
+      << model.status().to_string();
+
+  // A key renamed: the error names the key ds4's layout needs.
+  bytes.replace(at, to.size(), from);
+  const std::string key = "deepseek4.hash_layer_count";
+  const size_t key_at = bytes.find(key);
+  ASSERT_NE(key_at, std::string::npos);
+  bytes[key_at + key.size() - 1] = 'X';
+  std::ofstream(bad, std::ios::binary | std::ios::trunc) << bytes;
+  model = testing::load_model(bad.string());
+  ASSERT_FALSE(model.ok());
+  EXPECT_NE(model.status().message().find(key), std::string::npos) << model.status().to_string();
+  EXPECT_NE(model.status().message().find("ds4 GGUF layout"), std::string::npos) << model.status().to_string();
+  fs::remove(bad);
+}
+
 }  // namespace
 }  // namespace deepinfer

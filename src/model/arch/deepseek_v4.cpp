@@ -33,7 +33,8 @@
 // they are (compress_kv skips entries below first_write).
 //
 // FP8 / FP4 release weights arrive here as BF16: the safetensors loader multiplies them out
-// (model/loader/block_scaled.h).
+// (model/loader/block_scaled.h). GGUF files in antirez/ds4's layout arrive under the same names
+// and keys (model/loader/ds4_gguf.h).
 //
 // Not yet: V4.1, MTP layers (their tensors, when present, are ignored), and
 // the official checkpoint's QAT round-trips (transformers omits them too).

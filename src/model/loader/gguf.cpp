@@ -21,6 +21,7 @@
 #include <utility>
 
 #include "core/mapped_file.h"
+#include "model/loader/ds4_gguf.h"
 #include "model/loader/gguf_parse.h"
 
 namespace deepinfer {
@@ -530,6 +531,10 @@ Result<GgufContents> parse_gguf(std::span<const uint8_t> bytes, const std::strin
 Result<std::unique_ptr<TensorSource>> open_gguf(const std::string& path) {
   DI_ASSIGN_OR_RETURN(MappedFile file, MappedFile::open(path));
   DI_ASSIGN_OR_RETURN(GgufContents contents, parse_gguf(file.bytes(), path));
+  if (Result<std::string> arch = contents.metadata.get_string_or("general.architecture", "");
+      arch.ok() && *arch == kDs4Architecture) {
+    DI_RETURN_IF_ERROR(adapt_ds4_gguf(contents, path));
+  }
   return std::unique_ptr<TensorSource>(std::make_unique<GgufSource>(std::move(file), std::move(contents)));
 }
 
