@@ -11,6 +11,7 @@
 
 #include "backend/cpu/quant.h"
 #include "backend/cpu/quant_kernels.h"
+#include "model/loader/ds4_gguf.h"
 #include "model/loader/gguf_parse.h"
 
 namespace {
@@ -60,6 +61,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (parsed.status().message().rfind(kPath + ": ", 0) != 0) fail("error without the file name", parsed.status().message());
   } else {
     for (const deepinfer::TensorView& t : parsed->tensors) exercise_tensor(t, bytes);
+    // antirez/ds4's DeepSeek V4 layout is rewritten on open (ds4_gguf.h): its per-expert views
+    // of stacked tensors must stay inside the input too.
+    auto arch = parsed->metadata.get_string_or("general.architecture", "");
+    if (arch.ok() && *arch == deepinfer::kDs4Architecture) {
+      const deepinfer::Status adapted = deepinfer::adapt_ds4_gguf(*parsed, kPath);
+      if (!adapted.ok()) {
+        if (adapted.message().rfind(kPath + ": ", 0) != 0) fail("ds4 error without the file name", adapted.message());
+      } else {
+        for (const deepinfer::TensorView& t : parsed->tensors) exercise_tensor(t, bytes);
+      }
+    }
   }
   return 0;
 }

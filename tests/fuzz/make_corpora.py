@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Writes the seed corpora of every fuzz target but gguf_fuzz (whose seeds come from the tests'
-GGUF writer, make_seeds.cpp), each from the repository's test data or short hard cases written
-out here:
+GGUF writer, make_seeds.cpp, and, for antirez/ds4's DeepSeek V4 layout, corpus/ds4_layout.gguf from
+tools/golden/make_dsv4_ds4_gguf.py --fuzz-seed), each from the repository's test data or short hard
+cases written out here:
   corpus-tokenizer/        tokenizer_fuzz: texts
   corpus-recipe/           recipe_fuzz: small requests of each protocol from
                            tests/golden/recipe/prompts.json, one per combination of features
@@ -117,7 +118,8 @@ def http_seeds():
 # then the shard written as a.safetensors and b.safetensors; 2: config.json, a NUL, then
 # model.safetensors), in bits 2-3 the committed config.json used when the input has none.
 TINY_MODELS = ["llama_gqa_tied", "llama_mha_untied", "gemma3_sliding", "qwen3_moe_unnormalized"]
-ELEMENT_BYTES = {"F32": 4, "F16": 2, "BF16": 2, "F64": 8, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1, "BOOL": 1}
+ELEMENT_BYTES = {"F32": 4, "F16": 2, "BF16": 2, "F64": 8, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1, "BOOL": 1,
+                 "F8_E4M3": 1, "F8_E8M0": 1}
 
 
 def safetensors_bytes(tensors, metadata=None):
@@ -162,6 +164,14 @@ def safetensors_seeds():
     out.append(("dtypes.bin", bytes([0]) + safetensors_bytes(odd, {"format": "pt"})))
     whole = safetensors_bytes(tensors)
     out.append(("truncated.bin", bytes([0]) + whole[:len(whole) - 3]))
+    # Block-scaled weights (block_scaled.h): FP8 codes with F32 block scales, FP4 pairs in I8
+    # with UE8M0 scales, each multiplied out to BF16 by the loader.
+    scaled = [("model.layers.0.self_attn.q_proj.weight", "F8_E4M3", [4, 4]),
+              ("model.layers.0.self_attn.q_proj.weight_scale_inv", "F32", [2, 1]),
+              ("model.layers.0.mlp.gate_proj.weight", "I8", [8, 2]),
+              ("model.layers.0.mlp.gate_proj.scale", "F8_E8M0", [8, 2]),
+              ("model.embed_tokens.weight", "F32", [2, 2])]
+    out.append(("block_scaled.bin", bytes([0]) + safetensors_bytes(scaled)))
     return out
 
 

@@ -11,8 +11,10 @@
 // entry names: the target parses each header itself, maps names as the loader does
 // (hf_to_gguf_tensor_name) and compares each view's bytes with that range of the input, so a
 // view outside its range or outside the file fails here (reading outside the map faults).
-// Each view's byte count must also equal its shape times its element size. Built and run by
-// scripts/fuzz.
+// Each view's byte count must also equal its shape times its element size. A block-scaled
+// weight (F8_E4M3, F4, I8 / U8 codes with their scales) is the exception: the loader multiplies it
+// out into BF16 memory of its own, so its view must hold n_out x n_in BF16 values outside the
+// file, every byte readable. Built and run by scripts/fuzz.
 #include <unistd.h>
 
 #include <cstdint>
@@ -85,7 +87,15 @@ State& state() {
 // Byte ranges [begin, end) of the data each tensor's header entry names, by GGUF name, parsed
 // here independently of the loader; nullopt when the header is not what a loaded file can
 // have (the loader accepted it, so that is a failure at the caller).
-using Ranges = std::multimap<std::string, std::pair<uint64_t, uint64_t>>;
+struct Entry {
+  uint64_t begin = 0, end = 0;
+  std::string dtype;
+};
+using Ranges = std::multimap<std::string, Entry>;
+
+bool block_scaled_codes(const std::string& dtype) {
+  return dtype == "F8_E4M3" || dtype == "F4" || dtype == "I8" || dtype == "U8";
+}
 
 std::optional<Ranges> header_ranges(std::string_view file, std::string_view architecture) {
   if (file.size() < 8) return std::nullopt;
@@ -101,7 +111,8 @@ std::optional<Ranges> header_ranges(std::string_view file, std::string_view arch
     const auto name = deepinfer::hf_to_gguf_tensor_name(item.key(), architecture);
     if (!name) continue;
     const uint64_t data_begin = 8 + header_len;
-    ranges.emplace(*name, std::pair{data_begin + offsets[0].get<uint64_t>(), data_begin + offsets[1].get<uint64_t>()});
+    ranges.emplace(*name, Entry{data_begin + offsets[0].get<uint64_t>(), data_begin + offsets[1].get<uint64_t>(),
+                                item.value().at("dtype").get<std::string>()});
   }
   return ranges;
 }
@@ -110,8 +121,17 @@ void check_view(const TensorView& view, std::string_view file, const Ranges& ran
   const auto [first, last] = ranges.equal_range(view.name);
   if (first == last) fail("a tensor no header entry names", view.name);
   if (std::next(first) != last) fail("two header entries for one tensor were both accepted", view.name);
-  const auto [begin, end] = first->second;
+  const auto& [begin, end, dtype] = first->second;
   if (begin > end || end > file.size()) fail("a view outside the file was accepted", view.name);
+  if (block_scaled_codes(dtype)) {
+    if (view.dtype != deepinfer::DType::kBF16 || view.shape.size() != 2) {
+      fail("block-scaled codes loaded as something other than a BF16 matrix", view.name);
+    }
+    if (view.n_bytes != 2 * static_cast<size_t>(view.n_elements())) fail("a dequantized view of the wrong size", view.name);
+    volatile uint8_t sink = 0;
+    for (size_t i = 0; i < view.n_bytes; ++i) sink = sink ^ view.data[i];
+    return;
+  }
   if (view.n_bytes != end - begin) fail("a view's size is not its data_offsets range", view.name);
   if (view.n_bytes != deepinfer::dtype_row_bytes(view.dtype, view.n_elements())) {
     fail("a view's size is not its shape times its element size", view.name + " " + view.shape_string());

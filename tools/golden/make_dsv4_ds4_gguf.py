@@ -15,12 +15,14 @@ ds4 itself stores most matrices quantized (Q8_0, F16, Q2_K / Q4_K / IQ2_XXS expe
 not the types, is what this file checks.
 
 Pure Python:
-    python3 tools/golden/make_dsv4_ds4_gguf.py
+    python3 tools/golden/make_dsv4_ds4_gguf.py               # the golden file
+    python3 tools/golden/make_dsv4_ds4_gguf.py --fuzz-seed   # tests/fuzz/corpus/ds4_layout.gguf
 """
 
 import json
 import re
 import struct
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -165,7 +167,19 @@ def main():
         kv(p + "hyper_connection.sinkhorn_iterations", KV_U32, cfg["hc_sinkhorn_iters"]),
         kv(p + "hyper_connection.epsilon", KV_F32, cfg["hc_eps"]),
     ]
-    ts = tensors(cfg)
+    if "--fuzz-seed" in sys.argv:
+        # gguf_fuzz's seed (tests/fuzz/corpus/ds4_layout.gguf): the keys, and layer 1's stacked
+        # experts, tid2eid and indexer cut to a few elements, under libFuzzer's 16 KB input limit.
+        ts = [("token_embd.weight", GGML_F32, [4, 2], bytes(32)),
+              ("blk.0.ffn_gate_tid2eid.weight", GGML_I32, [4, 2], struct.pack("<8i", 0, 1, 1, 0, 2, 3, 3, 2)),
+              ("blk.1.ffn_gate_exps.weight", GGML_F32, [4, 2, 2], bytes(range(64))),
+              ("blk.1.indexer.attn_q_b.weight", GGML_F32, [2, 2], bytes(16))]
+        write_gguf(ROOT / "tests" / "fuzz" / "corpus" / "ds4_layout.gguf", kvs, ts)
+        return
+    write_gguf(OUT, kvs, tensors(cfg))
+
+
+def write_gguf(path, kvs, ts):
     infos, data, offset = [], [], 0
     for name, ggml_type, shape, raw in ts:
         infos.append(gguf_string(name) + struct.pack("<I", len(shape)) +
@@ -175,8 +189,8 @@ def main():
         offset += len(raw) + pad
     head = b"GGUF" + struct.pack("<IQQ", 3, len(ts), len(kvs)) + b"".join(kvs) + b"".join(infos)
     head += b"\0" * (-len(head) % ALIGN)
-    OUT.write_bytes(head + b"".join(data))
-    print(f"{len(ts)} tensors, {len(kvs)} keys: wrote {OUT}")
+    path.write_bytes(head + b"".join(data))
+    print(f"{len(ts)} tensors, {len(kvs)} keys: wrote {path}")
 
 
 if __name__ == "__main__":
