@@ -66,9 +66,7 @@ SequenceConstraint::SequenceConstraint(std::shared_ptr<const grammar::CompiledGr
     if (trigger_[k] == trigger_[j]) ++j;
     trigger_fail_[k] = static_cast<int32_t>(j);
   }
-  for (int32_t id = 0; id < index.n_vocab(); ++id) {
-    if (index.bytes(id).find(trigger_) != std::string_view::npos) trigger_holders_.push_back(id);
-  }
+  trigger_holders_ = index.tokens_containing(trigger_);
 }
 
 int32_t SequenceConstraint::trigger_step(int32_t state, uint8_t byte) const {
@@ -102,7 +100,7 @@ void SequenceConstraint::refuse_bad_trigger_endings() {
   // From the start state only a token holding the whole trigger completes it; from a partial
   // match (the model is writing the trigger: a few steps per request) any token may.
   if (trigger_state_ == 0) {
-    for (int32_t id : trigger_holders_) check(id);
+    for (int32_t id : *trigger_holders_) check(id);
   } else {
     for (int32_t id = 0; id < index.n_vocab(); ++id) check(id);
   }
@@ -110,7 +108,7 @@ void SequenceConstraint::refuse_bad_trigger_endings() {
 
 std::span<const uint64_t> SequenceConstraint::mask() {
   if (!started()) {
-    if (trigger_state_ == 0 && trigger_holders_.empty()) return {};
+    if (trigger_state_ == 0 && trigger_holders_->empty()) return {};
     std::fill(mask_.begin(), mask_.end(), ~uint64_t{0});
     refuse_bad_trigger_endings();
     return mask_;

@@ -93,8 +93,9 @@ class SequenceConstraint {
   std::string trigger_;
   int32_t trigger_state_ = 0;
   std::vector<int32_t> trigger_fail_;
-  // Tokens that hold the whole trigger (they complete it from any state), found once.
-  std::vector<int32_t> trigger_holders_;
+  // Tokens that hold the whole trigger (they complete it from any state), found once per
+  // vocabulary and trigger (TokenIndex::tokens_containing).
+  std::shared_ptr<const std::vector<int32_t>> trigger_holders_;  // shared by the index's cache
 };
 
 }  // namespace deepinfer

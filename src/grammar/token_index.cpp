@@ -46,6 +46,22 @@ std::shared_ptr<const TokenIndex> TokenIndex::build(const Tokenizer& tokenizer) 
 
 bool TokenIndex::is_stop(int32_t id) const { return std::binary_search(stop_ids_.begin(), stop_ids_.end(), id); }
 
+std::shared_ptr<const std::vector<int32_t>> TokenIndex::tokens_containing(std::string_view text) const {
+  {
+    std::lock_guard<std::mutex> lock(containing_mutex_);
+    if (auto it = containing_.find(text); it != containing_.end()) return it->second;
+  }
+  auto ids = std::make_shared<std::vector<int32_t>>();
+  for (int32_t id = 0; id < n_vocab(); ++id) {
+    if (bytes(id).find(text) != std::string_view::npos) ids->push_back(id);
+  }
+  std::lock_guard<std::mutex> lock(containing_mutex_);
+  // Triggers are few (a model's reasoning and tool-call markers); the bound only keeps a stream
+  // of odd ones from growing the map.
+  if (containing_.size() >= 64) containing_.clear();
+  return containing_.emplace(std::string(text), std::move(ids)).first->second;
+}
+
 // Tokens sorted by their bytes give the trie's preorder directly: a node per distinct prefix,
 // made when the sorted walk first reaches it; its subtree ends where the prefix stops being
 // shared.

@@ -3,12 +3,15 @@
 //
 // A token's bytes are what decoding shows for it. Tokens whose bytes are empty (control and
 // special tokens, which decode to nothing) are not in the trie: a grammar can never produce them. The stop tokens (EOS and the other end-of-generation
-// tokens) are allowed exactly where the grammar may end. Immutable once built; shared by every
-// grammar compiled for the vocabulary.
+// tokens) are allowed exactly where the grammar may end. Immutable once built (but for the
+// tokens_containing cache, which is thread-safe); shared by every grammar compiled for the
+// vocabulary.
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -43,6 +46,10 @@ class TokenIndex {
   bool is_stop(int32_t id) const;
   // Bumped for each index built, so that caches keyed by an index never confuse two of them.
   uint64_t id() const { return id_; }
+  // The ids whose bytes contain `text`, ascending. A scan of the vocabulary the first time a
+  // text is asked for (a grammar's start trigger: "</think>", a tool-call opening), then kept:
+  // every request with the same trigger shares it. Thread-safe.
+  std::shared_ptr<const std::vector<int32_t>> tokens_containing(std::string_view text) const;
 
  private:
   TokenIndex() = default;
@@ -54,6 +61,8 @@ class TokenIndex {
   std::vector<int32_t> node_tokens_;
   std::vector<int32_t> stop_ids_;  // sorted
   uint64_t id_ = 0;
+  mutable std::mutex containing_mutex_;
+  mutable std::map<std::string, std::shared_ptr<const std::vector<int32_t>>, std::less<>> containing_;
 };
 
 }  // namespace deepinfer::grammar

@@ -206,6 +206,16 @@ TEST(TokenIndex, NonSpecialMarkersAreTextAndStopsAreNot) {
   EXPECT_TRUE(index->bytes(eos).empty());
 }
 
+// The tokens holding a trigger text, scanned once per text and shared by every later caller.
+TEST(TokenIndex, TokensContainingATextAreFoundOnceAndShared) {
+  const auto index = TokenIndex::from_pieces({"a", "</think>", "x</think>\n", "</th", "ink>", "", "</think></think>"}, {5});
+  const auto holders = index->tokens_containing("</think>");
+  EXPECT_EQ(*holders, (std::vector<int32_t>{1, 2, 6}));
+  EXPECT_EQ(index->tokens_containing("</think>"), holders) << "the second caller gets the same list";
+  EXPECT_EQ(*index->tokens_containing("ink"), (std::vector<int32_t>{1, 2, 4, 6}));
+  EXPECT_TRUE(index->tokens_containing("<｜DSML｜")->empty());
+}
+
 std::shared_ptr<const TokenIndex> smollm2_vocab() {
   const KnownModel* model = find_known_model(kDefaultModelName);
   const std::string path = model ? cached_model_path(*model) : std::string();
