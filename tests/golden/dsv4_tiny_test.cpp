@@ -295,6 +295,51 @@ TEST(DeepseekV4Ds4Gguf, GivesTheSafetensorsModelsLogits) {
   }
 }
 
+// ds4's own tensor types (tests/golden/dsv4_ds4_q8.gguf, make_dsv4_ds4_gguf.py --ds4-types): F16
+// embedding, HC fns, compressors, indexer and router, Q8_0 attention, experts and output. They
+// load and run through every V4 op, and the logits stay near the float32 file's. Q8_0 rounds
+// weights and activations by about 0.5% each, which six layers of mHC and MoE carry to a few
+// percent of the largest logit per position (and more where a routing or indexer choice flips:
+// 0.19-0.23 at 3 of 40 positions here); a layout or type read wrongly moves every position by
+// the logits' whole size.
+TEST(DeepseekV4Ds4Gguf, Ds4TypesLoadAndStayNearFloat32) {
+  const auto g = golden();
+  const fs::path golden_dir = fs::path(DEEPINFER_TEST_DATA) / "golden";
+  auto q8 = testing::load_model((golden_dir / "dsv4_ds4_q8.gguf").string());
+  ASSERT_TRUE(q8.ok()) << q8.status().to_string();
+  auto f32 = testing::load_model((golden_dir / "dsv4_ds4.gguf").string());
+  ASSERT_TRUE(f32.ok()) << f32.status().to_string();
+  EXPECT_EQ((*q8)->source().find("embed.weight")->dtype, DType::kF16);
+  EXPECT_EQ((*q8)->source().find("layers.1.attn.compressor.ape")->dtype, DType::kF16);
+  EXPECT_EQ((*q8)->source().find("layers.1.attn.wq_a.weight")->dtype, DType::kQ8_0);
+  EXPECT_EQ((*q8)->source().find("layers.1.ffn.experts.3.w2.weight")->dtype, DType::kQ8_0);
+
+  const auto prompt = g["prompt_ids"].get<std::vector<int32_t>>();
+  auto a = (*q8)->new_context(64);
+  auto b = (*f32)->new_context(64);
+  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_TRUE((*a)->eval(prompt, LogitsMode::kAll).ok());
+  ASSERT_TRUE((*b)->eval(prompt, LogitsMode::kAll).ok());
+  std::vector<double> errors;
+  for (int64_t row = 0; row < static_cast<int64_t>(prompt.size()); ++row) {
+    const auto la = (*a)->logits(row), lb = (*b)->logits(row);
+    float scale = 0, err = 0;
+    for (size_t i = 0; i < la.size(); ++i) {
+      ASSERT_TRUE(std::isfinite(la[i])) << "position " << row;
+      scale = std::max(scale, std::fabs(lb[i]));
+      err = std::max(err, std::fabs(la[i] - lb[i]));
+    }
+    errors.push_back(err / (1 + scale));
+  }
+  std::sort(errors.begin(), errors.end());
+  const double median = errors[errors.size() / 2];
+  ::testing::Test::RecordProperty("median_rel_err", std::to_string(median));
+  EXPECT_LT(median, 0.1);
+  EXPECT_LT(errors[errors.size() * 9 / 10], 0.15);
+  EXPECT_GT(errors.front(), 0.0) << "the types changed nothing: are they really F16 and Q8_0?";
+  EXPECT_EQ(Sampler::argmax((*a)->logits(0)), Sampler::argmax((*b)->logits(0)));
+}
+
 TEST(DeepseekV4Ds4Gguf, ABrokenLayoutIsOneClearError) {
   // The stacked experts of layer 0's gate projection renamed: the model misses expert 0's w1.
   const fs::path src = fs::path(DEEPINFER_TEST_DATA) / "golden" / "dsv4_ds4.gguf";

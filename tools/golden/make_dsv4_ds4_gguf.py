@@ -16,6 +16,7 @@ not the types, is what this file checks.
 
 Pure Python:
     python3 tools/golden/make_dsv4_ds4_gguf.py               # the golden file
+    python3 tools/golden/make_dsv4_ds4_gguf.py --ds4-types   # tests/golden/dsv4_ds4_q8.gguf
     python3 tools/golden/make_dsv4_ds4_gguf.py --fuzz-seed   # tests/fuzz/corpus/ds4_layout.gguf
 """
 
@@ -167,6 +168,13 @@ def main():
         kv(p + "hyper_connection.sinkhorn_iterations", KV_U32, cfg["hc_sinkhorn_iters"]),
         kv(p + "hyper_connection.epsilon", KV_F32, cfg["hc_eps"]),
     ]
+    if "--ds4-types" in sys.argv:
+        # tests/golden/dsv4_ds4_q8.gguf: the types ds4's loader requires (ds4.c
+        # weights_validate_layout): F16 embedding, HC fns, compressors, indexer and router; Q8_0
+        # attention, shared and routed experts and output (where a row is whole 32-blocks: the
+        # tiny q_lora of 24 keeps attn_q_b F32); F32 norms, sinks, biases; I32 tid2eid.
+        write_gguf(ROOT / "tests" / "golden" / "dsv4_ds4_q8.gguf", kvs, [ds4_typed(*t) for t in tensors(cfg)])
+        return
     if "--fuzz-seed" in sys.argv:
         # gguf_fuzz's seed (tests/fuzz/corpus/ds4_layout.gguf): the keys, and layer 1's stacked
         # experts, tid2eid and indexer cut to a few elements, under libFuzzer's 16 KB input limit.
@@ -177,6 +185,39 @@ def main():
         write_gguf(ROOT / "tests" / "fuzz" / "corpus" / "ds4_layout.gguf", kvs, ts)
         return
     write_gguf(OUT, kvs, tensors(cfg))
+
+
+GGML_F16, GGML_Q8_0 = 1, 8
+F16_NAMES = ("token_embd.weight", "output_hc_fn.weight", "hc_attn_fn.weight", "hc_ffn_fn.weight",
+             "attn_compressor_kv.weight", "attn_compressor_gate.weight", "attn_compressor_ape.weight",
+             "indexer.attn_q_b.weight", "indexer.proj.weight", "indexer_compressor_kv.weight",
+             "indexer_compressor_gate.weight", "indexer_compressor_ape.weight", "ffn_gate_inp.weight")
+Q8_NAMES = ("output.weight", "attn_q_a.weight", "attn_q_b.weight", "attn_kv.weight", "attn_output_a.weight",
+            "attn_output_b.weight", "ffn_gate_shexp.weight", "ffn_up_shexp.weight", "ffn_down_shexp.weight",
+            "ffn_gate_exps.weight", "ffn_up_exps.weight", "ffn_down_exps.weight")
+
+
+def q8_0(values):
+    """ggml's Q8_0: per 32 values an F16 scale d = max|x| / 127 and int8 round(x / d)."""
+    out = bytearray()
+    for i in range(0, len(values), 32):
+        block = values[i:i + 32]
+        amax = max(abs(v) for v in block)
+        d = struct.unpack("<e", struct.pack("<e", amax / 127))[0] if amax else 0.0
+        out += struct.pack("<e", d) + bytes((round(v / d) if d else 0) & 0xFF for v in block)
+    return bytes(out)
+
+
+def ds4_typed(name, ggml_type, shape, raw):
+    suffix = name.split(".", 2)[2] if name.startswith("blk.") else name
+    if ggml_type != GGML_F32:
+        return name, ggml_type, shape, raw
+    values = list(struct.unpack(f"<{len(raw) // 4}f", raw))
+    if suffix in F16_NAMES:
+        return name, GGML_F16, shape, struct.pack(f"<{len(values)}e", *values)
+    if suffix in Q8_NAMES and shape[-1] % 32 == 0:
+        return name, GGML_Q8_0, shape, q8_0(values)
+    return name, ggml_type, shape, raw
 
 
 def write_gguf(path, kvs, ts):
