@@ -1169,7 +1169,8 @@ std::vector<int64_t> kv_pool_blocks(const EngineConfig& config, const std::vecto
 // KV holds, the smaller. The bytes are the pools' as allocated: a compressed group costs its bytes per row over
 // the tokens a row summarises, K-only rows no V, and a windowed group its bounded pool, whatever
 // the capacity (DeepSeek V4's sliding ring and compressor frontiers, Gemma 3's local layers).
-int64_t default_kv_cache_tokens(const EngineConfig& config, const std::vector<KvGroupSpec>& groups, int64_t n_ctx) {
+Result<int64_t> default_kv_cache_tokens(const EngineConfig& config, const std::vector<KvGroupSpec>& groups,
+                                        int64_t n_ctx) {
   const auto budget = static_cast<uint64_t>(config.kv_cache_memory_bytes);
   const auto bytes = [&](int64_t n_blocks) {
     const std::vector<int64_t> pools = kv_pool_blocks(config, groups, n_blocks);
@@ -1178,7 +1179,11 @@ int64_t default_kv_cache_tokens(const EngineConfig& config, const std::vector<Kv
     return total;
   };
   // bytes() grows with n_blocks: the largest count within the budget, by bisection.
-  int64_t lo = 1, hi = (16 * n_ctx + config.block_size - 1) / config.block_size;
+  int64_t lo = 1, hi = (16 * std::min<int64_t>(n_ctx, int64_t{1} << 40) + config.block_size - 1) / config.block_size;
+  if (bytes(lo) > budget) {
+    return invalid_argument("--kv-cache-memory " + std::to_string(budget) + " bytes holds no KV block: one block of "
+                            "every layer group takes " + std::to_string(bytes(lo)) + " bytes");
+  }
   if (bytes(hi) <= budget) return hi * config.block_size;
   while (lo < hi) {
     const int64_t mid = lo + (hi - lo + 1) / 2;
@@ -1256,8 +1261,10 @@ Result<std::unique_ptr<Engine>> create_engine(const EngineConfig& config, std::s
     g.dtype = kv_dtype;
     g.block_size = config.block_size;
   }
-  const int64_t tokens = config.kv_cache_tokens > 0 ? config.kv_cache_tokens
-                                                    : default_kv_cache_tokens(config, groups, c.n_ctx_train);
+  int64_t tokens = config.kv_cache_tokens;
+  if (tokens <= 0) {
+    DI_ASSIGN_OR_RETURN(tokens, default_kv_cache_tokens(config, groups, c.n_ctx_train));
+  }
   const int64_t n_blocks = (tokens + config.block_size - 1) / config.block_size;
   const std::vector<int64_t> pool_blocks = kv_pool_blocks(config, groups, n_blocks);
   DI_ASSIGN_OR_RETURN(parts.kv, parts.model->new_kv_cache(config.block_size, kv_dtype, pool_blocks));

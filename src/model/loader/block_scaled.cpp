@@ -78,7 +78,42 @@ std::optional<BlockShape> infer_block(int64_t n_out, int64_t n_in, int64_t scale
   return BlockShape{*rows, *cols};
 }
 
+namespace {
+
+size_t scale_bytes(BlockScaleType type) {
+  switch (type) {
+    case BlockScaleType::kUe8m0: return 1;
+    case BlockScaleType::kF32: return 4;
+    case BlockScaleType::kBF16: return 2;
+  }
+  return 4;
+}
+
+Status check_sizes(const BlockScaledMatrix& m, size_t out_values, const std::string& name) {
+  const bool fp4 = m.code == BlockCode::kFp4E2M1;
+  const auto bad = [&](const std::string& what) { return invalid_argument(name + ": " + what); };
+  if (m.n_out <= 0 || m.n_in <= 0 || m.block.rows <= 0 || m.block.cols <= 0) return bad("an empty matrix or block");
+  if (fp4 && m.n_in % 2 != 0) return bad("FP4 codes come in pairs, but the matrix is " + std::to_string(m.n_in) + " wide");
+  const auto n_out = static_cast<uint64_t>(m.n_out), n_in = static_cast<uint64_t>(m.n_in);
+  if (n_out > (uint64_t{1} << 40) / n_in || out_values != n_out * n_in) return bad("the output does not hold the matrix");
+  if (m.codes_bytes < n_out * (fp4 ? n_in / 2 : n_in)) return bad("the codes are shorter than the matrix");
+  const auto grid_rows = static_cast<uint64_t>((m.n_out + m.block.rows - 1) / m.block.rows);
+  const auto grid_cols = static_cast<uint64_t>((m.n_in + m.block.cols - 1) / m.block.cols);
+  if (m.scale_rows <= 0 || m.scale_cols <= 0 || grid_rows > static_cast<uint64_t>(m.scale_rows) ||
+      grid_cols > static_cast<uint64_t>(m.scale_cols)) {
+    return bad("the scales do not cover the blocks");
+  }
+  if (m.scales_bytes / scale_bytes(m.scale_type) / static_cast<uint64_t>(m.scale_cols) <
+      static_cast<uint64_t>(m.scale_rows)) {
+    return bad("the scales are shorter than their shape");
+  }
+  return {};
+}
+
+}  // namespace
+
 Status dequantize_to_bf16(const BlockScaledMatrix& m, std::span<uint16_t> out, const std::string& name) {
+  DI_RETURN_IF_ERROR(check_sizes(m, out.size(), name));
   // Every code's value, once: 256 FP8 codes, or the 16 FP4 nibbles.
   std::array<float, 256> value{};
   const bool fp4 = m.code == BlockCode::kFp4E2M1;

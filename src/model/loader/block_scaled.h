@@ -12,9 +12,11 @@
 // power of two whose block count matches (see infer_block).
 //
 // The CPU backend multiplies BF16, so the loader dequantizes to BF16 once. A code times a
-// power-of-two scale is exact in BF16 (e4m3 and e2m1 have at most 3 mantissa bits), so with UE8M0
-// scales the BF16 matrix holds exactly the weights the checkpoint means; F32 / BF16 scales are
-// rounded to nearest even, as DeepSeek's own fp8_cast_bf16 does.
+// power-of-two scale is exact in BF16 (e4m3 and e2m1 have at most 3 mantissa bits) wherever the
+// product is a normal number, so with UE8M0 scales the BF16 matrix holds exactly the weights the
+// checkpoint means (a scale below about 2^-120 or above 2^118, which no real checkpoint uses,
+// would round to a subnormal or overflow); F32 / BF16 scales are rounded to nearest even, as
+// DeepSeek's own fp8_cast_bf16 does.
 #pragma once
 
 #include <cstdint>
@@ -44,16 +46,19 @@ std::optional<BlockShape> infer_block(int64_t n_out, int64_t n_in, int64_t scale
 
 struct BlockScaledMatrix {
   BlockCode code = BlockCode::kFp8E4M3;
-  const uint8_t* codes = nullptr;  // FP8: n_out * n_in bytes; FP4: n_out * n_in / 2
+  const uint8_t* codes = nullptr;  // FP8: n_out * n_in bytes; FP4: n_out * n_in / 2 (n_in even)
+  size_t codes_bytes = 0;
   int64_t n_out = 0, n_in = 0;     // the logical matrix
   BlockScaleType scale_type = BlockScaleType::kUe8m0;
   const uint8_t* scales = nullptr;
+  size_t scales_bytes = 0;
   int64_t scale_rows = 0, scale_cols = 0;
   BlockShape block;
 };
 
-// out[n_out * n_in] = the BF16 matrix. INVALID_ARGUMENT (naming `name`, the block and its
-// scale) for a NaN or infinite scale; codes that are NaN stay NaN.
+// out[n_out * n_in] = the BF16 matrix. INVALID_ARGUMENT (naming `name`) when the sizes do not
+// fit (the buffers, the block grid, an odd FP4 width) and, naming the block, for a NaN or infinite
+// scale; codes that are NaN stay NaN.
 Status dequantize_to_bf16(const BlockScaledMatrix& m, std::span<uint16_t> out, const std::string& name);
 
 }  // namespace deepinfer

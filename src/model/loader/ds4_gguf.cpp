@@ -4,6 +4,7 @@
 #include <cmath>
 #include <map>
 #include <optional>
+#include <set>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -96,8 +97,10 @@ std::optional<std::pair<int64_t, std::string_view>> split_layer(std::string_view
   if (!name.starts_with(kBlk)) return std::nullopt;
   const size_t dot = name.find('.', kBlk.size());
   if (dot == std::string_view::npos || dot == kBlk.size()) return std::nullopt;
+  const std::string_view digits = name.substr(kBlk.size(), dot - kBlk.size());
+  if (digits.size() > 1 && digits[0] == '0') return std::nullopt;  // "blk.07." would alias "blk.7."
   int64_t layer = 0;
-  for (char c : name.substr(kBlk.size(), dot - kBlk.size())) {
+  for (char c : digits) {
     if (c < '0' || c > '9' || layer > (int64_t{1} << 40)) return std::nullopt;
     layer = layer * 10 + (c - '0');
   }
@@ -105,6 +108,13 @@ std::optional<std::pair<int64_t, std::string_view>> split_layer(std::string_view
 }
 
 Status rename_tensors(GgufContents& contents, const std::string& path) {
+  // Experts a stacked tensor may hold: the file's count (checked against the model later), or a
+  // bound far above any release when the key is missing, so a hostile shape cannot make views
+  // without end.
+  uint64_t max_experts = 4096;
+  if (Result<uint64_t> n = contents.metadata.get_uint_or(std::string(kFrom) + "expert_count", 0); n.ok() && *n > 0) {
+    max_experts = *n;
+  }
   std::vector<TensorView> out;
   for (TensorView& t : contents.tensors) {
     if (auto top = std::find_if(std::begin(kTopNames), std::end(kTopNames),
@@ -134,9 +144,11 @@ Status rename_tensors(GgufContents& contents, const std::string& path) {
       out.push_back(std::move(t));
       continue;
     }
-    if (t.shape.size() != 3) {
+    if (t.shape.size() != 3 || t.shape[0] <= 0 || t.shape[1] <= 0 || t.shape[2] <= 0 ||
+        static_cast<uint64_t>(t.shape[0]) > max_experts) {
       return invalid_argument(path + ": tensor '" + t.name + "' has shape " + t.shape_string() +
-                              "; ds4 stacks a layer's experts as [n_expert, rows, cols]");
+                              "; ds4 stacks a layer's experts as [n_expert, rows, cols] with n_expert up to " +
+                              std::to_string(max_experts));
     }
     // Expert x's rows are one contiguous slab: the views share the file's bytes.
     const size_t slab = static_cast<size_t>(t.shape[1]) * t.row_bytes();
@@ -149,6 +161,13 @@ Status rename_tensors(GgufContents& contents, const std::string& path) {
       v.n_bytes = slab;
       v.file = t.file;
       out.push_back(std::move(v));
+    }
+  }
+  std::set<std::string_view> names;
+  for (const TensorView& t : out) {
+    if (!names.insert(t.name).second) {
+      return invalid_argument(path + ": two tensors are both '" + t.name + "' in ds4's layout (one under its own name, "
+                              "one renamed from ds4's)");
     }
   }
   contents.tensors = std::move(out);

@@ -353,6 +353,7 @@ Status check_block_fp8(const ConfigReader& cfg, const std::string& path) {
     return it != q->end() && it->is_string() ? it->get<std::string>() : std::string();
   };
   const std::string method = text("quant_method");
+  if (method.empty()) return unimplemented(path + ": quantization_config has no quant_method; block-scaled fp8 is supported");
   if (method != "fp8") {
     return unimplemented(path + ": quantization_config quant_method '" + method +
                          "' is not supported; block-scaled fp8 (with DeepSeek's FP4 experts) is, and F32, F16 "
@@ -361,6 +362,8 @@ Status check_block_fp8(const ConfigReader& cfg, const std::string& path) {
   if (const std::string fmt = text("fmt"); !fmt.empty() && fmt != "e4m3") {
     return unimplemented(path + ": fp8 format '" + fmt + "' is not supported (e4m3 is)");
   }
+  // Required, but not compared with each tensor's scales: the loader reads every tensor's block
+  // off its scales' shape (V4's FP4 experts use 1 x 32 under a config that says 128 x 128).
   auto block = q->find("weight_block_size");
   if (block == q->end() || !block->is_array() || block->size() != 2 || !(*block)[0].is_number_integer() ||
       !(*block)[1].is_number_integer() || (*block)[0].get<int64_t>() <= 0 || (*block)[1].get<int64_t>() <= 0) {

@@ -252,6 +252,9 @@ Status SafetensorsSource::add_file(const fs::path& path, std::set<std::string>* 
       return problem("has data_offsets " + range + " past the end of the data (" + std::to_string(data_size) +
                      " bytes); the file is truncated or corrupt");
     }
+    std::string shape_s = "[";
+    for (size_t i = 0; i < shape.size(); ++i) shape_s += (i ? ", " : "") + std::to_string(shape[i]);
+    shape_s += "]";
     uint64_t want_bytes = 0;
     bool bytes_overflow = __builtin_mul_overflow(n_elements, static_cast<uint64_t>(dt->element_bytes), &want_bytes);
     if (dt->block == BlockRole::kFp4Codes) {
@@ -265,13 +268,17 @@ Status SafetensorsSource::add_file(const fs::path& path, std::set<std::string>* 
       }
     }
     if (bytes_overflow || want_bytes != end - begin) {
-      std::string shape_s = "[";
-      for (size_t i = 0; i < shape.size(); ++i) shape_s += (i ? ", " : "") + std::to_string(shape[i]);
-      return problem("has " + std::to_string(end - begin) + " bytes of data, but shape " + shape_s + "] of " +
-                     dtype_name_str + " needs " + (want_bytes ? std::to_string(want_bytes) : "more"));
+      const std::string needs = dt->block == BlockRole::kFp4Codes
+                                    ? std::to_string(n_elements) + " (a byte a shape element) or " +
+                                          std::to_string(n_elements / 2) + " (two codes a byte)"
+                                    : want_bytes ? std::to_string(want_bytes) : std::string("more");
+      return problem("has " + std::to_string(end - begin) + " bytes of data, but shape " + shape_s + " of " +
+                     dtype_name_str + " needs " + needs);
     }
 
     hf_names->insert(hf_name);
+    // Tensors the forward pass recomputes (rotary inv_freq) are dropped whatever their type.
+    if (!hf_to_gguf_tensor_name(hf_name, architecture)) continue;
     const bool integer_table = dt->integer && hf_integer_tensor_allowed(hf_name, architecture);
     TensorView view;
     view.name = hf_name;
@@ -359,27 +366,42 @@ Status SafetensorsSource::resolve_block_scaled() {
 
 Status SafetensorsSource::dequantize_pair(const TensorView& codes, BlockRole role, const TensorView& scales) {
   const std::string what = codes.file + ": tensor '" + codes.name + "'";
+  // A tensor no model binds is not multiplied out (DeepSeek V4's MTP layer: gigabytes of BF16
+  // nothing reads).
+  const std::optional<std::string> gguf_name = hf_to_gguf_tensor_name(codes.name, architecture_);
+  if (!gguf_name || (architecture_ == "deepseek_v4" && gguf_name->starts_with("mtp."))) return {};
   if (codes.shape.size() != 2 || scales.shape.size() != 2) {
     return invalid_argument(what + " and its scales '" + scales.name + "' must both be matrices; they have shapes " +
                             codes.shape_string() + " and " + scales.shape_string());
   }
+  if (codes.shape[0] == 0 || codes.shape[1] == 0 || scales.shape[0] == 0 || scales.shape[1] == 0) {
+    return invalid_argument(what + " (" + codes.shape_string() + ") or its scales '" + scales.name + "' (" +
+                            scales.shape_string() + ") is empty");
+  }
   BlockScaledMatrix m;
   m.code = role == BlockRole::kFp8Codes ? BlockCode::kFp8E4M3 : BlockCode::kFp4E2M1;
+  if (m.code == BlockCode::kFp4E2M1 && codes.shape[1] > INT64_MAX / 2) {
+    return invalid_argument(what + " has too many columns: " + codes.shape_string());
+  }
   m.codes = codes.data;
+  m.codes_bytes = codes.n_bytes;
   m.n_out = codes.shape[0];
   m.n_in = m.code == BlockCode::kFp4E2M1 ? 2 * codes.shape[1] : codes.shape[1];  // FP4: the byte shape
   m.scales = scales.data;
+  m.scales_bytes = scales.n_bytes;
   m.scale_rows = scales.shape[0];
   m.scale_cols = scales.shape[1];
-  const Held& scale_held = held_.at(scales.name);
-  if (scale_held.role == BlockRole::kUe8m0Scales) {
+  // The scales' element type is the file's, read from its dtype string: a held tensor's view
+  // has no model dtype of its own.
+  const std::string& scale_dtype = held_.at(scales.name).dtype_name;
+  if (scale_dtype == "F8_E8M0") {
     m.scale_type = BlockScaleType::kUe8m0;
-  } else if (scales.dtype == DType::kF32) {
+  } else if (scale_dtype == "F32") {
     m.scale_type = BlockScaleType::kF32;
-  } else if (scales.dtype == DType::kBF16) {
+  } else if (scale_dtype == "BF16") {
     m.scale_type = BlockScaleType::kBF16;
   } else {
-    return unimplemented(codes.file + ": scales '" + scales.name + "' have dtype " + scale_held.dtype_name +
+    return unimplemented(codes.file + ": scales '" + scales.name + "' have dtype " + scale_dtype +
                          "; block scales must be F8_E8M0, F32 or BF16");
   }
   std::optional<BlockShape> block = infer_block(m.n_out, m.n_in, m.scale_rows, m.scale_cols);
@@ -389,7 +411,12 @@ Status SafetensorsSource::dequantize_pair(const TensorView& codes, BlockRole rol
                             ", which no power-of-two block size gives");
   }
   m.block = *block;
-  std::vector<uint16_t>& out = dequantized_.emplace_back(static_cast<size_t>(m.n_out * m.n_in));
+  uint64_t n_values = 0;
+  if (__builtin_mul_overflow(static_cast<uint64_t>(m.n_out), static_cast<uint64_t>(m.n_in), &n_values) ||
+      n_values > (uint64_t{1} << 40)) {
+    return invalid_argument(what + " is too large to multiply out: " + codes.shape_string());
+  }
+  std::vector<uint16_t>& out = dequantized_.emplace_back(static_cast<size_t>(n_values));
   DI_RETURN_IF_ERROR(dequantize_to_bf16(m, out, codes.file + ": tensor '" + codes.name + "'"));
   TensorView view;
   view.dtype = DType::kBF16;

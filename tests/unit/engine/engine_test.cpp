@@ -604,6 +604,11 @@ TEST(Engine, DefaultCapacityCountsWindowedPoolsAtTheirBound) {
 
   cfg.kv_cache_memory_bytes = 0;
   EXPECT_EQ(Engine::create(cfg).status().code(), StatusCode::kInvalidArgument);
+  cfg.kv_cache_memory_bytes = 4096;  // less than one block of both groups (8,192 bytes)
+  auto tiny_budget = Engine::create(cfg);
+  ASSERT_FALSE(tiny_budget.ok());
+  EXPECT_NE(tiny_budget.status().message().find("holds no KV block"), std::string::npos)
+      << tiny_budget.status().to_string();
 }
 
 // DeepSeek V4 (golden/dsv4_tiny, f16 KV, blocks of 16 tokens): the compressed rows and index

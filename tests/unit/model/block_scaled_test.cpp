@@ -72,7 +72,9 @@ TEST(BlockScaled, Fp8BlocksScaleTheirOwnRowsAndColumns) {
   std::vector<uint8_t> codes(15);
   for (size_t i = 0; i < codes.size(); ++i) codes[i] = static_cast<uint8_t>(0x38 + i);  // 1, 1.125, ...
   const uint8_t scales[4] = {127, 128, 126, 130};  // 1, 2, 0.5, 8
-  BlockScaledMatrix m{BlockCode::kFp8E4M3, codes.data(), 3, 5, BlockScaleType::kUe8m0, scales, 2, 2, {2, 4}};
+  BlockScaledMatrix m{.code = BlockCode::kFp8E4M3, .codes = codes.data(), .codes_bytes = codes.size(), .n_out = 3,
+                      .n_in = 5, .scale_type = BlockScaleType::kUe8m0, .scales = scales, .scales_bytes = 4,
+                      .scale_rows = 2, .scale_cols = 2, .block = {2, 4}};
   std::vector<uint16_t> out(15);
   ASSERT_TRUE(dequantize_to_bf16(m, out, "w").ok());
   for (int r = 0; r < 3; ++r) {
@@ -90,7 +92,9 @@ TEST(BlockScaled, Fp4PairsAreLowNibbleFirst) {
   // One row of 4 codes: 1.0 (0x2), -3.0 (0xd), 6.0 (0x7), 0.5 (0x1); two blocks of 2.
   const uint8_t codes[2] = {0xd2, 0x17};
   const uint8_t scales[2] = {127, 125};  // 1, 1/4
-  BlockScaledMatrix m{BlockCode::kFp4E2M1, codes, 1, 4, BlockScaleType::kUe8m0, scales, 1, 2, {1, 2}};
+  BlockScaledMatrix m{.code = BlockCode::kFp4E2M1, .codes = codes, .codes_bytes = 2, .n_out = 1, .n_in = 4,
+                      .scale_type = BlockScaleType::kUe8m0, .scales = scales, .scales_bytes = 2, .scale_rows = 1,
+                      .scale_cols = 2, .block = {1, 2}};
   std::vector<uint16_t> out(4);
   ASSERT_TRUE(dequantize_to_bf16(m, out, "w").ok());
   EXPECT_EQ(bf16_to_fp32(out[0]), 1.0f);
@@ -104,7 +108,9 @@ TEST(BlockScaled, FloatScalesRoundToNearestBf16) {
   const float scale = 0.1f;
   uint8_t scale_bytes[4];
   std::memcpy(scale_bytes, &scale, 4);
-  BlockScaledMatrix m{BlockCode::kFp8E4M3, codes, 1, 2, BlockScaleType::kF32, scale_bytes, 1, 1, {1, 2}};
+  BlockScaledMatrix m{.code = BlockCode::kFp8E4M3, .codes = codes, .codes_bytes = 2, .n_out = 1, .n_in = 2,
+                      .scale_type = BlockScaleType::kF32, .scales = scale_bytes, .scales_bytes = 4, .scale_rows = 1,
+                      .scale_cols = 1, .block = {1, 2}};
   std::vector<uint16_t> out(2);
   ASSERT_TRUE(dequantize_to_bf16(m, out, "w").ok());
   EXPECT_EQ(out[0], fp32_to_bf16(0.1f));
@@ -114,12 +120,51 @@ TEST(BlockScaled, FloatScalesRoundToNearestBf16) {
 TEST(BlockScaled, ANaNScaleIsAnErrorNamingTheBlock) {
   const uint8_t codes[4] = {0x38, 0x38, 0x38, 0x38};
   const uint8_t scales[2] = {127, 255};
-  BlockScaledMatrix m{BlockCode::kFp8E4M3, codes, 2, 2, BlockScaleType::kUe8m0, scales, 2, 1, {1, 2}};
+  BlockScaledMatrix m{.code = BlockCode::kFp8E4M3, .codes = codes, .codes_bytes = 4, .n_out = 2, .n_in = 2,
+                      .scale_type = BlockScaleType::kUe8m0, .scales = scales, .scales_bytes = 2, .scale_rows = 2,
+                      .scale_cols = 1, .block = {1, 2}};
   std::vector<uint16_t> out(4);
   Status s = dequantize_to_bf16(m, out, "layers.0.attn.wq_a.weight");
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("layers.0.attn.wq_a.weight"), std::string::npos) << s.to_string();
   EXPECT_NE(s.message().find("block (1, 0)"), std::string::npos) << s.to_string();
+}
+
+// Sizes that do not fit are errors, never reads past a buffer: the codes, the scales, the block
+// grid and an odd FP4 width are all checked before the first value is read.
+TEST(BlockScaled, SizesThatDoNotFitAreErrors) {
+  const uint8_t codes[8] = {0x38, 0x38, 0x38, 0x38, 0x38, 0x38, 0x38, 0x38};
+  const uint8_t scales[4] = {127, 127, 127, 127};
+  const BlockScaledMatrix good{.code = BlockCode::kFp8E4M3, .codes = codes, .codes_bytes = 8, .n_out = 2, .n_in = 4,
+                               .scale_type = BlockScaleType::kUe8m0, .scales = scales, .scales_bytes = 2,
+                               .scale_rows = 2, .scale_cols = 1, .block = {1, 4}};
+  std::vector<uint16_t> out(8);
+  ASSERT_TRUE(dequantize_to_bf16(good, out, "w").ok());
+  auto fails = [&](BlockScaledMatrix m, size_t out_size, const char* what) {
+    std::vector<uint16_t> o(out_size);
+    const Status s = dequantize_to_bf16(m, o, "layers.0.w");
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << what;
+    EXPECT_NE(s.message().find("layers.0.w"), std::string::npos) << what << ": " << s.to_string();
+  };
+  BlockScaledMatrix m = good;
+  m.codes_bytes = 7;
+  fails(m, 8, "codes too short");
+  m = good;
+  m.scales_bytes = 1;
+  fails(m, 8, "scales too short");
+  m = good;
+  m.scale_rows = 1;
+  m.scales_bytes = 1;
+  fails(m, 8, "a grid of fewer blocks than the matrix needs");
+  m = good;
+  fails(m, 7, "an output too small");
+  m = good;
+  m.code = BlockCode::kFp4E2M1;
+  m.n_in = 3;
+  fails(m, 6, "an odd FP4 width");
+  m = good;
+  m.scale_type = BlockScaleType::kF32;  // 4 bytes a scale: 2 bytes hold none
+  fails(m, 8, "F32 scales in 2 bytes");
 }
 
 }  // namespace

@@ -703,6 +703,27 @@ TEST_F(SafetensorsLoaderTest, AScaleWithoutCodesIsAnErrorAndAFloatScaleNameIsKep
   EXPECT_MESSAGE_HAS(s, "is not block-scaled FP8 or FP4");
 }
 
+// Scales are read as their file dtype says: 1-byte integers are not F32 scales (reading them so
+// would run past their bytes).
+TEST_F(SafetensorsLoaderTest, ScalesOfAnotherDtypeAreRefused) {
+  std::vector<FakeTensor> tensors = block_scaled_llama();
+  tensors[12] = byte_tensor("model.layers.0.self_attn.q_proj.weight_scale_inv", "I8", {2, 1}, {1, 1});
+  write_safetensors(file("model.safetensors"), tensors);
+  Status s = open_error();
+  EXPECT_EQ(s.code(), StatusCode::kUnimplemented);
+  EXPECT_MESSAGE_HAS(s, "have dtype I8");
+  EXPECT_MESSAGE_HAS(s, "F8_E8M0, F32 or BF16");
+}
+
+TEST_F(SafetensorsLoaderTest, EmptyBlockScaledMatricesAreAnError) {
+  std::vector<FakeTensor> tensors = block_scaled_llama();
+  tensors[9] = byte_tensor("model.layers.0.mlp.gate_proj.weight", "I8", {0, 2}, {});
+  write_safetensors(file("model.safetensors"), tensors);
+  Status s = open_error();
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_MESSAGE_HAS(s, "is empty");
+}
+
 TEST_F(SafetensorsLoaderTest, ANaNBlockScaleIsAnError) {
   std::vector<FakeTensor> tensors = block_scaled_llama();
   tensors.back().bytes[5] = 255;
