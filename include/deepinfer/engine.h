@@ -75,6 +75,9 @@ struct EngineConfig {
   int64_t kv_cache_tokens = 0;          // KV capacity in tokens; 0 = 16 full-length sequences or what
                                         // kv_cache_memory_bytes holds, the smaller
   int64_t kv_cache_memory_bytes = int64_t{1} << 30;  // the KV memory the default capacity fills, every pool counted
+  // Commit the KV cache's memory at start (`serve`): steps then never stop for the kernel to
+  // zero a page the cache touches for the first time. Off for one-shot commands.
+  bool prefault_kv_cache = false;
   KvCacheDtype kv_cache_dtype = KvCacheDtype::kF16;
   int64_t max_num_batched_tokens = 2048;
   int32_t max_num_seqs = 64;

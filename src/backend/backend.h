@@ -127,6 +127,9 @@ class KvCache {
   // tests; out of range is INVALID_ARGUMENT.
   virtual Status read_block(int group, int32_t block, std::span<uint8_t> out) const = 0;
   virtual Status write_block(int group, int32_t block, std::span<const uint8_t> in) = 0;
+  // Commits the cache's memory now rather than on first use (a server, whose steps would
+  // otherwise stop for page faults until every block has been used once). Contents unchanged.
+  virtual void prefault() {}
 };
 
 // ---- One forward pass's inputs ----

@@ -27,6 +27,11 @@ class PageBuffer {
 
   uint8_t* data() const { return data_; }
   size_t size() const { return size_; }
+  // Commits every page now (a write fault each, zeros kept), so that the first use of a page in
+  // the forward pass does not stop to have the kernel zero it. A server's KV cache: the pages a
+  // step touches first would otherwise cost it a fault per 4 KiB or 2 MiB, for as long as the
+  // pool has pages not yet used.
+  void prefault();
 
  private:
   void reset();

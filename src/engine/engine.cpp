@@ -1268,6 +1268,7 @@ Result<std::unique_ptr<Engine>> create_engine(const EngineConfig& config, std::s
   const int64_t n_blocks = (tokens + config.block_size - 1) / config.block_size;
   const std::vector<int64_t> pool_blocks = kv_pool_blocks(config, groups, n_blocks);
   DI_ASSIGN_OR_RETURN(parts.kv, parts.model->new_kv_cache(config.block_size, kv_dtype, pool_blocks));
+  if (config.prefault_kv_cache) parts.kv->prefault();
   // A request must fit the KV cache on its own, and the model's trained context.
   parts.max_context = std::min<int64_t>(c.n_ctx_train, n_blocks * config.block_size);
   // Blocks are keyed by what decides their contents: the weights (not the file's path), the

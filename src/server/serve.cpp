@@ -71,7 +71,11 @@ Status serve(const ServeOptions& options) {
   DI_ASSIGN_OR_RETURN(std::shared_ptr<const Tokenizer> tokenizer, load_tokenizer(path, TokenizerPresence::kRequired));
   DI_ASSIGN_OR_RETURN(std::string architecture, model_architecture(path));
   DI_ASSIGN_OR_RETURN(std::unique_ptr<PromptBuilder> prompts, PromptBuilder::create(tokenizer, architecture));
-  DI_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, create_engine(options.engine, tokenizer));
+  // A server commits its KV cache at start (EngineConfig::prefault_kv_cache): the first blocks
+  // each request touches would otherwise cost its steps page faults.
+  EngineConfig engine_config = options.engine;
+  engine_config.prefault_kv_cache = true;
+  DI_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, create_engine(engine_config, tokenizer));
   warm_up(*engine);
 
   ApiConfig api_config;

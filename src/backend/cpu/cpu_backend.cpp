@@ -113,6 +113,12 @@ class CpuKvCache final : public backend::KvCache {
   const std::vector<KvGroupSpec>& groups() const override { return groups_; }
   size_t bytes() const override { return bytes_; }
   std::string_view layout() const override { return "cpu-panels-1"; }
+  void prefault() override {
+    for (Pool& pool : pools_) {
+      pool.k.prefault();
+      pool.v.prefault();
+    }
+  }
 
   Status read_block(int group, int32_t block, std::span<uint8_t> out) const override {
     DI_RETURN_IF_ERROR(check_block(group, block, out.size()));

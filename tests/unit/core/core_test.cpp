@@ -9,6 +9,7 @@
 #include "core/dtype.h"
 #include "core/half.h"
 #include "core/mapped_file.h"
+#include "core/page_buffer.h"
 #include "core/sha256.h"
 #include "core/thread_pool.h"
 #include "deepinfer/status.h"
@@ -137,6 +138,21 @@ TEST(ThreadPool, EveryRangeRunsOnceWithItsIndexWhoeverRunsIt) {
   }
   stop.store(true);
   for (auto& t : busy) t.join();
+}
+
+// Committing a buffer's pages keeps what it holds: zeros where nothing was written, the bytes
+// written elsewhere (a server prefaults its KV cache once, but nothing relies on "before use").
+TEST(PageBuffer, PrefaultKeepsTheContents) {
+  auto buffer = PageBuffer::allocate(size_t{5} << 20);
+  ASSERT_TRUE(buffer.ok());
+  uint8_t* p = buffer->data();
+  for (size_t i = 0; i < 1000; ++i) p[i * 4099 % buffer->size()] = static_cast<uint8_t>(i % 251 + 1);
+  std::vector<uint8_t> before(p, p + buffer->size());
+  buffer->prefault();
+  EXPECT_TRUE(std::equal(before.begin(), before.end(), p));
+  EXPECT_EQ(p[buffer->size() - 1], 0);
+  PageBuffer empty;
+  empty.prefault();  // nothing to commit
 }
 
 TEST(MappedFile, MapsAndReportsMissing) {
