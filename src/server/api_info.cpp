@@ -24,6 +24,7 @@ Json engine_json(const EngineConfig& c) {
   e["threads"] = c.threads;
   e["block_size"] = c.block_size;
   e["kv_cache_tokens"] = c.kv_cache_tokens;
+  e["kv_cache_memory_bytes"] = c.kv_cache_memory_bytes;
   e["kv_cache_dtype"] = c.kv_cache_dtype == KvCacheDtype::kF16 ? "f16" : "f32";
   e["max_num_batched_tokens"] = c.max_num_batched_tokens;
   e["max_num_seqs"] = c.max_num_seqs;
