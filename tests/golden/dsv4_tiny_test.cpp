@@ -231,6 +231,19 @@ TEST(DeepseekV4Tiny, UnsupportedQuantizationIsRefused) {
   fs::remove_all(dir);
 }
 
+// A context of `model` that has run the whole prompt with every row's logits (null on failure,
+// which the caller's ASSERT reports).
+std::unique_ptr<InferenceContext> prefilled(const Model& model, const std::vector<int32_t>& prompt) {
+  auto ctx = model.new_context(64);
+  if (!ctx.ok() || !(*ctx)->eval(prompt, LogitsMode::kAll).ok()) return nullptr;
+  return std::move(*ctx);
+}
+
+bool same_logits(const InferenceContext& a, const InferenceContext& b, int64_t row) {
+  const auto la = a.logits(row), lb = b.logits(row);
+  return std::equal(la.begin(), la.end(), lb.begin(), lb.end());
+}
+
 // The release format (tests/golden/dsv4_fp8/, from tools/golden/make_dsv4_fp8.py): this model's
 // weights as DeepSeek ships V4, FP8 e4m3 projections with UE8M0 block scales, FP4 e2m1 experts
 // packed two a byte with a scale per 32 inputs, official tensor names. dequantized/ holds the
@@ -249,22 +262,17 @@ TEST(DeepseekV4Release, Fp8AndFp4WeightsGiveTheDequantizedModelsLogits) {
   EXPECT_EQ((*release)->source().find("layers.1.attn.wq_a.scale"), nullptr);
 
   const auto prompt = g["prompt_ids"].get<std::vector<int32_t>>();
-  auto a = (*release)->new_context(64);
-  auto b = (*reference)->new_context(64);
-  ASSERT_TRUE(a.ok() && b.ok());
-  ASSERT_TRUE((*a)->eval(prompt, LogitsMode::kAll).ok());
-  ASSERT_TRUE((*b)->eval(prompt, LogitsMode::kAll).ok());
+  auto a = prefilled(**release, prompt), b = prefilled(**reference, prompt);
+  ASSERT_TRUE(a && b);
   for (int64_t row = 0; row < static_cast<int64_t>(prompt.size()); ++row) {
-    const auto la = (*a)->logits(row), lb = (*b)->logits(row);
-    ASSERT_TRUE(std::equal(la.begin(), la.end(), lb.begin(), lb.end())) << "position " << row;
+    ASSERT_TRUE(same_logits(*a, *b, row)) << "position " << row;
   }
   for (int step = 0; step < 16; ++step) {
-    const int32_t next = Sampler::argmax((*a)->logits((*a)->n_logit_rows() - 1));
-    ASSERT_EQ(next, Sampler::argmax((*b)->logits((*b)->n_logit_rows() - 1))) << "step " << step;
-    ASSERT_TRUE((*a)->eval(std::span<const int32_t>(&next, 1), LogitsMode::kLast).ok());
-    ASSERT_TRUE((*b)->eval(std::span<const int32_t>(&next, 1), LogitsMode::kLast).ok());
-    const auto la = (*a)->logits(0), lb = (*b)->logits(0);
-    ASSERT_TRUE(std::equal(la.begin(), la.end(), lb.begin(), lb.end())) << "step " << step;
+    const int32_t next = Sampler::argmax(a->logits(a->n_logit_rows() - 1));
+    ASSERT_EQ(next, Sampler::argmax(b->logits(b->n_logit_rows() - 1))) << "step " << step;
+    ASSERT_TRUE(a->eval(std::span<const int32_t>(&next, 1), LogitsMode::kLast).ok());
+    ASSERT_TRUE(b->eval(std::span<const int32_t>(&next, 1), LogitsMode::kLast).ok());
+    ASSERT_TRUE(same_logits(*a, *b, 0)) << "step " << step;
   }
 }
 
@@ -282,15 +290,11 @@ TEST(DeepseekV4Ds4Gguf, GivesTheSafetensorsModelsLogits) {
   EXPECT_EQ((*gguf)->kv_groups().size(), (*hf)->kv_groups().size());
 
   const auto prompt = g["prompt_ids"].get<std::vector<int32_t>>();
-  auto a = (*gguf)->new_context(64);
-  auto b = (*hf)->new_context(64);
-  ASSERT_TRUE(a.ok() && b.ok());
-  ASSERT_TRUE((*a)->eval(prompt, LogitsMode::kAll).ok());
-  ASSERT_TRUE((*b)->eval(prompt, LogitsMode::kAll).ok());
+  auto a = prefilled(**gguf, prompt), b = prefilled(**hf, prompt);
+  ASSERT_TRUE(a && b);
   for (int64_t row = 0; row < static_cast<int64_t>(prompt.size()); ++row) {
-    const auto la = (*a)->logits(row), lb = (*b)->logits(row);
-    ASSERT_TRUE(std::equal(la.begin(), la.end(), lb.begin(), lb.end())) << "position " << row;
-    const auto [err, tol] = row_error(la, g["prefill_logits"][static_cast<size_t>(row)]);
+    ASSERT_TRUE(same_logits(*a, *b, row)) << "position " << row;
+    const auto [err, tol] = row_error(a->logits(row), g["prefill_logits"][static_cast<size_t>(row)]);
     EXPECT_LE(err, tol) << "position " << row;
   }
 }
@@ -315,14 +319,11 @@ TEST(DeepseekV4Ds4Gguf, Ds4TypesLoadAndStayNearFloat32) {
   EXPECT_EQ((*q8)->source().find("layers.1.ffn.experts.3.w2.weight")->dtype, DType::kQ8_0);
 
   const auto prompt = g["prompt_ids"].get<std::vector<int32_t>>();
-  auto a = (*q8)->new_context(64);
-  auto b = (*f32)->new_context(64);
-  ASSERT_TRUE(a.ok() && b.ok());
-  ASSERT_TRUE((*a)->eval(prompt, LogitsMode::kAll).ok());
-  ASSERT_TRUE((*b)->eval(prompt, LogitsMode::kAll).ok());
+  auto a = prefilled(**q8, prompt), b = prefilled(**f32, prompt);
+  ASSERT_TRUE(a && b);
   std::vector<double> errors;
   for (int64_t row = 0; row < static_cast<int64_t>(prompt.size()); ++row) {
-    const auto la = (*a)->logits(row), lb = (*b)->logits(row);
+    const auto la = a->logits(row), lb = b->logits(row);
     float scale = 0, err = 0;
     for (size_t i = 0; i < la.size(); ++i) {
       ASSERT_TRUE(std::isfinite(la[i])) << "position " << row;
@@ -337,7 +338,7 @@ TEST(DeepseekV4Ds4Gguf, Ds4TypesLoadAndStayNearFloat32) {
   EXPECT_LT(median, 0.1);
   EXPECT_LT(errors[errors.size() * 9 / 10], 0.15);
   EXPECT_GT(errors.front(), 0.0) << "the types changed nothing: are they really F16 and Q8_0?";
-  EXPECT_EQ(Sampler::argmax((*a)->logits(0)), Sampler::argmax((*b)->logits(0)));
+  EXPECT_EQ(Sampler::argmax(a->logits(0)), Sampler::argmax(b->logits(0)));
 }
 
 TEST(DeepseekV4Ds4Gguf, ABrokenLayoutIsOneClearError) {

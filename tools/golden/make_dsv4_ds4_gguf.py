@@ -26,6 +26,8 @@ import struct
 import sys
 from pathlib import Path
 
+from make_dsv4_fp8 import read_safetensors  # the same folder: the tiny model's tensors as raw bytes
+
 ROOT = Path(__file__).resolve().parents[2]
 SRC = ROOT / "tests" / "golden" / "dsv4_tiny"
 OUT = ROOT / "tests" / "golden" / "dsv4_ds4.gguf"
@@ -58,15 +60,6 @@ LAYER = {
 EXPERTS = {"w1": "ffn_gate_exps.weight", "w3": "ffn_up_exps.weight", "w2": "ffn_down_exps.weight"}
 GGML_F32, GGML_I32 = 0, 26
 KV_U32, KV_I32, KV_F32, KV_BOOL, KV_STRING, KV_ARRAY = 4, 5, 6, 7, 8, 9
-
-
-def read_safetensors(path):
-    data = path.read_bytes()
-    n = struct.unpack("<Q", data[:8])[0]
-    header = json.loads(data[8:8 + n])
-    header.pop("__metadata__", None)
-    return {k: (v["dtype"], v["shape"], data[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]])
-            for k, v in header.items()}
 
 
 def gguf_string(s):

@@ -97,17 +97,16 @@ class SafetensorsSource final : public TensorSource {
   Status apply_tied_embeddings(const fs::path& config_path);
   // Appends a view under the tensor's GGUF-style name, refusing a name seen before.
   Status add_view(const std::string& hf_name, TensorView view);
-  // Pairs block-scaled codes with their scales (held back by add_file, since a scale may sit in
-  // another shard) and replaces each pair by one BF16 matrix.
-  Status resolve_block_scaled();
-  Status dequantize_pair(const TensorView& codes, BlockRole role, const TensorView& scales);
-
   // A tensor add_file held back: block-scaled codes, or a possible scale.
   struct Held {
-    TensorView view;  // name: the Hugging Face name; dtype meaningless for codes
+    TensorView view;  // name: the Hugging Face name; dtype: plain tensors' only (dtype_name says the rest)
     BlockRole role = BlockRole::kNone;
     std::string dtype_name;
   };
+  // Pairs block-scaled codes with their scales (held back by add_file, since a scale may sit in
+  // another shard) and replaces each pair by one BF16 matrix.
+  Status resolve_block_scaled();
+  Status dequantize_pair(const Held& codes, const Held& scales);
 
   std::string dir_;
   Metadata metadata_;
@@ -340,7 +339,7 @@ Status SafetensorsSource::resolve_block_scaled() {
                                                     ".weight_scale_inv' gives its block scales") +
                            "; F32, F16 and BF16 weights and block-scaled FP8 / FP4 are supported");
     }
-    DI_RETURN_IF_ERROR(dequantize_pair(held.view, held.role, scales->view));
+    DI_RETURN_IF_ERROR(dequantize_pair(held, *scales));
     paired.insert(hf_name);
   }
   for (auto& [hf_name, held] : held_) {
@@ -364,7 +363,9 @@ Status SafetensorsSource::resolve_block_scaled() {
   return {};
 }
 
-Status SafetensorsSource::dequantize_pair(const TensorView& codes, BlockRole role, const TensorView& scales) {
+Status SafetensorsSource::dequantize_pair(const Held& codes_held, const Held& scales_held) {
+  const TensorView& codes = codes_held.view;
+  const TensorView& scales = scales_held.view;
   const std::string what = codes.file + ": tensor '" + codes.name + "'";
   // A tensor no model binds is not multiplied out (DeepSeek V4's MTP layer: gigabytes of BF16
   // nothing reads).
@@ -379,7 +380,7 @@ Status SafetensorsSource::dequantize_pair(const TensorView& codes, BlockRole rol
                             scales.shape_string() + ") is empty");
   }
   BlockScaledMatrix m;
-  m.code = role == BlockRole::kFp8Codes ? BlockCode::kFp8E4M3 : BlockCode::kFp4E2M1;
+  m.code = codes_held.role == BlockRole::kFp8Codes ? BlockCode::kFp8E4M3 : BlockCode::kFp4E2M1;
   if (m.code == BlockCode::kFp4E2M1 && codes.shape[1] > INT64_MAX / 2) {
     return invalid_argument(what + " has too many columns: " + codes.shape_string());
   }
@@ -393,7 +394,7 @@ Status SafetensorsSource::dequantize_pair(const TensorView& codes, BlockRole rol
   m.scale_cols = scales.shape[1];
   // The scales' element type is the file's, read from its dtype string: a held tensor's view
   // has no model dtype of its own.
-  const std::string& scale_dtype = held_.at(scales.name).dtype_name;
+  const std::string& scale_dtype = scales_held.dtype_name;
   if (scale_dtype == "F8_E8M0") {
     m.scale_type = BlockScaleType::kUe8m0;
   } else if (scale_dtype == "F32") {
