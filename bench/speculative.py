@@ -17,6 +17,9 @@ token to its last, averaged), aggregate output throughput (tokens over the run's
 model load excluded), draft acceptance, and whether the tokens equal plain decoding's.
 
     python3 bench/speculative.py --concurrency 1,8,32 --out bench/results/speculative.json
+
+With --draft-model MODEL the draft-model method (a smaller model with the target's tokenizer)
+joins, under both schedules; --methods none,draft keeps only some methods.
 """
 
 import argparse
@@ -123,6 +126,8 @@ def run(args, input_path, concurrency, method, schedule):
         if method != "none":
             cmd += ["--speculative-method", method, "--speculative-schedule", schedule,
                     "--num-speculative-tokens", str(args.num_tokens)]
+        if method == "draft":
+            cmd += ["--draft-model", args.draft_model]
         start = time.monotonic()
         proc = subprocess.run(cmd, capture_output=True, text=True)
         wall = time.monotonic() - start
@@ -175,8 +180,14 @@ def main():
                     help="requests per concurrency slot (at concurrency 1: this many requests, one at a time)")
     ap.add_argument("--repeats", type=int, default=1,
                     help="rounds of every configuration; speeds reported are the medians")
+    ap.add_argument("--draft-model", help="a model with the target's tokenizer: adds the draft method")
+    ap.add_argument("--methods", help="comma-separated methods to run (none always runs: it is the baseline)")
     ap.add_argument("--out", help="write every result as JSON here")
     args = ap.parse_args()
+    configs = CONFIGS + ([("draft", "fixed"), ("draft", "confidence")] if args.draft_model else [])
+    if args.methods:
+        wanted = set(args.methods.split(",")) | {"none"}
+        configs = [c for c in configs if c[0] in wanted]
     if not BIN.exists():
         sys.exit(f"{BIN} is missing: build first (scripts/setup)")
     cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
@@ -191,9 +202,9 @@ def main():
                 write_input(input_path, WORKLOADS[workload](n), args.max_tokens)
                 # Rounds of every configuration in turn; each figure is the median over rounds,
                 # so a burst of load on the machine moves one round of all, not one configuration.
-                rounds = {cfg: [] for cfg in CONFIGS}
+                rounds = {cfg: [] for cfg in configs}
                 for _ in range(args.repeats):
-                    for method, schedule in CONFIGS:
+                    for method, schedule in configs:
                         rounds[(method, schedule)].append(run(args, input_path, c, method, schedule))
                 results = {cfg: median_run(rs) for cfg, rs in rounds.items()}
                 plain = results[("none", None)]
@@ -213,6 +224,7 @@ def main():
     if args.out:
         meta = {"cpu": cpu, "cores": os.cpu_count(), "model": args.model, "threads": args.threads,
                 "max_tokens": args.max_tokens, "num_speculative_tokens": args.num_tokens, "repeats": args.repeats,
+                "draft_model": args.draft_model,
                 "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "python": platform.python_version()}
         pathlib.Path(args.out).write_text(json.dumps({"meta": meta, "rows": rows}, indent=1) + "\n")
     if not all(r["equal_to_plain"] for r in rows):

@@ -42,7 +42,9 @@ enum class KvCacheDtype { kF16, kF32 };
 //            (prompt lookup, vLLM's `ngram`).
 //   kSuffix  the most frequent continuation in suffix tries over the request's own tokens and
 //            over the outputs of earlier requests (Arctic's suffix decoding).
-enum class SpeculativeMethod { kNone, kNgram, kSuffix };
+//   kDraft   greedy tokens of a smaller model with the target's vocabulary
+//            (SpeculativeConfig::draft_model_path), run in the same engine on its own KV cache.
+enum class SpeculativeMethod { kNone, kNgram, kSuffix, kDraft };
 // kFixed verifies every proposed draft token (up to num_tokens); kConfidence verifies, per
 // request and step, the draft prefix that maximises expected accepted tokens per second given
 // each position's estimated acceptance and the step time the batch's size costs (DSpark's
@@ -55,13 +57,19 @@ struct SpeculativeConfig {
   SpeculativeMethod method = SpeculativeMethod::kNone;
   int32_t num_tokens = 5;  // draft tokens per step at most, in [1, kMaxSpeculativeTokens]
   SpeculativeSchedule schedule = SpeculativeSchedule::kConfidence;
+  // The draft model (GGUF file or Hugging Face directory) for kDraft; its tokenizer must be the
+  // target's. Empty: none, and requests cannot ask for kDraft.
+  std::string draft_model_path;
+  // Tokens the draft model's KV cache holds; 0: as many as the target's.
+  int64_t draft_kv_cache_tokens = 0;
 };
 
-// "none", "ngram", "suffix"; "fixed", "confidence".
+// "none", "ngram", "suffix", "draft"; "fixed", "confidence".
 inline const char* speculative_method_name(SpeculativeMethod m) {
   switch (m) {
     case SpeculativeMethod::kNgram: return "ngram";
     case SpeculativeMethod::kSuffix: return "suffix";
+    case SpeculativeMethod::kDraft: return "draft";
     case SpeculativeMethod::kNone: break;
   }
   return "none";

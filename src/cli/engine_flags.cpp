@@ -104,25 +104,33 @@ Status read_kv_store_flags(const Args& args, EngineConfig& config) {
   return read_int(args, "--kv-store-page-tokens", 1, 1 << 16, &config.kv_store_page_tokens);
 }
 
-// draft and mtp are the other methods: named so that asking for them says why not.
+// mtp is named so that asking for it says why not.
 Result<SpeculativeMethod> parse_speculative_method(const std::string& name) {
   if (name == "ngram") return SpeculativeMethod::kNgram;
   if (name == "suffix") return SpeculativeMethod::kSuffix;
+  if (name == "draft") return SpeculativeMethod::kDraft;
   if (name == "none") return SpeculativeMethod::kNone;
-  if (name == "draft") {
-    return invalid_argument("--speculative-method draft (a separate draft model) is not built yet; use ngram or suffix");
-  }
   if (name == "mtp") {
     return invalid_argument(
-        "--speculative-method mtp needs DeepSeek V4's MTP layers, which the V4 loader does not load yet; use ngram "
-        "or suffix");
+        "--speculative-method mtp needs DeepSeek V4's MTP layers, which the V4 loader does not load yet; use ngram, "
+        "suffix or draft");
   }
-  return invalid_argument("--speculative-method must be ngram, suffix or none, got '" + name + "'");
+  return invalid_argument("--speculative-method must be ngram, suffix, draft or none, got '" + name + "'");
 }
 
 Status read_speculative_flags(const Args& args, EngineConfig& config) {
   if (auto method = args.get("--speculative-method")) {
     DI_ASSIGN_OR_RETURN(config.speculative.method, parse_speculative_method(*method));
+  }
+  if (auto draft = args.get("--draft-model")) {
+    auto path = resolve_model_path(*draft);
+    if (!path.ok()) return invalid_argument("--draft-model: " + path.status().message());
+    config.speculative.draft_model_path = *path;
+    // A draft model alone asks for drafting with it.
+    if (!args.get("--speculative-method")) config.speculative.method = SpeculativeMethod::kDraft;
+  }
+  if (config.speculative.method == SpeculativeMethod::kDraft && config.speculative.draft_model_path.empty()) {
+    return invalid_argument("--speculative-method draft needs --draft-model PATH (a model with the target's tokenizer)");
   }
   int64_t n = config.speculative.num_tokens;
   DI_RETURN_IF_ERROR(read_int(args, "--num-speculative-tokens", 1, kMaxSpeculativeTokens, &n));
@@ -150,7 +158,7 @@ void add_engine_flags(FlagSpec& spec) {
                           "--block-size",
                           "--max-num-seqs", "--max-num-batched-tokens", "--kv-store", "--kv-store-memory",
                           "--kv-store-capacity", "--kv-store-ttl", "--kv-store-page-tokens", "--speculative-method",
-                          "--num-speculative-tokens", "--speculative-schedule"});
+                          "--num-speculative-tokens", "--speculative-schedule", "--draft-model"});
   spec.switches.insert({"--no-prefix-caching", "--batch-invariant", "--no-async-scheduling", "--no-swa-replay",
                         "--no-grammar-fast-forward"});
   spec.aliases.insert({{"-m", "--model"}, {"-t", "--threads"}, {"--ctx", "--kv-cache-tokens"}});
@@ -185,8 +193,11 @@ std::string engine_flags_usage(const EngineConfig& d) {
   --kv-store-ttl DURATION    a page lives this long after its last use, e.g. 72h, 3d, 0: forever
                              (default %s)
   --kv-store-page-tokens N   tokens per page, a multiple of --block-size (default %lld)
-  --speculative-method M     speculative decoding: ngram (prompt lookup) or suffix (suffix tries
-                             over the request and earlier outputs); lossless (default none)
+  --speculative-method M     speculative decoding: ngram (prompt lookup), suffix (suffix tries
+                             over the request and earlier outputs) or draft (--draft-model's
+                             greedy tokens); lossless (default none)
+  --draft-model MODEL        a smaller model with the target's tokenizer that drafts on its own KV
+                             cache (implies --speculative-method draft)
   --num-speculative-tokens N draft tokens verified per step at most, 1-15 (default %d)
   --speculative-schedule S   confidence: verify what pays at the current load (DSpark's
                              scheduler); fixed: every draft token (default %s)

@@ -46,6 +46,7 @@
 #include "engine/kv_store_connector.h"
 #include "engine/sampler.h"
 #include "engine/scheduler.h"
+#include "engine/speculative/draft_model.h"
 #include "engine/speculative/schedule.h"
 #include "engine/speculative/sequence_drafter.h"
 #include "engine/speculative/verify.h"
@@ -109,6 +110,7 @@ struct EngineParts {
   kv::KvCacheConfig kv_config;
   int64_t max_context = 0;
   std::unique_ptr<kvstore::PageStore> store;  // null: no KV store
+  std::unique_ptr<speculative::DraftModel> draft;  // null: no draft model
 };
 
 // One sampling chunk of a step, and what sampling it produced. A chunk that verifies a draft
@@ -179,6 +181,7 @@ class EngineImpl final : public Engine {
         kv_(std::move(parts.kv)),
         kv_manager_(std::move(parts.kv_config)),
         store_(std::move(parts.store)),
+        draft_model_(std::move(parts.draft)),
         scheduler_(SchedulerConfig{config.max_num_batched_tokens, config.max_num_seqs,
                                    config.priority_scheduling ? SchedulingPolicy::kPriority : SchedulingPolicy::kFcfs,
                                    config.swa_replay, config.swa_replay_tokens},
@@ -283,6 +286,10 @@ class EngineImpl final : public Engine {
     if (r.speculative_method && *r.speculative_method != SpeculativeMethod::kNone && config_.batch_invariant) {
       return invalid_argument("speculative decoding and batch-invariant mode are mutually exclusive: how many draft "
                               "tokens a step verifies depends on the load");
+    }
+    if (r.speculative_method == SpeculativeMethod::kDraft && !draft_model_) {
+      return invalid_argument("speculative method 'draft' needs a draft model, and this engine has none (start it "
+                              "with --draft-model PATH)");
     }
     return Sampler::validate(r.sampling, n_vocab());
   }
@@ -784,7 +791,10 @@ class EngineImpl final : public Engine {
   void erase_sequence(RequestId id) {
     auto it = seqs_.find(id);
     if (it == seqs_.end()) return;
-    if (it->second.drafter) --n_speculating_;
+    if (it->second.drafter) {
+      --n_speculating_;
+      if (it->second.drafter->method() == SpeculativeMethod::kDraft) draft_model_->release(id);
+    }
     if (it->second.grammar_drafts) --n_grammar_drafting_;
     seqs_.erase(it);
   }
@@ -797,6 +807,7 @@ class EngineImpl final : public Engine {
     if (n_speculating_ == 0 && n_grammar_drafting_ == 0) return;
     if (!step_cost_profiled_) profile_step_cost();
     proposals_.clear();
+    draft_jobs_.clear();
     int64_t n_decoding = 0;
     for (auto& [id, seq] : seqs_) {
       const Request* r = scheduler_.find(id);
@@ -811,10 +822,24 @@ class EngineImpl final : public Engine {
       seq.draft_from_grammar = p.draft.n > 0;
       const int64_t room = std::min<int64_t>(config_.speculative.num_tokens, left);
       if (p.draft.n == 0 && seq.drafter && room > 0) {
-        p.draft = seq.drafter->propose(r->tokens, static_cast<int32_t>(room), global_suffix_,
-                                       pooled_[static_cast<size_t>(seq.drafter->method())]);
+        if (seq.drafter->method() == SpeculativeMethod::kDraft) {
+          // Drafted below, all sequences in the same passes; `out` is set once proposals_ stops growing.
+          draft_jobs_.push_back({id, r->tokens, static_cast<int32_t>(room), nullptr});
+          p.draft_job = static_cast<int32_t>(draft_jobs_.size());
+        } else {
+          p.draft = seq.drafter->propose(r->tokens, static_cast<int32_t>(room), global_suffix_,
+                                         pooled_[static_cast<size_t>(seq.drafter->method())]);
+        }
       }
       proposals_.push_back(p);
+    }
+    if (!draft_jobs_.empty()) {
+      for (Proposal& p : proposals_) {
+        if (p.draft_job > 0) draft_jobs_[static_cast<size_t>(p.draft_job - 1)].out = &p.draft;
+      }
+      // A failed draft pass leaves those sequences without drafts this step; the target's pass
+      // reports a backend failure of its own.
+      (void)draft_model_->propose(draft_jobs_);
     }
     std::sort(proposals_.begin(), proposals_.end(), [](const Proposal& a, const Proposal& b) { return a.id < b.id; });
     const std::vector<int32_t> lengths = draft_lengths(n_decoding);
@@ -947,7 +972,7 @@ class EngineImpl final : public Engine {
     std::lock_guard<std::mutex> lock(stats_mutex_);
     SpeculativeUsage& u = speculative_usage();
     ++u.verify_sizes[static_cast<size_t>(s.n_draft)];
-    if (s.n_draft > 0) count_verification(u.methods[seq.drafter->method() == SpeculativeMethod::kNgram ? 0 : 1], s);
+    if (s.n_draft > 0) count_verification(u.methods[method_usage_index(seq.drafter->method())], s);
   }
 
   static void count_verification(SpeculativeMethodUsage& m, const SampleJob& s) {
@@ -964,7 +989,14 @@ class EngineImpl final : public Engine {
     seq.n_draft_tokens += s.n_draft;
     seq.n_accepted_draft_tokens += s.n_accepted;
     std::lock_guard<std::mutex> lock(stats_mutex_);
-    count_verification(speculative_usage().methods[2], s);
+    count_verification(speculative_usage().methods[kGrammarUsage], s);
+  }
+
+  // Where a method's counts are in SpeculativeUsage::methods: ngram, suffix, grammar, draft.
+  static constexpr size_t kGrammarUsage = 2;
+  static size_t method_usage_index(SpeculativeMethod m) {
+    DI_ICHECK(m != SpeculativeMethod::kNone);
+    return m == SpeculativeMethod::kNgram ? 0 : m == SpeculativeMethod::kSuffix ? 1 : 3;
   }
 
   // stats_.speculative, its methods made on first use. Under stats_mutex_.
@@ -975,6 +1007,7 @@ class EngineImpl final : public Engine {
         u.methods.push_back({speculative_method_name(m)});
       }
       u.methods.push_back({"grammar"});
+      u.methods.push_back({speculative_method_name(SpeculativeMethod::kDraft)});
       u.verify_sizes.assign(kMaxSpeculativeTokens + 1, 0);
     }
     return u;
@@ -1094,6 +1127,7 @@ class EngineImpl final : public Engine {
   std::unique_ptr<backend::KvCache> kv_;
   kv::KvCacheManager kv_manager_;
   std::unique_ptr<kvstore::PageStore> store_;  // null: no KV store
+  std::unique_ptr<speculative::DraftModel> draft_model_;  // null: none (SpeculativeConfig::draft_model_path)
   Scheduler scheduler_;
   // After the scheduler (which borrows it as its hook) and the store; destroyed before them,
   // writing its queued pages.
@@ -1112,6 +1146,7 @@ class EngineImpl final : public Engine {
   // Speculative decoding.
   struct Proposal {
     RequestId id = 0;
+    int32_t draft_job = 0;  // 1 + its index in draft_jobs_; 0: not the draft model's
     speculative::Draft draft;
     std::array<float, kMaxSpeculativeTokens> survival{};
   };
@@ -1124,7 +1159,8 @@ class EngineImpl final : public Engine {
   static constexpr float kForcedTokenPrior = 0.9f;
   speculative::AcceptanceStats grammar_pooled_;  // forced-text verifications of every sequence
   std::vector<Proposal> proposals_;  // propose_drafts' scratch
-  std::array<speculative::AcceptanceStats, 3> pooled_{};  // by SpeculativeMethod, over all sequences
+  std::vector<speculative::DraftModel::Job> draft_jobs_;  // propose_drafts' scratch
+  std::array<speculative::AcceptanceStats, 4> pooled_{};  // by SpeculativeMethod, over all sequences
   speculative::StepCostModel step_cost_;
   bool step_cost_profiled_ = false;
   int64_t last_prompt_tokens_ = 0;
@@ -1209,6 +1245,80 @@ Result<std::unique_ptr<kvstore::PageStore>> open_kv_store(const EngineConfig& co
   return kvstore::PageStore::open(std::move(o));
 }
 
+// The model's KV groups in the config's element type and block size; a block must hold whole
+// rows of every group (DeepSeek V4's HCA rows summarise 128 tokens).
+Result<std::vector<KvGroupSpec>> sized_kv_groups(const EngineConfig& config, const Model& model) {
+  std::vector<KvGroupSpec> groups = model.kv_groups();
+  int64_t whole_rows = 1;
+  for (const KvGroupSpec& g : groups) whole_rows = std::lcm(whole_rows, g.tokens_per_row);
+  if (config.block_size % whole_rows != 0) {
+    return invalid_argument("block_size " + std::to_string(config.block_size) + " does not hold whole rows of " +
+                            model.source().path() + "'s compressed KV (up to " + std::to_string(whole_rows) +
+                            " tokens a row): use a multiple of " + std::to_string(whole_rows));
+  }
+  for (KvGroupSpec& g : groups) {
+    g.dtype = kv_element_type(config.kv_cache_dtype);
+    g.block_size = config.block_size;
+  }
+  return groups;
+}
+
+// A draft model must spell every token id as the target does: its drafts are the target's ids.
+Status check_same_vocabulary(const std::string& draft_path, const Tokenizer* draft, const Model& draft_model,
+                             const Tokenizer* target, const Model& target_model) {
+  const std::string refuse = "draft model " + draft_path + " cannot draft for " + target_model.source().path() + ": ";
+  if (draft == nullptr || target == nullptr) {
+    // Without both tokenizers only the sizes can be compared.
+    if (draft_model.config().n_vocab != target_model.config().n_vocab) {
+      return invalid_argument(refuse + "its vocabulary has " + std::to_string(draft_model.config().n_vocab) +
+                              " tokens, the target's " + std::to_string(target_model.config().n_vocab));
+    }
+    return Status::ok_status();
+  }
+  if (draft->n_vocab() != target->n_vocab()) {
+    return invalid_argument(refuse + "its tokenizer has " + std::to_string(draft->n_vocab()) + " tokens, the target's " +
+                            std::to_string(target->n_vocab()) + "; a draft model must share the target's tokenizer");
+  }
+  for (int32_t id = 0; id < target->n_vocab(); ++id) {
+    if (draft->token_piece(id) != target->token_piece(id)) {
+      return invalid_argument(refuse + "token " + std::to_string(id) + " is '" + draft->token_text(id) + "' there and '" +
+                              target->token_text(id) + "' in the target; a draft model must share the target's tokenizer");
+    }
+  }
+  return Status::ok_status();
+}
+
+// The draft model for SpeculativeMethod::kDraft (null: none asked for), on the target's backend
+// and thread pool, with a KV cache of its own: `target_tokens` tokens unless the config says.
+Result<std::unique_ptr<speculative::DraftModel>> load_draft_model(const EngineConfig& config, const EngineParts& parts,
+                                                                  int64_t target_tokens) {
+  const std::string& path = config.speculative.draft_model_path;
+  if (path.empty()) {
+    if (config.speculative.method == SpeculativeMethod::kDraft) {
+      return invalid_argument("speculative method 'draft' needs a draft model: pass --draft-model PATH");
+    }
+    return std::unique_ptr<speculative::DraftModel>();
+  }
+  speculative::DraftModel::Parts d;
+  DI_ASSIGN_OR_RETURN(std::shared_ptr<const Tokenizer> tokenizer, load_tokenizer(path, TokenizerPresence::kOptional));
+  DI_ASSIGN_OR_RETURN(d.model, Model::load(path, *parts.backend));
+  DI_RETURN_IF_ERROR(check_same_vocabulary(path, tokenizer.get(), *d.model, parts.tokenizer.get(), *parts.model));
+  DI_ASSIGN_OR_RETURN(std::vector<KvGroupSpec> groups, sized_kv_groups(config, *d.model));
+  const int64_t tokens = config.speculative.draft_kv_cache_tokens > 0 ? config.speculative.draft_kv_cache_tokens
+                                                                      : target_tokens;
+  const int64_t n_blocks = (tokens + config.block_size - 1) / config.block_size;
+  const DType kv_dtype = kv_element_type(config.kv_cache_dtype);
+  DI_ASSIGN_OR_RETURN(d.kv, d.model->new_kv_cache(config.block_size, kv_dtype, kv_pool_blocks(config, groups, n_blocks)));
+  if (config.prefault_kv_cache) d.kv->prefault();
+  d.kv_config.groups = d.kv->groups();
+  d.kv_config.enable_prefix_caching = false;  // its blocks follow one sequence's drafts
+  DI_RETURN_IF_ERROR(kv::KvCacheManager::validate(d.kv_config));
+  const speculative::DraftModel::Limits limits{config.max_num_batched_tokens,
+                           std::min<int64_t>(d.model->config().n_ctx_train, n_blocks * config.block_size),
+                           std::min(d.model->config().n_vocab, parts.model->config().n_vocab)};
+  return std::make_unique<speculative::DraftModel>(std::move(d), limits);
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
@@ -1248,26 +1358,14 @@ Result<std::unique_ptr<Engine>> create_engine(const EngineConfig& config, std::s
   parts.tokenizer = std::move(tokenizer);
   const ModelConfig& c = parts.model->config();
   const DType kv_dtype = kv_element_type(config.kv_cache_dtype);
-  std::vector<KvGroupSpec> groups = parts.model->kv_groups();
-  // A block holds whole rows of every group (DeepSeek V4's HCA rows summarise 128 tokens).
-  int64_t whole_rows = 1;
-  for (const KvGroupSpec& g : groups) whole_rows = std::lcm(whole_rows, g.tokens_per_row);
-  if (config.block_size % whole_rows != 0) {
-    return invalid_argument("block_size " + std::to_string(config.block_size) + " does not hold whole rows of " +
-                            parts.model->source().path() + "'s compressed KV (up to " + std::to_string(whole_rows) +
-                            " tokens a row): use a multiple of " + std::to_string(whole_rows));
-  }
-  for (KvGroupSpec& g : groups) {
-    g.dtype = kv_dtype;
-    g.block_size = config.block_size;
-  }
+  DI_ASSIGN_OR_RETURN(std::vector<KvGroupSpec> groups, sized_kv_groups(config, *parts.model));
   int64_t tokens = config.kv_cache_tokens;
   if (tokens <= 0) {
     DI_ASSIGN_OR_RETURN(tokens, default_kv_cache_tokens(config, groups, c.n_ctx_train));
   }
   const int64_t n_blocks = (tokens + config.block_size - 1) / config.block_size;
-  const std::vector<int64_t> pool_blocks = kv_pool_blocks(config, groups, n_blocks);
-  DI_ASSIGN_OR_RETURN(parts.kv, parts.model->new_kv_cache(config.block_size, kv_dtype, pool_blocks));
+  DI_ASSIGN_OR_RETURN(parts.kv, parts.model->new_kv_cache(config.block_size, kv_dtype,
+                                                          kv_pool_blocks(config, groups, n_blocks)));
   if (config.prefault_kv_cache) parts.kv->prefault();
   // A request must fit the KV cache on its own, and the model's trained context.
   parts.max_context = std::min<int64_t>(c.n_ctx_train, n_blocks * config.block_size);
@@ -1279,6 +1377,7 @@ Result<std::unique_ptr<Engine>> create_engine(const EngineConfig& config, std::s
                                       std::string(dtype_name(kv_dtype)) + "/" + std::string(parts.kv->layout());
   DI_RETURN_IF_ERROR(kv::KvCacheManager::validate(parts.kv_config));
   DI_ASSIGN_OR_RETURN(parts.store, open_kv_store(config, parts.kv_config));
+  DI_ASSIGN_OR_RETURN(parts.draft, load_draft_model(config, parts, n_blocks * config.block_size));
   return std::unique_ptr<Engine>(new EngineImpl(config, std::move(parts)));
 }
 

@@ -342,6 +342,26 @@ TEST(Cli, UsageErrorsExitTwoWithAMessage) {
   EXPECT_NE(o.err.find("--kv-cache-dtype must be f16 or f32"), std::string::npos) << o.err;
 }
 
+// --draft-model: a known name or path, implying the draft method; without a model the method
+// is a usage error, and a draft with another tokenizer one clear error at load.
+TEST_F(DefaultModel, DraftModelFlags) {
+  Outcome o = run("run -p hi -n 4 --speculative-method draft");
+  EXPECT_EQ(o.exit_code, 2);
+  EXPECT_NE(o.err.find("--draft-model"), std::string::npos) << o.err;
+  o = run("run -p hi -n 4 --draft-model " + ::testing::TempDir() + "/missing-draft.gguf");
+  EXPECT_EQ(o.exit_code, 2);
+  EXPECT_NE(o.err.find("missing-draft.gguf"), std::string::npos) << o.err;
+  o = run("run -p hi -n 4 --draft-model gemma3-270m");
+  EXPECT_EQ(o.exit_code, 1);
+  EXPECT_NE(o.err.find("share the target's tokenizer"), std::string::npos) << o.err;
+  EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
+  o = run("run -p 'The days of the week are' -n 24 --temp 0 --draft-model smollm2-135m-instruct");
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  const Outcome plain = run("run -p 'The days of the week are' -n 24 --temp 0");
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  EXPECT_EQ(o.out, plain.out);
+}
+
 TEST(Cli, BadModelFilesGiveOneClearError) {
   const std::string dir = ::testing::TempDir();
   Outcome o = run("run -m " + dir + "/missing.gguf -p hi");

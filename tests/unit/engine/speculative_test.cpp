@@ -139,19 +139,22 @@ TEST(SpeculativeEngine, ABatchOf32WithMixedMethodsAndPrefillChunksEqualsThePlain
     for (int k = 0; k < i % 3; ++k) text += std::string(" ") + kRepetitiveTexts[(i + k + 1) % 4];
     GenerationRequest r = greedy(encode(model, text), 8 + static_cast<int64_t>(rng() % 17));
     static constexpr SpeculativeMethod kMethods[] = {SpeculativeMethod::kNone, SpeculativeMethod::kNgram,
-                                                     SpeculativeMethod::kSuffix};
-    r.speculative_method = kMethods[i % 3];
+                                                     SpeculativeMethod::kSuffix, SpeculativeMethod::kDraft};
+    r.speculative_method = kMethods[i % 4];
     requests.push_back(std::move(r));
   }
   std::vector<GenerationRequest> plain_requests = requests;
   for (GenerationRequest& r : plain_requests) r.speculative_method.reset();
   const std::vector<Output> plain = run_all(config_for(model, SpeculativeMethod::kNone, 96), plain_requests);
   EngineStats stats;
-  const std::vector<Output> mixed = run_all(config_for(model, SpeculativeMethod::kNone, 96), requests, &stats);
+  // The draft model is the target itself: the draft method's rows are checked, not its speed.
+  EngineConfig mixed_cfg = config_for(model, SpeculativeMethod::kNone, 96);
+  mixed_cfg.speculative.draft_model_path = model;
+  const std::vector<Output> mixed = run_all(mixed_cfg, requests, &stats);
   expect_same_tokens(plain, mixed, "batch of 32");
-  for (size_t i = 0; i < mixed.size(); i += 3) EXPECT_EQ(mixed[i].n_draft, 0) << "request " << i << " asked for none";
-  // Both methods verified and kept drafts, and the statistics add up.
-  ASSERT_EQ(stats.speculative.methods.size(), 3u);  // ngram, suffix, grammar
+  for (size_t i = 0; i < mixed.size(); i += 4) EXPECT_EQ(mixed[i].n_draft, 0) << "request " << i << " asked for none";
+  // Every method verified and kept drafts, and the statistics add up.
+  ASSERT_EQ(stats.speculative.methods.size(), 4u);  // ngram, suffix, grammar, draft
   int64_t drafted = 0, accepted = 0;
   for (const Output& o : mixed) {
     drafted += o.n_draft;
