@@ -99,8 +99,10 @@ def multi_turn_requests(n):
 
 def free_requests(n):
     filler = "the of and a to in is that it was for on are as with his they at be this from "
-    return [f"{filler * 3}\n\nWrite an original short story about a dragon named {name}."
-            for name in ["Ember", "Slate", "Moss", "Quill", "Brine", "Cinder", "Frost", "Thistle"][:n]]
+    names = ["Ember", "Slate", "Moss", "Quill", "Brine", "Cinder", "Frost", "Thistle"]
+    places = ["a desert", "the sea", "a city", "the mountains", "a forest", "an island", "the moon", "a library"]
+    return [f"{filler * 3}\n\nWrite an original short story about a dragon named {names[i % 8]} who lives in "
+            f"{places[(i // 8) % 8]}." for i in range(n)]
 
 
 WORKLOADS = {

@@ -841,12 +841,23 @@ class EngineImpl final : public Engine {
       // reports a backend failure of its own.
       (void)draft_model_->propose(draft_jobs_);
     }
+    // Nothing after a stop token can be kept: the sequence ends with it.
+    for (Proposal& p : proposals_) cut_after_stop(p.draft, scheduler_.find(p.id)->stop_token_ids);
     std::sort(proposals_.begin(), proposals_.end(), [](const Proposal& a, const Proposal& b) { return a.id < b.id; });
     const std::vector<int32_t> lengths = draft_lengths(n_decoding);
     for (size_t i = 0; i < proposals_.size(); ++i) {
       const Proposal& p = proposals_[i];
       scheduler_.set_draft(p.id, p.draft.view().first(static_cast<size_t>(lengths[i])));
       if (p.draft.n > 0 && lengths[i] == 0) forget_a_little(p.id);
+    }
+  }
+
+  static void cut_after_stop(speculative::Draft& d, std::span<const int32_t> stop_ids) {
+    for (int32_t j = 0; j + 1 < d.n; ++j) {
+      if (std::find(stop_ids.begin(), stop_ids.end(), d.tokens[static_cast<size_t>(j)]) != stop_ids.end()) {
+        d.n = j + 1;
+        return;
+      }
     }
   }
 
