@@ -33,6 +33,14 @@ Json engine_json(const EngineConfig& c) {
   e["async_scheduling"] = c.async_scheduling;
   e["swa_replay"] = c.swa_replay;
   e["kv_store"] = !c.kv_store_dir.empty() || c.kv_store_memory_bytes > 0;
+  Json spec;
+  spec["method"] = speculative_method_name(c.speculative.method);
+  spec["num_tokens"] = c.speculative.num_tokens;
+  spec["schedule"] = c.speculative.schedule == SpeculativeSchedule::kFixed ? "fixed" : "confidence";
+  if (!c.speculative.draft_model_path.empty()) {
+    spec["draft_model_file"] = std::filesystem::path(c.speculative.draft_model_path).filename().string();
+  }
+  e["speculative"] = std::move(spec);
   return e;
 }
 

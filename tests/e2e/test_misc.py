@@ -44,3 +44,29 @@ def test_allowed_origins_and_hosts_flags():
         assert srv.request("GET", "/health", headers={"Host": "my.box:8000"})[0] == 200
     finally:
         stop_server(srv)
+
+
+def test_a_server_with_a_draft_model_drafts_and_says_so():
+    """--draft-model (here the served model drafting for itself): /v1/info names the method and
+    the draft, greedy answers equal the plain server's, and /metrics counts the draft method."""
+    srv = start_server("--draft-model", MODEL)
+    try:
+        status, _, data = srv.request("GET", "/v1/info")
+        assert status == 200
+        spec = json.loads(data)["engine"]["speculative"]
+        assert spec["method"] == "draft" and spec["draft_model_file"].endswith(".gguf")
+        body = {"model": MODEL, "messages": [{"role": "user", "content": "Name three colours."}],
+                "max_tokens": 40, "temperature": 0}
+        status, _, data = srv.request("POST", "/v1/chat/completions", body)
+        assert status == 200
+        drafted = json.loads(data)["choices"][0]["message"]["content"]
+    finally:
+        metrics = srv.metrics()
+        stop_server(srv)
+    plain = start_server()
+    try:
+        status, _, data = plain.request("POST", "/v1/chat/completions", body)
+        assert status == 200 and json.loads(data)["choices"][0]["message"]["content"] == drafted
+    finally:
+        stop_server(plain)
+    assert 'deepinfer:spec_decode_mean_acceptance_length{method="draft"}' in metrics
