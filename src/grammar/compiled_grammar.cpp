@@ -104,8 +104,9 @@ namespace {
 // the subtree is walked with full stacks.
 class ClassWalk {
  public:
-  ClassWalk(const Automaton& a, const TokenIndex& tokens, uint32_t max_depth)
-      : a_(a), trie_(tokens.trie()), node_tokens_(tokens.node_tokens()), stacks_(&a, max_depth) {}
+  ClassWalk(const Automaton& a, const TokenIndex& tokens, uint32_t max_depth, bool virtual_levels)
+      : a_(a), trie_(tokens.trie()), node_tokens_(tokens.node_tokens()), stacks_(&a, max_depth),
+        virtual_levels_(virtual_levels) {}
 
   void run(uint32_t start) {
     std::vector<uint32_t> state_at(2, start);  // [depth]
@@ -165,20 +166,71 @@ class ClassWalk {
     for (uint32_t j = i + 1; j < n.subtree_end; ++j) add(trie_[j], &uncertain);
   }
 
+  // One depth of walk_stacks' path. A real level's set is stacks_' set n_sets - 1. A virtual
+  // level stands for the set holding the one stack (state, parent) without interning it: what a
+  // single stack reaches on a byte when the state it lands in has byte edges, no calls and is
+  // not final (most bytes of a JSON string, number or literal), where advance() would intern one
+  // node and close over nothing. It is made real only when a call or a final state needs the
+  // full stacks. n_sets: the real sets below it, the last of which holds `parent`.
+  struct Level {
+    bool is_virtual = false;
+    uint32_t state = 0, parent = 0;
+    uint32_t n_sets = 1;
+  };
+
+  bool plain(uint32_t state) const {
+    const Automaton::State& s = a_.state(state);
+    return s.n_ranges > 0 && s.n_calls == 0 && !s.final;
+  }
+
   // Nodes [begin, end) below a node at depth `base`, whose set is stacks_' set 0.
   void walk_stacks(uint32_t begin, uint32_t end, uint32_t base, uint8_t escaped_base) {
     escaped_.assign(2, 0);
     escaped_[0] = escaped_base;
+    levels_.assign(2, Level{});
     for (uint32_t i = begin; i < end;) {
       const TokenIndex::TrieNode& n = trie_[i];
       const uint32_t d = n.depth - base;
-      if (escaped_.size() <= d) escaped_.resize(d + 1, 0);
-      stacks_.pop_to(d);
-      const bool alive = stacks_.advance(n.byte);
-      const bool escaped_here = stacks_.escaped();
+      if (escaped_.size() <= d) {
+        escaped_.resize(d + 1, 0);
+        levels_.resize(d + 1);
+      }
+      const Level up = levels_[d - 1];
+      bool alive = false, escaped_here = false;
+      Level here;
+      if (up.is_virtual) {
+        const uint32_t next = a_.next(a_.state(up.state), n.byte);
+        if (next != Automaton::kNone && plain(next)) {
+          here = {true, next, up.parent, up.n_sets};
+          alive = true;
+        } else if (next != Automaton::kNone) {
+          // A call or a pop ahead: the full stacks, from the stack this byte leaves.
+          stacks_.pop_to(up.n_sets);
+          stacks_.push_stack(up.state, up.parent);
+          alive = stacks_.advance(n.byte);
+          escaped_here = stacks_.escaped();
+          here = {false, 0, 0, up.n_sets + 2};
+        }
+      } else {
+        stacks_.pop_to(up.n_sets);
+        const std::span<const uint32_t> top = stacks_.top();
+        const Stacks::Node* one = virtual_levels_ && top.size() == 1 ? &stacks_.node(top[0]) : nullptr;
+        const uint32_t next = one != nullptr && a_.state(one->state).n_ranges > 0
+                                  ? a_.next(a_.state(one->state), n.byte)
+                                  : Automaton::kNone;
+        if (next != Automaton::kNone && plain(next)) {
+          here = {true, next, one->parent, up.n_sets};  // the set below keeps the parent alive
+          alive = true;
+        } else {
+          alive = stacks_.advance(n.byte);
+          escaped_here = stacks_.escaped();
+          here = {false, 0, 0, up.n_sets + 1};
+        }
+      }
       if (alive) {
         add(n, &accepted);
         escaped_[d] = escaped_[d - 1] | escaped_here;
+        levels_[d] = here;
         ++i;
         continue;
       }
@@ -192,19 +244,26 @@ class ClassWalk {
   const std::vector<int32_t>& node_tokens_;
   Stacks stacks_;
   std::vector<uint8_t> escaped_;
+  std::vector<Level> levels_;
+  bool virtual_levels_;
 };
 
 }  // namespace
 
 TokenClass CompiledGrammar::compute_class(uint32_t state) const {
-  ClassWalk walk(*automaton_, *tokens_, limits_.max_stack_depth);
+  return compute_token_class(*automaton_, *tokens_, state, limits_.max_stack_depth);
+}
+
+TokenClass compute_token_class(const Automaton& automaton, const TokenIndex& tokens, uint32_t state,
+                               uint32_t max_stack_depth, bool virtual_levels) {
+  ClassWalk walk(automaton, tokens, max_stack_depth, virtual_levels);
   walk.run(state);
   std::vector<int32_t>& accepted = walk.accepted;
   std::vector<int32_t>& uncertain = walk.uncertain;
   TokenClass out;
-  const int32_t n_vocab = tokens_->n_vocab();
+  const int32_t n_vocab = tokens.n_vocab();
   if (accepted.size() * 32 > static_cast<size_t>(n_vocab)) {
-    out.accepted_bits.assign(tokens_->n_words(), 0);
+    out.accepted_bits.assign(tokens.n_words(), 0);
     for (int32_t id : accepted) out.accepted_bits[id >> 6] |= uint64_t{1} << (id & 63);
   } else {
     out.accepted_list = std::move(accepted);
@@ -212,7 +271,7 @@ TokenClass CompiledGrammar::compute_class(uint32_t state) const {
   out.uncertain_lcp.reserve(uncertain.size());
   std::string_view prev;
   for (int32_t id : uncertain) {
-    const std::string_view t = tokens_->bytes(id);
+    const std::string_view t = tokens.bytes(id);
     size_t common = 0;
     while (common < prev.size() && common < t.size() && prev[common] == t[common]) ++common;
     out.uncertain_lcp.push_back(static_cast<uint16_t>(std::min<size_t>(common, 65535)));

@@ -42,6 +42,8 @@ class Stacks {
   void reset_single(uint32_t state, uint32_t parent);
   // Pushes a set holding exactly `node` (no closure): the start of a walk from one stack.
   void push_single(uint32_t node);
+  // The same for the stack (state, parent), interned first; `parent` is a node of the sets kept.
+  void push_stack(uint32_t state, uint32_t parent) { push_single(intern(state, parent)); }
   // Pushes the set the top set reaches on byte `b`; false (nothing pushed) when it is empty.
   bool advance(uint8_t b);
   // Keeps the first `n_sets` sets (and the nodes that existed when the last of them was made).

@@ -282,5 +282,52 @@ TEST(Matcher, ClassMasksEqualTheFullWalkOnARealVocabulary) {
   }
 }
 
+
+// The class walk's virtual levels (a single call-free stack stepped without interning) give
+// the same classes as the plain stack walk, for every state of grammars with nested calls,
+// strings, numbers, enums and a recursive rule, on a real vocabulary.
+TEST(TokenClass, VirtualLevelsGiveThePlainWalksClasses) {
+  auto vocab = smollm2_vocab();
+  ASSERT_NE(vocab, nullptr);
+  const std::pair<GrammarKind, const char*> grammars[] = {
+      {GrammarKind::kJsonSchema, R"({"type":"object","properties":{
+          "name":{"type":"string","maxLength":12},"age":{"type":"integer","minimum":0,"maximum":130},
+          "tags":{"type":"array","items":{"enum":["a","bc","déf"]},"maxItems":3},
+          "when":{"type":"string","format":"date"},"score":{"type":"number"},
+          "nested":{"type":"array","items":{"type":"object","properties":{"k":{"type":"string"}}}}},
+          "required":["name"]})"},
+      {GrammarKind::kGbnf, R"G(root ::= expr
+expr ::= term (("+" | "-") term)*
+term ::= num | "(" expr ")" | "\"" [a-z ]* "\""
+num ::= [0-9]+ ("." [0-9]+)?)G"},
+  };
+  // Pieces that run on past the end of a number, a word or a string into what the caller
+  // expects next: a final state that still has byte edges, reached from a single stack, must
+  // still be left by a pop (":1.5," from before a value, "(1.5+" from before a group).
+  const auto crossing = testing::toy_vocab({"12,", "3)", "7+8", "1.5-", "9]", "42}", "ab+", "xyz\"", "a\",\"",
+                                            "0,\"", "5\n", "12.", "e+1", "1e", "\"a\":1",
+                                            ":1.5,", ":1.5}", ":0.25 ,", "(1.5+", "(1.5)", "(2.0-3"});
+  int64_t compared = 0;
+  for (const std::shared_ptr<const TokenIndex>& index : {vocab, crossing}) {
+    for (const auto& [kind, text] : grammars) {
+      GrammarSpec spec;
+      spec.kind = kind;
+      spec.text = text;
+      auto g = compile_grammar(spec, index, {});
+      ASSERT_TRUE(g.ok()) << g.status().to_string();
+      const Automaton& a = (*g)->automaton();
+      for (uint32_t state = 0; state < a.n_states(); ++state) {
+        const TokenClass fast = compute_token_class(a, *index, state, 2000, true);
+        const TokenClass plain = compute_token_class(a, *index, state, 2000, false);
+        ASSERT_EQ(fast.accepted_bits, plain.accepted_bits) << text << " state " << state;
+        ASSERT_EQ(fast.accepted_list, plain.accepted_list) << text << " state " << state;
+        ASSERT_EQ(fast.uncertain, plain.uncertain) << text << " state " << state;
+        ++compared;
+      }
+    }
+  }
+  EXPECT_GT(compared, 100);
+}
+
 }  // namespace
 }  // namespace deepinfer::grammar
