@@ -971,18 +971,49 @@ class SchemaCompiler {
     if (min_len > (1 << 20) || max_len > (1 << 20)) return error(path, "minLength/maxLength above 1048576");
     const std::string key = "string_" + std::to_string(min_len) + "_" + (max_len == kUnbounded ? "inf" : std::to_string(max_len));
     return g_.call(shared(key, [&] {
-      // Long bounds repeat a call of one character: inlined, each repetition copies the
-      // character's automaton (escapes, UTF-8), and a few thousand of them outgrow the budget.
-      // Not below that: the call puts a call in every state of the string, and masks of states
-      // with calls are the slow ones (maxLength 1024 as calls: TBM mean 1.3 ms against 0.7-0.9 ms
-      // inlined, DeepSeek V4's vocabulary, Github_medium---o9797; TTFM 12 ms against 80-130 ms).
       const bool long_bounds = min_len > kInlineLengthBound || max_len > kInlineLengthBound;
-      const ExprId c = long_bounds ? g_.call(shared("string_char", [&] { return string_char(); })) : string_char();
-      return g_.seq({lit("\""), g_.repeat(c, static_cast<int32_t>(min_len), static_cast<int32_t>(max_len)), lit("\"")});
+      const ExprId body = long_bounds ? long_string_body(min_len, max_len)
+                                      : g_.repeat(string_char(), static_cast<int32_t>(min_len),
+                                                  static_cast<int32_t>(max_len));
+      return g_.seq({lit("\""), body, lit("\"")});
     }));
   }
 
+  // Bounds past this are counted in chunks (long_string_body); up to it the characters are
+  // inlined, one copy of the character's automaton (escapes, UTF-8) each.
   static constexpr int64_t kInlineLengthBound = 1024;
+  static constexpr int32_t kStringChunk = 64;
+
+  // min_len..max_len characters (max_len may be kUnbounded) with a bound past
+  // kInlineLengthBound. Inlined, a few thousand copies of the character outgrow the compile
+  // budget; a call of one character per position put a call in every state of the string, so
+  // every mask checked nearly the whole vocabulary against the stacks (maxLength 32767: 5.6 ms
+  // a mask). Here a shared rule holds kStringChunk characters inlined and the count goes in
+  // whole chunks: exactly min_len is q chunks and r characters, and up to `extra` more is
+  // chunk{0, t-1} then 0..extra - 64(t-1) characters (t = extra / 64; the tail is 64 to 127
+  // long, so every count up to `extra` is reached, and none beyond). Calls happen once per
+  // chunk, and a state inside a chunk has a call-free class.
+  ExprId long_string_body(int64_t min_len, int64_t max_len) {
+    const ExprId chunk = g_.call(shared("string_chunk", [&] { return g_.repeat(string_char(), kStringChunk, kStringChunk); }));
+    const auto chars = [&](int64_t lo, int64_t hi) {
+      return g_.repeat(string_char(), static_cast<int32_t>(lo), hi == kUnbounded ? kUnbounded : static_cast<int32_t>(hi));
+    };
+    const int64_t q = min_len / kStringChunk, r = min_len % kStringChunk;
+    std::vector<ExprId> parts = {g_.repeat(chunk, static_cast<int32_t>(q), static_cast<int32_t>(q)), chars(r, r)};
+    if (max_len == kUnbounded) {
+      parts.push_back(chars(0, kUnbounded));
+    } else {
+      const int64_t extra = max_len - min_len;
+      const int64_t t = extra / kStringChunk;
+      if (t == 0) {
+        parts.push_back(chars(0, extra));
+      } else {
+        parts.push_back(g_.repeat(chunk, 0, static_cast<int32_t>(t - 1)));
+        parts.push_back(chars(0, extra - kStringChunk * (t - 1)));
+      }
+    }
+    return g_.seq(std::move(parts));
+  }
 
   Result<ExprId> compile_number(const Json& s, bool integer, const std::string& path) {
     NumberBounds b;

@@ -260,6 +260,37 @@ TEST(JsonSchema, LongStringBounds) {
   EXPECT_FALSE(matches(*m, "\"" + std::string(1102, 'x') + "\""));
 }
 
+// Long bounds are counted in chunks of 64 characters: every count in [min, max] is accepted and
+// none outside, at and around the chunk edges, with escapes and multi-byte characters counted
+// as one character each.
+TEST(JsonSchema, LongStringBoundsAreExactAroundChunkEdges) {
+  const auto text_of = [](int64_t n) {
+    std::string body;
+    for (int64_t i = 0; i < n; ++i) body += i == 0 ? "\u00e9" : i == 1 ? "\\n" : i % 97 == 5 ? "\\\"" : "x";
+    return "\"" + body + "\"";
+  };
+  const std::pair<int64_t, int64_t> bounds[] = {{0, 1025}, {0, 1088}, {0, 1151}, {0, 1152}, {1025, 1025},
+                                                {1280, 1343}, {1100, 1101}, {3000, 5000}, {1030, -1}, {2048, 4096}};
+  for (const auto& [lo, hi] : bounds) {
+    std::string schema = R"({"type":"string","minLength":)" + std::to_string(lo);
+    if (hi >= 0) schema += R"(,"maxLength":)" + std::to_string(hi);
+    schema += "}";
+    auto g = testing::compile_spec(GrammarKind::kJsonSchema, schema);
+    ASSERT_TRUE(g.ok()) << schema << ": " << g.status().to_string();
+    std::vector<int64_t> counts = {0, 1, 63, 64, 65, 127, 128, 129, lo - 1, lo, lo + 1, lo + 63, lo + 64, lo + 65};
+    if (hi >= 0) {
+      for (int64_t d : {-129, -128, -127, -65, -64, -63, -1, 0, 1, 2, 64}) counts.push_back(hi + d);
+    } else {
+      counts.push_back(lo + 700);
+    }
+    for (int64_t n : counts) {
+      if (n < 0) continue;
+      const bool want = n >= lo && (hi < 0 || n <= hi);
+      EXPECT_EQ(matches(*g, text_of(n)), want) << schema << ": " << n << " characters";
+    }
+  }
+}
+
 // allOf branches that differ only in keywords without an assertion (vendor extensions) merge.
 TEST(JsonSchema, AllOfIgnoresUnknownKeywords) {
   expect_instances(R"({"allOf":[{"x-doc":"a","type":"string"},{"x-doc":"b","minLength":1}]})",
