@@ -291,6 +291,15 @@ TEST(JsonSchema, LongStringBoundsAreExactAroundChunkEdges) {
   }
 }
 
+// Keys other than the declared names may start with any character: ASCII, non-ASCII, an
+// escape (the non-ASCII or escaped first character and the rest of the key are one rule).
+TEST(JsonSchema, OtherKeysStartWithAnyCharacter) {
+  expect_instances(R"({"type":"object","properties":{"ab":{"type":"string"}},"additionalProperties":{"type":"integer"}})",
+                   {{R"({"ab":"x"})", true}, {R"({"a":1})", true}, {R"({"abc":1})", true}, {"{\"\u00e9t\u00e9\":2}", true},
+                    {R"({"\n":3})", true}, {R"({"\"q\"":4})", true}, {"{\"\u00e9\":\"x\"}", false},
+                    {R"({"ab":1})", false}, {R"({"":5})", true}});
+}
+
 // allOf branches that differ only in keywords without an assertion (vendor extensions) merge.
 TEST(JsonSchema, AllOfIgnoresUnknownKeywords) {
   expect_instances(R"({"allOf":[{"x-doc":"a","type":"string"},{"x-doc":"b","minLength":1}]})",
