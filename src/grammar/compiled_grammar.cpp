@@ -1,6 +1,7 @@
 #include "grammar/compiled_grammar.h"
 
 #include <algorithm>
+#include <bit>
 #include <unordered_map>
 
 #include "grammar/stacks.h"
@@ -105,7 +106,8 @@ namespace {
 class ClassWalk {
  public:
   ClassWalk(const Automaton& a, const TokenIndex& tokens, uint32_t max_depth, bool virtual_levels)
-      : a_(a), trie_(tokens.trie()), node_tokens_(tokens.node_tokens()), stacks_(&a, max_depth),
+      : accepted_bits(static_cast<size_t>(tokens.n_words()), 0),
+        a_(a), trie_(tokens.trie()), node_tokens_(tokens.node_tokens()), stacks_(&a, max_depth),
         virtual_levels_(virtual_levels) {}
 
   void run(uint32_t start) {
@@ -131,7 +133,7 @@ class ClassWalk {
           i = n.subtree_end;
           continue;
         }
-        add(n, &accepted);
+        accept(n);
         state_at[d] = next;
         escaped[d] = escaped[d - 1] | ns.final;
         ++i;
@@ -142,16 +144,26 @@ class ClassWalk {
       if (stacks_.top().empty()) {
         settle_dead(i, escaped_here, escaped[d - 1]);
       } else {
-        add(n, &accepted);
+        accept(n);
         walk_stacks(i + 1, n.subtree_end, d, escaped[d - 1] | escaped_here);
       }
       i = n.subtree_end;
     }
   }
 
-  std::vector<int32_t> accepted, uncertain;
+  std::vector<uint64_t> accepted_bits;  // [n_words]
+  int64_t n_accepted = 0;
+  std::vector<int32_t> uncertain;  // in trie order
 
  private:
+  void accept(const TokenIndex::TrieNode& n) {
+    for (uint32_t t = n.first_token; t < n.first_token + n.n_tokens; ++t) {
+      const int32_t id = node_tokens_[t];
+      accepted_bits[static_cast<size_t>(id) >> 6] |= uint64_t{1} << (id & 63);
+    }
+    n_accepted += n.n_tokens;
+  }
+
   void add(const TokenIndex::TrieNode& n, std::vector<int32_t>* out) {
     out->insert(out->end(), node_tokens_.begin() + n.first_token, node_tokens_.begin() + n.first_token + n.n_tokens);
   }
@@ -162,7 +174,11 @@ class ClassWalk {
   void settle_dead(uint32_t i, bool escaped_here, bool escaped_before) {
     const TokenIndex::TrieNode& n = trie_[i];
     if (!escaped_here && !escaped_before) return;
-    add(n, escaped_here ? &accepted : &uncertain);
+    if (escaped_here) {
+      accept(n);
+    } else {
+      add(n, &uncertain);
+    }
     for (uint32_t j = i + 1; j < n.subtree_end; ++j) add(trie_[j], &uncertain);
   }
 
@@ -228,7 +244,7 @@ class ClassWalk {
         }
       }
       if (alive) {
-        add(n, &accepted);
+        accept(n);
         escaped_[d] = escaped_[d - 1] | escaped_here;
         levels_[d] = here;
         ++i;
@@ -258,15 +274,18 @@ TokenClass compute_token_class(const Automaton& automaton, const TokenIndex& tok
                                uint32_t max_stack_depth, bool virtual_levels) {
   ClassWalk walk(automaton, tokens, max_stack_depth, virtual_levels);
   walk.run(state);
-  std::vector<int32_t>& accepted = walk.accepted;
   std::vector<int32_t>& uncertain = walk.uncertain;
   TokenClass out;
   const int32_t n_vocab = tokens.n_vocab();
-  if (accepted.size() * 32 > static_cast<size_t>(n_vocab)) {
-    out.accepted_bits.assign(tokens.n_words(), 0);
-    for (int32_t id : accepted) out.accepted_bits[id >> 6] |= uint64_t{1} << (id & 63);
+  if (walk.n_accepted * 32 > n_vocab) {
+    out.accepted_bits = std::move(walk.accepted_bits);
   } else {
-    out.accepted_list = std::move(accepted);
+    out.accepted_list.reserve(static_cast<size_t>(walk.n_accepted));
+    for (size_t w = 0; w < walk.accepted_bits.size(); ++w) {
+      for (uint64_t bits = walk.accepted_bits[w]; bits != 0; bits &= bits - 1) {
+        out.accepted_list.push_back(static_cast<int32_t>(w * 64 + static_cast<size_t>(std::countr_zero(bits))));
+      }
+    }
   }
   out.uncertain_lcp.reserve(uncertain.size());
   std::string_view prev;
