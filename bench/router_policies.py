@@ -101,18 +101,23 @@ def start(args_list, log_path, pattern):
 
 
 def stream_one(router, messages, max_tokens):
+    """TTFT in seconds, and the usage chunk's prompt and cached token counts."""
     body = {"model": MODEL, "messages": messages, "max_tokens": max_tokens, "temperature": 0, "stream": True,
-            "ignore_eos": True}
+            "ignore_eos": True, "stream_options": {"include_usage": True}}
     req = urllib.request.Request(router + "/v1/chat/completions", data=json.dumps(body).encode(),
                                  headers={"Content-Type": "application/json"})
     t0 = time.perf_counter()
     ttft = None
+    usage = {}
     with urllib.request.urlopen(req, timeout=600) as r:
         for raw in r:
             line = raw.decode().strip()
             if ttft is None and line.startswith("data:") and '"content"' in line:
                 ttft = time.perf_counter() - t0
-    return ttft if ttft is not None else time.perf_counter() - t0
+            if line.startswith("data:") and '"usage"' in line and line != "data: [DONE]":
+                usage = json.loads(line[5:]).get("usage") or usage
+    cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens", 0)
+    return (ttft if ttft is not None else time.perf_counter() - t0), usage.get("prompt_tokens", 0), cached
 
 
 def run_policy(args, policy, workload, tmp):
@@ -141,6 +146,7 @@ def run_policy(args, policy, workload, tmp):
     sampler = threading.Thread(target=sample)
     sampler.start()
     ttfts = [None] * len(workload)
+    per_request = [None] * len(workload)
     cursor = [0]
     lock = threading.Lock()
 
@@ -152,7 +158,11 @@ def run_policy(args, policy, workload, tmp):
             if i >= len(workload):
                 return
             _, tenant, ids = workload[i]
-            ttfts[i] = stream_one(router, prompt_of(tenant, ids, args.block_words), args.max_tokens)
+            ttft, prompt_tokens, cached = stream_one(router, prompt_of(tenant, ids, args.block_words), args.max_tokens)
+            ttfts[i] = ttft
+            per_request[i] = {"index": i, "tenant": tenant, "blocks": len(ids), "ttft_ms": ttft * 1000,
+                              "prompt_tokens": prompt_tokens, "cached_tokens": cached,
+                              "started_s": time.perf_counter() - t0}
 
     t0 = time.perf_counter()
     threads = [threading.Thread(target=worker) for _ in range(args.concurrency)]
@@ -181,7 +191,8 @@ def run_policy(args, policy, workload, tmp):
     return {"policy": policy, "requests": len(workload), "seconds": elapsed, "req_per_s": len(workload) / elapsed,
             "ttft_p50_ms": q[49] * 1000, "ttft_p99_ms": q[98] * 1000, "hit_rate": hits / queries if queries else 0.0,
             "requests_per_replica": share, "max_waiting_per_replica": max_waiting,
-            "router_estimated_hit_tokens": estimated, "router_actual_hit_tokens": actual, "decisions": decisions}
+            "router_estimated_hit_tokens": estimated, "router_actual_hit_tokens": actual, "decisions": decisions,
+            "per_request": per_request}
 
 
 def main():
@@ -210,7 +221,7 @@ def main():
         for policy in args.policies.split(",") * args.rounds:
             r = run_policy(args, policy, workload, tmp)
             results.append(r)
-            print(json.dumps(r), flush=True)
+            print(json.dumps({k: v for k, v in r.items() if k != "per_request"}), flush=True)
     print("\n| policy | hit rate | req/s | TTFT p50 ms | TTFT p99 ms | requests per replica | max waiting per replica |")
     print("|---|---|---|---|---|---|---|")
     for r in results:
