@@ -170,6 +170,9 @@ void Router::proxy(const server::HttpRequest& request, server::ResponseWriter& w
     const size_t index = lease->index;
     if (attempt == 0) remote_prefill(request, index, keys.size() - std::min(keys.size(), lease->choice.matched_blocks), deadline);
     server::HttpClient client(pool_->url(index), forwarded_headers(request));
+    // Which replica answered and why, for clients and benchmarks that study the routing.
+    const server::Headers routed = {{"x-deepinfer-replica", pool_->name(index)},
+                                    {"x-deepinfer-route", std::string(reason_name(lease->choice.reason))}};
     server::HttpHead head;
     bool streaming = false, started = false;
     std::string buffered;
@@ -182,7 +185,7 @@ void Router::proxy(const server::HttpRequest& request, server::ResponseWriter& w
       const auto got = Clock::now();
       if (!started) {
         started = true;
-        if (!writer.start_stream(head.status, head.content_type)) return false;
+        if (!writer.start_stream(head.status, head.content_type, routed)) return false;
       }
       const bool ok = writer.write(piece);
       chunk_latency_->observe(seconds_since(got));
@@ -200,7 +203,8 @@ void Router::proxy(const server::HttpRequest& request, server::ResponseWriter& w
       return;
     }
     if (s.ok() && !refused(head.status)) {
-      writer.send(head.status, head.content_type.empty() ? "application/json" : head.content_type, std::move(buffered));
+      writer.send(head.status, head.content_type.empty() ? "application/json" : head.content_type, std::move(buffered),
+                  routed);
       return;
     }
     if (s.ok()) {  // refused: try another, keep this answer in case none takes it

@@ -112,6 +112,17 @@ def test_a_conversation_follows_its_cache(cluster):
     assert hits >= 2, "turns 2 and 3 go where turn 1 went"
     # The replicas confirm: the prefix was found in their cache (scraped each health interval).
     assert wait_for(lambda: sum(by_label(router.metrics(), "deepinfer_router:actual_hit_tokens_total").values()) > 100)
+    # Each answer names the replica that served it and why; the next turn goes to the same one.
+    served = []
+    for stream in (False, True):
+        history.append({"role": "user", "content": "And the chain?"})
+        status, headers, _ = router.request("POST", "/v1/chat/completions", {
+            "model": MODEL, "messages": history, "max_tokens": 4, "temperature": 0, "stream": stream})
+        headers = {k.lower(): v for k, v in headers.items()}
+        assert status == 200
+        assert headers["x-deepinfer-route"] == "cache_hit", headers
+        served.append(headers["x-deepinfer-replica"])
+    assert served[0] == served[1] and served[0] in [r.base_url for r in cluster["replicas"]], served
 
 
 def test_sigkill_under_load_fails_cleanly_and_the_replica_comes_back(cluster):
