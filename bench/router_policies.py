@@ -101,7 +101,8 @@ def start(args_list, log_path, pattern):
 
 
 def stream_one(router, messages, max_tokens):
-    """TTFT in seconds, and the usage chunk's prompt and cached token counts."""
+    """TTFT in seconds, the usage chunk's prompt and cached token counts, and the replica and reason
+    the router gives in its headers."""
     body = {"model": MODEL, "messages": messages, "max_tokens": max_tokens, "temperature": 0, "stream": True,
             "ignore_eos": True, "stream_options": {"include_usage": True}}
     req = urllib.request.Request(router + "/v1/chat/completions", data=json.dumps(body).encode(),
@@ -110,6 +111,7 @@ def stream_one(router, messages, max_tokens):
     ttft = None
     usage = {}
     with urllib.request.urlopen(req, timeout=600) as r:
+        routed = (r.headers.get("x-deepinfer-replica", ""), r.headers.get("x-deepinfer-route", ""))
         for raw in r:
             line = raw.decode().strip()
             if ttft is None and line.startswith("data:") and '"content"' in line:
@@ -117,7 +119,7 @@ def stream_one(router, messages, max_tokens):
             if line.startswith("data:") and '"usage"' in line and line != "data: [DONE]":
                 usage = json.loads(line[5:]).get("usage") or usage
     cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens", 0)
-    return (ttft if ttft is not None else time.perf_counter() - t0), usage.get("prompt_tokens", 0), cached
+    return (ttft if ttft is not None else time.perf_counter() - t0), usage.get("prompt_tokens", 0), cached, routed
 
 
 def run_policy(args, policy, workload, tmp):
@@ -158,11 +160,14 @@ def run_policy(args, policy, workload, tmp):
             if i >= len(workload):
                 return
             _, tenant, ids = workload[i]
-            ttft, prompt_tokens, cached = stream_one(router, prompt_of(tenant, ids, args.block_words), args.max_tokens)
+            started = time.perf_counter() - t0
+            ttft, prompt_tokens, cached, (replica, route) = stream_one(router, prompt_of(tenant, ids, args.block_words),
+                                                                       args.max_tokens)
             ttfts[i] = ttft
             per_request[i] = {"index": i, "tenant": tenant, "blocks": len(ids), "ttft_ms": ttft * 1000,
                               "prompt_tokens": prompt_tokens, "cached_tokens": cached,
-                              "started_s": time.perf_counter() - t0}
+                              "started_s": started, "finished_s": time.perf_counter() - t0, "replica": replica,
+                              "route": route}
 
     t0 = time.perf_counter()
     threads = [threading.Thread(target=worker) for _ in range(args.concurrency)]
