@@ -233,7 +233,9 @@ def main():
         print(f"| {r['policy']} | {r['hit_rate']:.1%} | {r['req_per_s']:.2f} | {r['ttft_p50_ms']:.0f} | "
               f"{r['ttft_p99_ms']:.0f} | {r['requests_per_replica']} | {[int(w) for w in r['max_waiting_per_replica']]} |")
     if args.out:
-        pathlib.Path(args.out).write_text(json.dumps({"args": vars(args), "results": results}, indent=1))
+        recorded = {k: (str(pathlib.Path(v).relative_to(REPO)) if isinstance(v, str) and v.startswith(str(REPO) + "/") else v)
+                    for k, v in vars(args).items()}  # no path of this machine in a result file
+        pathlib.Path(args.out).write_text(json.dumps({"args": recorded, "results": results}, indent=1))
 
 
 if __name__ == "__main__":
