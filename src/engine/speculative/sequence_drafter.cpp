@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "core/check.h"
+
 namespace deepinfer::speculative {
 
 namespace {
@@ -23,6 +25,7 @@ SequenceDrafter::SequenceDrafter(SpeculativeMethod method) : method_(method) {
 
 Draft SequenceDrafter::propose(std::span<const int32_t> context, int32_t max_tokens, const SuffixTrie& global,
                                const AcceptanceStats& pooled) {
+  DI_DCHECK(method_ != SpeculativeMethod::kDraft);  // the engine batches those through DraftModel
   Draft d = method_ == SpeculativeMethod::kSuffix ? propose_suffix(context, max_tokens, global)
                                                   : propose_ngram(context, max_tokens);
   for (int32_t j = 0; j < d.n; ++j) {

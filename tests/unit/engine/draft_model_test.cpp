@@ -14,6 +14,7 @@
 #include "deepinfer/engine.h"
 #include "engine/speculative/draft_model.h"
 #include "model/model.h"
+#include "speculative_run.h"
 #include "test_models.h"
 #include "tokenizer/tokenizer_loading.h"
 
@@ -145,34 +146,9 @@ INSTANTIATE_TEST_SUITE_P(TinyModels, DraftModelTest, ::testing::Values("llama_gq
 
 // ---- Through the engine ----
 
-struct Output {
-  std::vector<int32_t> tokens;
-  int64_t n_draft = 0;
-  int64_t n_accepted = 0;
-  FinishReason finish = FinishReason::kNone;
-};
-
-std::vector<Output> run_all(const EngineConfig& cfg, const std::vector<GenerationRequest>& requests) {
-  auto engine = Engine::create(cfg);
-  EXPECT_TRUE(engine.ok()) << engine.status().to_string();
-  if (!engine.ok()) return {};
-  std::vector<std::shared_ptr<RequestHandle>> handles;
-  for (const GenerationRequest& r : requests) handles.push_back(std::move((*engine)->submit(r)).value());
-  std::vector<Output> out;
-  for (auto& h : handles) {
-    Output o;
-    while (auto e = h->next()) {
-      o.tokens.insert(o.tokens.end(), e->tokens.begin(), e->tokens.end());
-      if (e->finish != FinishReason::kNone) {
-        o.n_draft = e->n_draft_tokens;
-        o.n_accepted = e->n_accepted_draft_tokens;
-        o.finish = e->finish;
-      }
-    }
-    out.push_back(std::move(o));
-  }
-  return out;
-}
+using testing::expect_same_tokens;
+using testing::run_all;
+using Output = testing::SpecOutput;
 
 EngineConfig engine_config(const std::string& target, const std::string& draft) {
   EngineConfig cfg;
@@ -200,11 +176,6 @@ std::vector<GenerationRequest> tiny_requests(int n, float temperature) {
     requests.push_back(std::move(r));
   }
   return requests;
-}
-
-void expect_same_tokens(const std::vector<Output>& want, const std::vector<Output>& got, const std::string& what) {
-  ASSERT_EQ(want.size(), got.size()) << what;
-  for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(want[i].tokens, got[i].tokens) << what << ": request " << i;
 }
 
 int64_t drafted(const std::vector<Output>& outputs) {

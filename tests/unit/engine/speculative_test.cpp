@@ -11,31 +11,16 @@
 
 #include "deepinfer/engine.h"
 #include "model/catalog.h"
+#include "speculative_run.h"
 #include "test_models.h"
 #include "tokenizer/tokenizer_loading.h"
 
 namespace deepinfer {
 namespace {
 
-struct Output {
-  std::vector<int32_t> tokens;
-  int64_t n_draft = 0;
-  int64_t n_accepted = 0;
-  FinishReason finish = FinishReason::kNone;
-};
-
-Output collect(RequestHandle& h) {
-  Output o;
-  while (auto e = h.next()) {
-    o.tokens.insert(o.tokens.end(), e->tokens.begin(), e->tokens.end());
-    if (e->finish != FinishReason::kNone) {
-      o.n_draft = e->n_draft_tokens;
-      o.n_accepted = e->n_accepted_draft_tokens;
-      o.finish = e->finish;
-    }
-  }
-  return o;
-}
+using testing::expect_same_tokens;
+using testing::run_all;
+using Output = testing::SpecOutput;
 
 // The fixed schedule verifies every draft: tests that count kept drafts use it, since what
 // the confidence schedule verifies follows the step times it measures on this machine (a
@@ -50,25 +35,6 @@ EngineConfig config_for(const std::string& model, SpeculativeMethod method, int6
   cfg.max_num_batched_tokens = max_batched;
   cfg.speculative.method = method;
   return cfg;
-}
-
-// All requests submitted at once; outputs in request order. `stats`: the engine's at the end.
-std::vector<Output> run_all(const EngineConfig& cfg, const std::vector<GenerationRequest>& requests,
-                            EngineStats* stats = nullptr) {
-  auto engine = Engine::create(cfg);
-  EXPECT_TRUE(engine.ok()) << engine.status().to_string();
-  if (!engine.ok()) return {};
-  std::vector<std::shared_ptr<RequestHandle>> handles;
-  for (const GenerationRequest& r : requests) {
-    auto h = (*engine)->submit(r);
-    EXPECT_TRUE(h.ok()) << h.status().to_string();
-    if (!h.ok()) return {};
-    handles.push_back(std::move(h).value());
-  }
-  std::vector<Output> out;
-  for (auto& h : handles) out.push_back(collect(*h));
-  if (stats != nullptr) *stats = (*engine)->stats();
-  return out;
 }
 
 std::vector<int32_t> encode(const std::string& model, const std::string& text) {
@@ -92,11 +58,6 @@ GenerationRequest greedy(std::vector<int32_t> prompt, int64_t max_tokens) {
   r.sampling.temperature = 0.0f;
   r.detokenize = false;
   return r;
-}
-
-void expect_same_tokens(const std::vector<Output>& want, const std::vector<Output>& got, const std::string& what) {
-  ASSERT_EQ(want.size(), got.size()) << what;
-  for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(want[i].tokens, got[i].tokens) << what << ": request " << i;
 }
 
 int64_t accepted_of(const std::vector<Output>& outputs) {
