@@ -123,15 +123,21 @@ def stream_one(router, messages, max_tokens):
 
 
 def run_policy(args, policy, workload, tmp):
+    # "cache-aware/requests" is cache-aware with --load-unit requests, so that both units run
+    # side by side in one invocation.
+    name, _, unit = policy.partition("/")
+    unit_args = ["--load-unit", unit] if unit else []
+    policy_label, policy = policy, name
+    file_label = policy_label.replace("/", "-")
     replicas = []
     for i in range(args.replicas):
         cmd = [args.binary, "serve", "-m", MODEL, "--port", "0", "--threads", str(args.threads),
                "--max-num-seqs", "16", "--kv-cache-tokens", str(args.kv_cache_tokens)]
-        replicas.append(start(cmd, f"{tmp}/{policy}-replica{i}.log", r"on http://127\.0\.0\.1:(\d+)"))
-    cmd = [args.binary, "router", "--port", "0", "--policy", policy, "--health-interval", "0.5", *args.router_args.split()]
+        replicas.append(start(cmd, f"{tmp}/{file_label}-replica{i}.log", r"on http://127\.0\.0\.1:(\d+)"))
+    cmd = [args.binary, "router", "--port", "0", "--policy", policy, *unit_args, "--health-interval", "0.5", *args.router_args.split()]
     for _, url in replicas:
         cmd += ["--replica", url]
-    router_proc, router = start(cmd, f"{tmp}/{policy}-router.log", r"on http://127\.0\.0\.1:(\d+)")
+    router_proc, router = start(cmd, f"{tmp}/{file_label}-router.log", r"on http://127\.0\.0\.1:(\d+)")
     urls = [url for _, url in replicas]
     before = [metrics(u) for u in urls]
     max_waiting = [0.0] * len(urls)
@@ -193,7 +199,7 @@ def run_policy(args, policy, workload, tmp):
         proc.terminate()
         proc.wait(timeout=60)
     q = statistics.quantiles(ttfts, n=100)
-    return {"policy": policy, "requests": len(workload), "seconds": elapsed, "req_per_s": len(workload) / elapsed,
+    return {"policy": policy_label, "requests": len(workload), "seconds": elapsed, "req_per_s": len(workload) / elapsed,
             "ttft_p50_ms": q[49] * 1000, "ttft_p99_ms": q[98] * 1000, "hit_rate": hits / queries if queries else 0.0,
             "requests_per_replica": share, "max_waiting_per_replica": max_waiting,
             "router_estimated_hit_tokens": estimated, "router_actual_hit_tokens": actual, "decisions": decisions,

@@ -27,6 +27,11 @@ const char* kRouterUsage = R"(usage: deepinfer router --replica URL [--replica U
   --host HOST            address to listen on (default 127.0.0.1)
   --port PORT            port (default 8000; 0 = any free port)
   --policy NAME          cache-aware (default), least-load or round-robin
+  --load-unit U          cache-aware: tokens (default) prices a replica by the uncached prompt
+                         tokens it must compute before this request's first token (its pending
+                         prefills, plus --decode-row-tokens per request decoding); requests
+                         counts requests in flight against the fraction of the prompt missed
+  --decode-row-tokens T  tokens: what one decoding request adds to the work ahead (default 16)
   --load-weight W        cache-aware: weight of load against expected prefix misses (default 1)
   --balance-abs N        cache-aware bound: a replica more than N requests above the least
   --balance-rel R        loaded one and more than R times its load gets no affinity (8, 1.5)
@@ -84,6 +89,13 @@ Status read_options(const Args& args, router::RouterOptions& o) {
     if (!policy) return invalid_argument("--policy: expected cache-aware, least-load or round-robin, got '" + *name + "'");
     o.policy = *policy;
   }
+  if (auto name = args.get("--load-unit")) {
+    auto unit = router::parse_load_unit(*name);
+    if (!unit) return invalid_argument("--load-unit: expected tokens or requests, got '" + *name + "'");
+    o.cost.load_unit = *unit;
+  }
+  DI_ASSIGN_OR_RETURN(o.cost.decode_row_tokens, args.get_float("--decode-row-tokens", o.cost.decode_row_tokens));
+  if (o.cost.decode_row_tokens < 0) return invalid_argument("--decode-row-tokens must be >= 0");
   DI_ASSIGN_OR_RETURN(o.cost.load_weight, args.get_float("--load-weight", o.cost.load_weight));
   DI_ASSIGN_OR_RETURN(o.cost.balance_abs, args.get_float("--balance-abs", o.cost.balance_abs));
   DI_ASSIGN_OR_RETURN(o.cost.balance_rel, args.get_float("--balance-rel", o.cost.balance_rel));
@@ -119,7 +131,7 @@ Status read_options(const Args& args, router::RouterOptions& o) {
 
 int router_command(const std::vector<std::string>& argv) {
   FlagSpec spec;
-  spec.with_value = {"--replica", "--config", "--host", "--port", "--policy", "--load-weight", "--balance-abs",
+  spec.with_value = {"--replica", "--config", "--host", "--port", "--policy", "--load-unit", "--decode-row-tokens", "--load-weight", "--balance-abs",
                      "--balance-rel", "--max-in-flight", "--max-retries", "--request-timeout", "--health-interval",
                      "--eject-after", "--readmit-after", "--index-blocks", "--shutdown-timeout", "--decode", "--prefill",
                      "--pd-min-tokens"};

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <limits>
 
+#include "router/prefix_index.h"
+
 namespace deepinfer::router {
 
 std::optional<Policy> parse_policy(std::string_view name) {
@@ -20,6 +22,16 @@ std::string_view policy_name(Policy policy) {
   }
   return "?";
 }
+
+std::optional<LoadUnit> parse_load_unit(std::string_view name) {
+  if (name == "tokens") return LoadUnit::kTokens;
+  if (name == "requests") return LoadUnit::kRequests;
+  return std::nullopt;
+}
+
+std::string_view load_unit_name(LoadUnit unit) { return unit == LoadUnit::kTokens ? "tokens" : "requests"; }
+
+double tokens_of_blocks(size_t blocks) { return static_cast<double>(blocks * kTextBlockBytes) / kBytesPerToken; }
 
 std::string_view reason_name(Reason reason) {
   switch (reason) {
@@ -63,6 +75,26 @@ std::optional<Choice> round_robin(std::span<const CandidateView> cs, uint64_t cu
   return std::nullopt;
 }
 
+// tokens: the prompt tokens the replica computes before this request's first one, besides its
+// own miss (the header's "work ahead").
+double work_ahead_tokens(const CandidateView& c, double request_tokens, const CostParams& p) {
+  const double decoding = static_cast<double>(std::max<int64_t>(0, c.in_flight - c.pending_prefills));
+  const double unknown = std::max(0.0, c.scraped_queue - static_cast<double>(c.in_flight));
+  return c.pending_prefill_tokens + p.decode_row_tokens * decoding +
+         request_tokens * (unknown + p.kv_usage_weight * c.kv_usage);
+}
+
+// What the replica costs the request, in the unit the params name (see the header).
+double cache_aware_cost(const CandidateView& c, size_t total_blocks, double mean_load, const CostParams& p) {
+  const size_t matched = std::min(c.matched_blocks, total_blocks);
+  if (p.load_unit == LoadUnit::kTokens) {
+    return tokens_of_blocks(total_blocks - matched) +
+           p.load_weight * work_ahead_tokens(c, tokens_of_blocks(total_blocks), p);
+  }
+  const double miss = 1.0 - static_cast<double>(matched) / static_cast<double>(total_blocks);
+  return miss + p.load_weight * load_of(c, p) / (mean_load + 1.0);
+}
+
 std::optional<Choice> cache_aware(std::span<const CandidateView> cs, size_t total_blocks, const CostParams& p) {
   double min_load = std::numeric_limits<double>::infinity(), sum_load = 0;
   size_t n_available = 0, best_match = 0;
@@ -74,7 +106,9 @@ std::optional<Choice> cache_aware(std::span<const CandidateView> cs, size_t tota
     ++n_available;
   }
   if (n_available == 0) return std::nullopt;
-  if (best_match == 0 || total_blocks == 0) return least_load(cs, p);
+  // A miss everywhere: counted in requests, the least loaded replica; in tokens, the cost below
+  // is the work ahead alone, which is the same question asked better.
+  if (total_blocks == 0 || (best_match == 0 && p.load_unit == LoadUnit::kRequests)) return least_load(cs, p);
   const double bound = std::max(min_load + p.balance_abs, min_load * p.balance_rel);
   const double mean_load = sum_load / static_cast<double>(n_available);
   std::optional<size_t> best;
@@ -87,8 +121,7 @@ std::optional<Choice> cache_aware(std::span<const CandidateView> cs, size_t tota
       bounded_out = bounded_out || c.matched_blocks == best_match;
       continue;
     }
-    const double miss = 1.0 - static_cast<double>(std::min(c.matched_blocks, total_blocks)) / static_cast<double>(total_blocks);
-    const double cost = miss + p.load_weight * load_of(c, p) / (mean_load + 1.0);
+    const double cost = cache_aware_cost(c, total_blocks, mean_load, p);
     if (!best || cost < best_cost || (cost == best_cost && tie_break(c, i, cs[*best], *best, p))) {
       best = i;
       best_cost = cost;

@@ -6,10 +6,22 @@
 // replicas' metrics have not caught up yet (the "lost load counter" and PD pile-up failures of
 // other routers). The scraped running/waiting counts only add load the router did not send.
 //
-// cache-aware: cost = miss + load_weight * load / (mean load + 1), where miss is the fraction of
-// the prompt's blocks the replica is not expected to hold. Dimensionless, so that one weight
-// means the same for short and long prompts: at weight 1 a full miss costs as much as being one
-// mean-load-plus-one above the others. Two guards keep one hot prefix from piling onto one
+// cache-aware measures load in one of two units (CostParams::load_unit):
+//   - tokens (the default): cost = own miss + load_weight * work ahead, both in prompt tokens
+//     to compute before this request's first token. The work ahead is the uncached prompt
+//     tokens of the requests sent to the replica whose first byte has not come back
+//     (`pending_prefill_tokens`), plus `decode_row_tokens` per request already decoding there
+//     and the request's own size per request the replica reports that this router did not
+//     send. That is the replica's time to first token for this request, in token units: on a
+//     replica that batches continuously, a new request waits for the prefills ahead of it,
+//     while a decode row adds about one token's work per step. Counting requests instead
+//     prices one 2,000-token prefill like one decode, and sent the slowest requests of
+//     bench/router_policies.py behind long prefills (docs/benchmarks.md, "A longer workload").
+//   - requests: cost = miss + load_weight * load / (mean load + 1), where miss is the fraction
+//     of the prompt's blocks the replica is not expected to hold and load is load_of() below.
+//     Dimensionless: at weight 1 a full miss costs as much as one mean-load-plus-one above the
+//     others.
+// Two guards keep one hot prefix from piling onto one
 // replica, per request rather than as a global gate (a gate opened by one hot replica would
 // turn affinity off for every other prefix too):
 //   - the bound: only replicas with load <= max(min_load + balance_abs, min_load * balance_rel)
@@ -28,10 +40,14 @@
 namespace deepinfer::router {
 
 enum class Policy { kRoundRobin, kLeastLoad, kCacheAware };
+enum class LoadUnit { kTokens, kRequests };
 
 // "round-robin", "least-load", "cache-aware"; nullopt for anything else.
 std::optional<Policy> parse_policy(std::string_view name);
 std::string_view policy_name(Policy policy);
+// "tokens", "requests"; nullopt for anything else.
+std::optional<LoadUnit> parse_load_unit(std::string_view name);
+std::string_view load_unit_name(LoadUnit unit);
 
 struct CandidateView {
   bool available = false;  // healthy and below its in-flight limit
@@ -40,10 +56,17 @@ struct CandidateView {
   double kv_usage = 0;       // 0-1, from the same scrape
   size_t matched_blocks = 0; // of the request's blocks, expected in this replica's cache
   uint64_t routed_total = 0; // requests routed here so far
+  // Uncached prompt tokens of the requests in flight here that have not started answering,
+  // and how many requests those are (the rest of in_flight are decoding).
+  double pending_prefill_tokens = 0;
+  int64_t pending_prefills = 0;
 };
 
 struct CostParams {
+  LoadUnit load_unit = LoadUnit::kTokens;
   double load_weight = 1.0;
+  // tokens: what one decoding request adds to the work ahead of a new request.
+  double decode_row_tokens = 16.0;
   double balance_abs = 8.0;
   double balance_rel = 1.5;
   // A replica whose KV cache is nearly full is about to preempt: its usage counts as this many
@@ -69,6 +92,9 @@ struct Choice {
 // The load the policies compare: what the router sent or what the replica reports, whichever
 // is more, plus KV pressure.
 double load_of(const CandidateView& c, const CostParams& params);
+
+// Prompt tokens of `blocks` routing blocks (kTextBlockBytes bytes at kBytesPerToken).
+double tokens_of_blocks(size_t blocks);
 
 // The replica for a request of `total_blocks` routing blocks, or nullopt when none is available.
 // `rr_cursor` is the round-robin position (advanced by the caller after a kRoundRobin choice).

@@ -17,6 +17,8 @@ struct ReplicaPool::Replica {
   int consecutive_failures = 0;
   int consecutive_ok = 0;
   int64_t in_flight = 0;
+  double pending_prefill_tokens = 0;  // of leases not yet answering
+  int64_t pending_prefills = 0;
   uint64_t routed_total = 0;
   ReplicaScrape last;
   PrefixIndex index;
@@ -149,23 +151,42 @@ std::optional<ReplicaPool::Lease> ReplicaPool::acquire(Policy policy, const std:
     v.kv_usage = r.last.kv_usage;
     v.matched_blocks = r.index.match(keys);  // every policy, so that /metrics compares estimates
     v.routed_total = r.routed_total;
+    v.pending_prefill_tokens = r.pending_prefill_tokens;
+    v.pending_prefills = r.pending_prefills;
   }
   auto choice = choose(policy, views, keys.size(), params, rr_cursor_);
   if (!choice) return std::nullopt;
   if (choice->reason == Reason::kRoundRobin) rr_cursor_ = choice->index + 1;
   Replica& r = *replicas_[choice->index];
+  const double prefill_tokens = tokens_of_blocks(keys.size() - std::min(keys.size(), choice->matched_blocks));
   ++r.in_flight;
   ++r.routed_total;
+  r.pending_prefill_tokens += prefill_tokens;
+  ++r.pending_prefills;
   r.index.insert(keys);
   decisions_[static_cast<size_t>(choice->reason)].fetch_add(1);
   r.counters.requests.fetch_add(1);
-  r.counters.estimated_hit_tokens.fetch_add(static_cast<double>(choice->matched_blocks * kTextBlockBytes) / kBytesPerToken);
-  return Lease{choice->index, *choice};
+  r.counters.estimated_hit_tokens.fetch_add(tokens_of_blocks(choice->matched_blocks));
+  return Lease{choice->index, *choice, prefill_tokens, false};
 }
 
-void ReplicaPool::release(size_t index) {
+void ReplicaPool::end_prefill(Replica& r, Lease& lease) {
+  if (lease.answering) return;
+  lease.answering = true;
+  // Sums of doubles drift; the count says when nothing is pending.
+  r.pending_prefill_tokens = --r.pending_prefills == 0 ? 0.0 : std::max(0.0, r.pending_prefill_tokens - lease.prefill_tokens);
+}
+
+void ReplicaPool::answering(Lease& lease) {
   std::lock_guard lock(mutex_);
-  --replicas_[index]->in_flight;
+  end_prefill(*replicas_[lease.index], lease);
+}
+
+void ReplicaPool::release(Lease& lease) {
+  std::lock_guard lock(mutex_);
+  Replica& r = *replicas_[lease.index];
+  end_prefill(r, lease);
+  --r.in_flight;
 }
 
 void ReplicaPool::report_unreachable(size_t index) {
@@ -184,7 +205,9 @@ void ReplicaPool::report_unreachable(size_t index) {
 std::vector<ReplicaSnapshot> ReplicaPool::snapshot() const {
   std::lock_guard lock(mutex_);
   std::vector<ReplicaSnapshot> out;
-  for (const auto& r : replicas_) out.push_back({r->name, r->healthy, r->in_flight, r->index.size()});
+  for (const auto& r : replicas_) {
+    out.push_back({r->name, r->healthy, r->in_flight, r->pending_prefill_tokens, r->index.size()});
+  }
   return out;
 }
 

@@ -9,7 +9,9 @@
 //
 // Load: acquire() picks a replica and raises its in-flight count in the same critical section,
 // so two requests arriving together see each other (load counted at dispatch); release()
-// lowers it when the answer ends, however it ends.
+// lowers it when the answer ends, however it ends. The request's expected uncached prompt
+// tokens count as the replica's pending prefill from acquire() until answering() (the first
+// byte back: a replica streams from its first token on) or release(), whichever comes first.
 //
 // Threading: every member is safe from any thread; one mutex guards the routing state (the
 // decision is a few microseconds of arithmetic per replica), the counters are atomics.
@@ -66,6 +68,7 @@ struct ReplicaSnapshot {
   std::string name;
   bool healthy = false;
   int64_t in_flight = 0;
+  double pending_prefill_tokens = 0;
   size_t index_blocks = 0;
 };
 
@@ -84,6 +87,8 @@ class ReplicaPool {
   struct Lease {
     size_t index = 0;
     Choice choice;
+    double prefill_tokens = 0;  // counted as the replica's pending prefill until answering()
+    bool answering = false;
   };
   // Picks a replica for a request with these routing keys among the available ones not in
   // `excluded`, raises its in-flight count, and records the keys in its prefix index (the
@@ -91,7 +96,9 @@ class ReplicaPool {
   // available (all ejected, excluded or at their limit).
   std::optional<Lease> acquire(Policy policy, const std::vector<uint64_t>& keys, const CostParams& params,
                                const std::vector<size_t>& excluded);
-  void release(size_t index);
+  // The replica has begun to answer: the lease's prefill is done (idempotent).
+  void answering(Lease& lease);
+  void release(Lease& lease);
   // The replica refused the connection or dropped it without an answer: eject it now.
   void report_unreachable(size_t index);
 
@@ -105,6 +112,7 @@ class ReplicaPool {
  private:
   struct Replica;
   void apply_check(size_t index, bool ok, const ReplicaScrape& scrape);
+  void end_prefill(Replica& r, Lease& lease);  // with mutex_ held
   bool check_one(size_t index, ReplicaScrape& scrape) const;
 
   ReplicaOptions options_;

@@ -115,10 +115,13 @@ void Router::register_metrics() {
   GaugeFamily& healthy = registry_.gauge_family("deepinfer_router:replica_healthy", "1 while a replica is admitted.", "replica");
   GaugeFamily& in_flight = registry_.gauge_family("deepinfer_router:replica_in_flight",
                                                   "Requests the router has in flight on a replica.", "replica");
+  GaugeFamily& pending = registry_.gauge_family("deepinfer_router:replica_pending_prefill_tokens",
+                                                "Expected uncached prompt tokens of requests on a replica that have not begun to answer.",
+                                                "replica");
   GaugeFamily& blocks = registry_.gauge_family("deepinfer_router:replica_index_blocks",
                                                "Routing blocks in a replica's approximate prefix index.", "replica");
   registry_.on_render([this, &requests, &failures, &ejections, &readmissions, &estimated, &actual, &decisions, &healthy,
-                       &in_flight, &blocks] {
+                       &in_flight, &pending, &blocks] {
     const auto snapshot = pool_->snapshot();
     for (size_t i = 0; i < snapshot.size(); ++i) {
       const std::string& name = snapshot[i].name;
@@ -131,6 +134,7 @@ void Router::register_metrics() {
       actual.with(name).set(c.actual_hit_tokens.load());
       healthy.with(name).set(snapshot[i].healthy ? 1.0 : 0.0);
       in_flight.with(name).set(static_cast<double>(snapshot[i].in_flight));
+      pending.with(name).set(snapshot[i].pending_prefill_tokens);
       blocks.with(name).set(static_cast<double>(snapshot[i].index_blocks));
     }
     for (size_t r = 0; r < kNumReasons; ++r) {
@@ -177,6 +181,7 @@ void Router::proxy(const server::HttpRequest& request, server::ResponseWriter& w
     bool streaming = false, started = false;
     std::string buffered;
     Status s = client.request(request.method, request.target, request.body, deadline, head, [&](std::string_view piece) {
+      pool_->answering(*lease);
       if (!started && !streaming) streaming = head.content_type.rfind("text/event-stream", 0) == 0 && !refused(head.status);
       if (!streaming) {
         buffered.append(piece);
@@ -191,7 +196,7 @@ void Router::proxy(const server::HttpRequest& request, server::ResponseWriter& w
       chunk_latency_->observe(seconds_since(got));
       return ok;
     });
-    pool_->release(index);
+    pool_->release(*lease);
     if (started) {  // the client has bytes: whatever happens now, this replica answers
       if (!s.ok()) {
         pool_->counters(index).failures.fetch_add(1);
@@ -252,7 +257,7 @@ void Router::remote_prefill(const server::HttpRequest& request, size_t replica, 
     body.append(piece);
     return body.size() <= (size_t{1} << 20);
   });
-  prefill_pool_->release(lease->index);
+  prefill_pool_->release(*lease);
   if (s.ok() && head.status == 200) {
     remote_prefills_->inc();
     return;

@@ -213,8 +213,35 @@ TEST(ReplicaPool, InFlightLimitAndRelease) {
   auto first = pool.acquire(Policy::kCacheAware, {}, {}, {});
   ASSERT_TRUE(first);
   EXPECT_FALSE(pool.acquire(Policy::kCacheAware, {}, {}, {})) << "at its limit";
-  pool.release(first->index);
+  pool.release(*first);
   EXPECT_TRUE(pool.acquire(Policy::kCacheAware, {}, {}, {}));
+}
+
+TEST(ReplicaPool, PendingPrefillLastsUntilTheFirstByteOrTheEnd) {
+  FakeReplica a([] { return json_answer("{}"); });
+  ReplicaPool pool({*server::parse_http_url(a.url())}, {a.url()}, {});
+  pool.check_all();
+  const auto keys = text_block_keys(std::string(640, 'x'));  // 10 blocks, 160 tokens
+  auto first = pool.acquire(Policy::kCacheAware, keys, {}, {});
+  ASSERT_TRUE(first);
+  EXPECT_DOUBLE_EQ(first->prefill_tokens, 160.0);
+  EXPECT_DOUBLE_EQ(pool.snapshot()[0].pending_prefill_tokens, 160.0);
+  // The same prompt again is expected to hit: it adds nothing to the pending prefill.
+  auto again = pool.acquire(Policy::kCacheAware, keys, {}, {});
+  ASSERT_TRUE(again);
+  EXPECT_DOUBLE_EQ(again->prefill_tokens, 0.0);
+  auto other = pool.acquire(Policy::kCacheAware, text_block_keys(std::string(320, 'y')), {}, {});
+  ASSERT_TRUE(other);
+  EXPECT_DOUBLE_EQ(pool.snapshot()[0].pending_prefill_tokens, 240.0);
+  pool.answering(*first);
+  pool.answering(*first);  // once only
+  EXPECT_DOUBLE_EQ(pool.snapshot()[0].pending_prefill_tokens, 80.0);
+  pool.release(*first);  // already answering: nothing more to take off
+  EXPECT_DOUBLE_EQ(pool.snapshot()[0].pending_prefill_tokens, 80.0);
+  pool.release(*other);  // ended without a byte (an error): its prefill is not pending either
+  pool.release(*again);
+  EXPECT_DOUBLE_EQ(pool.snapshot()[0].pending_prefill_tokens, 0.0);
+  EXPECT_EQ(pool.snapshot()[0].in_flight, 0);
 }
 
 TEST(ReplicaPool, ConversationFollowsItsReplica) {
@@ -225,12 +252,12 @@ TEST(ReplicaPool, ConversationFollowsItsReplica) {
   const std::string turn1(640, 'x');
   auto l1 = pool.acquire(Policy::kCacheAware, text_block_keys(turn1), {}, {});
   ASSERT_TRUE(l1);
-  pool.release(l1->index);
+  pool.release(*l1);
   // Another conversation goes elsewhere (least routed), the first one's next turn follows it.
   auto other = pool.acquire(Policy::kCacheAware, text_block_keys(std::string(640, 'y')), {}, {});
   ASSERT_TRUE(other);
   EXPECT_NE(other->index, l1->index);
-  pool.release(other->index);
+  pool.release(*other);
   auto l2 = pool.acquire(Policy::kCacheAware, text_block_keys(turn1 + std::string(128, 'z')), {}, {});
   ASSERT_TRUE(l2);
   EXPECT_EQ(l2->index, l1->index);
