@@ -123,7 +123,7 @@ def stream_one(router, messages, max_tokens):
 
 
 def run_policy(args, policy, workload, tmp):
-    # "cache-aware/requests" is cache-aware with --load-unit requests, so that both units run
+    # "cache-aware/tokens" is cache-aware with --load-unit tokens, so that both units run
     # side by side in one invocation.
     name, _, unit = policy.partition("/")
     unit_args = ["--load-unit", unit] if unit else []

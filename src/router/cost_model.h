@@ -7,20 +7,22 @@
 // other routers). The scraped running/waiting counts only add load the router did not send.
 //
 // cache-aware measures load in one of two units (CostParams::load_unit):
-//   - tokens (the default): cost = own miss + load_weight * work ahead, both in prompt tokens
+//   - requests (the default): cost = miss + load_weight * load / (mean load + 1), where miss is
+//     the fraction of the prompt's blocks the replica is not expected to hold and load is
+//     load_of() below. Dimensionless: at weight 1 a full miss costs as much as one
+//     mean-load-plus-one above the others.
+//   - tokens: cost = own miss + load_weight * work ahead, both in prompt tokens
 //     to compute before this request's first token. The work ahead is the uncached prompt
 //     tokens of the requests sent to the replica whose first byte has not come back
 //     (`pending_prefill_tokens`), plus `decode_row_tokens` per request already decoding there
 //     and the request's own size per request the replica reports that this router did not
 //     send. That is the replica's time to first token for this request, in token units: on a
 //     replica that batches continuously, a new request waits for the prefills ahead of it,
-//     while a decode row adds about one token's work per step. Counting requests instead
-//     prices one 2,000-token prefill like one decode, and sent the slowest requests of
-//     bench/router_policies.py behind long prefills (docs/benchmarks.md, "A longer workload").
-//   - requests: cost = miss + load_weight * load / (mean load + 1), where miss is the fraction
-//     of the prompt's blocks the replica is not expected to hold and load is load_of() below.
-//     Dimensionless: at weight 1 a full miss costs as much as one mean-load-plus-one above the
-//     others.
+//     while a decode row adds about one token's work per step. It is each request's own best
+//     guess, and greedy: it moves requests off their cache to shave their wait, so the cluster
+//     computes more. On bench/router_policies.py's 846-request workload it lowered the hit
+//     rate and did not shorten the tail (docs/benchmarks.md, "Load counted in tokens"), so it
+//     is not the default.
 // Two guards keep one hot prefix from piling onto one
 // replica, per request rather than as a global gate (a gate opened by one hot replica would
 // turn affinity off for every other prefix too):
@@ -63,7 +65,7 @@ struct CandidateView {
 };
 
 struct CostParams {
-  LoadUnit load_unit = LoadUnit::kTokens;
+  LoadUnit load_unit = LoadUnit::kRequests;
   double load_weight = 1.0;
   // tokens: what one decoding request adds to the work ahead of a new request.
   double decode_row_tokens = 16.0;

@@ -191,7 +191,7 @@ def test_sigkill_under_load_fails_cleanly_and_the_replica_comes_back(cluster):
     def victim_served():
         return by_label(router.metrics(), "deepinfer_router:requests_total")[victim_url] > before
 
-    # Short prompts match nowhere, so they go to the replica with the least work ahead, ties to
+    # Short prompts match nowhere, so they go to the least loaded replica, ties to
     # the one routed least so far. The module's earlier tests may have routed more to the victim
     # (in one CI run the victim had 11 and all 4 requests of an earlier version went to the survivor), so
     # the survivor may take several of these before the counts cross; 40 bounds that.

@@ -122,6 +122,12 @@ TEST(CostModel, LoadUnitNames) {
   EXPECT_DOUBLE_EQ(tokens_of_blocks(10), 160.0);  // 64-byte blocks at 4 bytes a token
 }
 
+CostParams in_tokens() {
+  CostParams p;
+  p.load_unit = LoadUnit::kTokens;
+  return p;
+}
+
 CandidateView prefilling(size_t matched, double pending_tokens, int64_t pending_requests, int64_t decoding = 0) {
   CandidateView c = replica(pending_requests + decoding, matched);
   c.pending_prefill_tokens = pending_tokens;
@@ -135,24 +141,22 @@ TEST(CostModel, TokensPriceThePrefillsAheadNotTheRequestCount) {
   // requests replica 1 is the busier one and the hit wins; counted in tokens the new request
   // would wait behind 2,000 tokens on replica 0.
   std::vector<CandidateView> cs = {prefilling(8, 2000, 1), prefilling(0, 0, 0, 2)};
-  CostParams requests;
-  requests.load_unit = LoadUnit::kRequests;
-  EXPECT_EQ(pick(Policy::kCacheAware, cs, 10, requests), 0u);
-  auto choice = choose(Policy::kCacheAware, cs, 10, {}, 0);
+  EXPECT_EQ(pick(Policy::kCacheAware, cs, 10), 0u);  // the default, requests
+  auto choice = choose(Policy::kCacheAware, cs, 10, in_tokens(), 0);
   ASSERT_TRUE(choice);
   EXPECT_EQ(choice->index, 1u);
   EXPECT_EQ(choice->reason, Reason::kLeastLoad);
   // Once that prefill has begun answering, the hit wins again: 32 + 16 against 160 + 32.
   cs[0] = prefilling(8, 0, 0, 1);
-  EXPECT_EQ(pick(Policy::kCacheAware, cs, 10), 0u);
+  EXPECT_EQ(pick(Policy::kCacheAware, cs, 10, in_tokens()), 0u);
 }
 
 TEST(CostModel, TokensKeepAffinityAgainstDecodes) {
   // A full hit on a replica decoding 6 requests beats a miss on an idle one: 6 * 16 < 160.
   std::vector<CandidateView> cs = {prefilling(10, 0, 0, 6), prefilling(0, 0, 0, 0)};
-  EXPECT_EQ(pick(Policy::kCacheAware, cs, 10), 0u);
+  EXPECT_EQ(pick(Policy::kCacheAware, cs, 10, in_tokens()), 0u);
   // Each decode row is priced by --decode-row-tokens.
-  CostParams p;
+  CostParams p = in_tokens();
   p.decode_row_tokens = 40;
   EXPECT_EQ(pick(Policy::kCacheAware, cs, 10, p), 1u);
 }
@@ -160,7 +164,7 @@ TEST(CostModel, TokensKeepAffinityAgainstDecodes) {
 TEST(CostModel, TokensMissEverywhereGoesToTheLeastWorkAhead) {
   // No hit anywhere: the fewest pending prefill tokens wins, whatever the request counts say.
   std::vector<CandidateView> cs = {prefilling(0, 1500, 1), prefilling(0, 300, 3)};
-  auto choice = choose(Policy::kCacheAware, cs, 10, {}, 0);
+  auto choice = choose(Policy::kCacheAware, cs, 10, in_tokens(), 0);
   ASSERT_TRUE(choice);
   EXPECT_EQ(choice->index, 1u);
   EXPECT_EQ(choice->reason, Reason::kLeastLoad);
@@ -170,9 +174,9 @@ TEST(CostModel, TokensCountOthersRequestsAtThisRequestsSize) {
   // The scrape reports 3 requests this router did not send to replica 0: each is priced as a
   // prompt of this request's size, so the hit (32 tokens) loses to the empty replica (160).
   std::vector<CandidateView> cs = {prefilling(8, 0, 0), prefilling(0, 0, 0)};
-  EXPECT_EQ(pick(Policy::kCacheAware, cs, 10), 0u);
+  EXPECT_EQ(pick(Policy::kCacheAware, cs, 10, in_tokens()), 0u);
   cs[0].scraped_queue = 3;
-  EXPECT_EQ(pick(Policy::kCacheAware, cs, 10), 1u);
+  EXPECT_EQ(pick(Policy::kCacheAware, cs, 10, in_tokens()), 1u);
 }
 
 TEST(CostModel, KvPressureCountsAsLoad) {
@@ -181,9 +185,9 @@ TEST(CostModel, KvPressureCountsAsLoad) {
   EXPECT_EQ(pick(Policy::kLeastLoad, cs, 0), 1u);
   // In tokens too: a near-full replica costs kv_usage_weight * usage times the request's size.
   cs = {replica(0, 8), replica(0, 0)};
-  EXPECT_EQ(pick(Policy::kCacheAware, cs, 10), 0u);
+  EXPECT_EQ(pick(Policy::kCacheAware, cs, 10, in_tokens()), 0u);
   cs[0].kv_usage = 0.95;
-  EXPECT_EQ(pick(Policy::kCacheAware, cs, 10), 1u);
+  EXPECT_EQ(pick(Policy::kCacheAware, cs, 10, in_tokens()), 1u);
 }
 
 }  // namespace
