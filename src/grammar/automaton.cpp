@@ -376,6 +376,16 @@ Result<std::shared_ptr<const Automaton>> AutomatonBuilder::run() {
     DI_RETURN_IF_ERROR(build_rule(r));
   }
   DI_RETURN_IF_ERROR(check_left_recursion());
+  // A class starts at 0 and at every byte where some range starts or after one ends.
+  bool starts[257] = {};
+  starts[0] = true;
+  for (const Automaton::Range& r : out_->ranges_) starts[r.lo] = starts[r.hi + 1] = true;
+  uint32_t n_classes = 0;
+  for (int b = 0; b < 256; ++b) {
+    if (starts[b]) ++n_classes;
+    out_->byte_class_[b] = static_cast<uint8_t>(n_classes - 1);
+  }
+  out_->n_byte_classes_ = n_classes;
   return std::shared_ptr<const Automaton>(std::move(out_));
 }
 

@@ -61,6 +61,11 @@ class Automaton {
   const State& state(uint32_t id) const { return states_[id]; }
   const Range* ranges(const State& s) const { return ranges_.data() + s.first_range; }
   const Call* calls(const State& s) const { return calls_.data() + s.first_call; }
+  // Bytes no range boundary separates behave alike in every state: byte_class(b) numbers those
+  // runs 0..n_byte_classes() - 1 (a JSON Schema grammar has a few dozen), so a dense transition
+  // row per state needs n_byte_classes entries instead of 256.
+  uint8_t byte_class(uint8_t b) const { return byte_class_[b]; }
+  uint32_t n_byte_classes() const { return n_byte_classes_; }
   uint32_t rule_start(uint32_t rule) const { return rule_start_[rule]; }
   uint32_t root_start() const { return rule_start_[root_]; }
   const std::string& rule_name(uint32_t rule) const { return rule_names_[rule]; }
@@ -84,6 +89,8 @@ class Automaton {
   std::vector<uint32_t> rule_start_;  // [n_rules]; kNone for rules not reachable from the root
   std::vector<std::string> rule_names_;
   uint32_t root_ = 0;
+  uint8_t byte_class_[256] = {};
+  uint32_t n_byte_classes_ = 1;
 };
 
 }  // namespace deepinfer::grammar

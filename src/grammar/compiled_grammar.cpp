@@ -4,6 +4,7 @@
 #include <bit>
 #include <unordered_map>
 
+#include "core/check.h"
 #include "grammar/stacks.h"
 
 namespace deepinfer::grammar {
@@ -108,7 +109,7 @@ class ClassWalk {
   ClassWalk(const Automaton& a, const TokenIndex& tokens, uint32_t max_depth, bool virtual_levels)
       : accepted_bits(static_cast<size_t>(tokens.n_words()), 0),
         a_(a), trie_(tokens.trie()), node_tokens_(tokens.node_tokens()), stacks_(&a, max_depth),
-        virtual_levels_(virtual_levels) {}
+        row_of_(a.n_states(), kNoRow), virtual_levels_(virtual_levels) {}
 
   void run(uint32_t start) {
     std::vector<uint32_t> state_at(2, start);  // [depth]
@@ -120,22 +121,23 @@ class ClassWalk {
         state_at.resize(d + 1);
         escaped.resize(d + 1);
       }
-      const uint32_t next = a_.next(a_.state(state_at[d - 1]), n.byte);
-      if (next == Automaton::kNone) {
+      const uint32_t e = step(state_at[d - 1], n.byte);
+      if (e == kDead) {
         settle_dead(i, false, escaped[d - 1]);
         i = n.subtree_end;
         continue;
       }
-      const Automaton::State& ns = a_.state(next);
-      if (ns.n_calls == 0) {
-        if (ns.n_ranges == 0) {
-          settle_dead(i, ns.final, escaped[d - 1]);
+      const uint32_t next = e & kStateMask;
+      if ((e & kHasCalls) == 0) {
+        const bool final = (e & kFinal) != 0;
+        if (e & kNoRanges) {
+          settle_dead(i, final, escaped[d - 1]);
           i = n.subtree_end;
           continue;
         }
         accept(n);
         state_at[d] = next;
-        escaped[d] = escaped[d - 1] | ns.final;
+        escaped[d] = escaped[d - 1] | final;
         ++i;
         continue;
       }
@@ -194,9 +196,36 @@ class ClassWalk {
     uint32_t n_sets = 1;
   };
 
-  bool plain(uint32_t state) const {
+  // A step of the DFA as one load: a row per state, built on the state's first step, of one
+  // entry per byte class (Automaton::byte_class), each the state the class leads to with what
+  // the walk asks of that state in the high bits (kDead: no edge). A range scan per trie node
+  // cost a branch mispredicted on most bytes; rows of classes rather than bytes keep a walk's
+  // rows in the L1 cache (a chunked string's walk meets a few hundred states).
+  static constexpr uint32_t kNoRow = 0xFFFFFFFFu;
+  static constexpr uint32_t kDead = 0xFFFFFFFFu;
+  static constexpr uint32_t kHasCalls = 1u << 31, kFinal = 1u << 30, kNoRanges = 1u << 29;
+  static constexpr uint32_t kFlags = kHasCalls | kFinal | kNoRanges, kStateMask = ~kFlags;
+
+  uint32_t step(uint32_t state, uint8_t byte) {
+    uint32_t row = row_of_[state];
+    if (row == kNoRow) row = build_row(state);
+    return rows_[row + a_.byte_class(byte)];
+  }
+
+  uint32_t build_row(uint32_t state) {
+    const uint32_t width = a_.n_byte_classes();
+    const auto row = static_cast<uint32_t>(rows_.size());
+    rows_.resize(rows_.size() + width, kDead);
+    uint32_t* out = rows_.data() + row;
     const Automaton::State& s = a_.state(state);
-    return s.n_ranges > 0 && s.n_calls == 0 && !s.final;
+    const Automaton::Range* r = a_.ranges(s);
+    for (uint32_t k = 0; k < s.n_ranges; ++k) {
+      const Automaton::State& t = a_.state(r[k].next);
+      const uint32_t e = r[k].next | (t.n_calls ? kHasCalls : 0) | (t.final ? kFinal : 0) | (t.n_ranges ? 0 : kNoRanges);
+      for (uint32_t c = a_.byte_class(r[k].lo); c <= a_.byte_class(r[k].hi); ++c) out[c] = e;
+    }
+    row_of_[state] = row;
+    return row;
   }
 
   // Nodes [begin, end) below a node at depth `base`, whose set is stacks_' set 0.
@@ -215,11 +244,11 @@ class ClassWalk {
       bool alive = false, escaped_here = false;
       Level here;
       if (up.is_virtual) {
-        const uint32_t next = a_.next(a_.state(up.state), n.byte);
-        if (next != Automaton::kNone && plain(next)) {
-          here = {true, next, up.parent, up.n_sets};
+        const uint32_t e = step(up.state, n.byte);
+        if (e != kDead && (e & kFlags) == 0) {  // a plain state
+          here = {true, e, up.parent, up.n_sets};
           alive = true;
-        } else if (next != Automaton::kNone) {
+        } else if (e != kDead) {
           // A call or a pop ahead: the full stacks, from the stack this byte leaves.
           stacks_.pop_to(up.n_sets);
           stacks_.push_stack(up.state, up.parent);
@@ -231,11 +260,9 @@ class ClassWalk {
         stacks_.pop_to(up.n_sets);
         const std::span<const uint32_t> top = stacks_.top();
         const Stacks::Node* one = virtual_levels_ && top.size() == 1 ? &stacks_.node(top[0]) : nullptr;
-        const uint32_t next = one != nullptr && a_.state(one->state).n_ranges > 0
-                                  ? a_.next(a_.state(one->state), n.byte)
-                                  : Automaton::kNone;
-        if (next != Automaton::kNone && plain(next)) {
-          here = {true, next, one->parent, up.n_sets};  // the set below keeps the parent alive
+        const uint32_t e = one != nullptr ? step(one->state, n.byte) : kDead;
+        if (e != kDead && (e & kFlags) == 0) {
+          here = {true, e, one->parent, up.n_sets};  // the set below keeps the parent alive
           alive = true;
         } else {
           alive = stacks_.advance(n.byte);
@@ -261,6 +288,8 @@ class ClassWalk {
   Stacks stacks_;
   std::vector<uint8_t> escaped_;
   std::vector<Level> levels_;
+  std::vector<uint32_t> row_of_;  // [n_states]: the offset of the state's row in rows_, or kNoRow
+  std::vector<uint32_t> rows_;    // [rows][n_byte_classes]
   bool virtual_levels_;
 };
 
@@ -272,6 +301,8 @@ TokenClass CompiledGrammar::compute_class(uint32_t state) const {
 
 TokenClass compute_token_class(const Automaton& automaton, const TokenIndex& tokens, uint32_t state,
                                uint32_t max_stack_depth, bool virtual_levels) {
+  // State ids share their entry's word with three flags (ClassWalk::step).
+  DI_ICHECK(automaton.n_states() < (1u << 29));
   ClassWalk walk(automaton, tokens, max_stack_depth, virtual_levels);
   walk.run(state);
   std::vector<int32_t>& uncertain = walk.uncertain;

@@ -329,5 +329,47 @@ num ::= [0-9]+ ("." [0-9]+)?)G"},
   EXPECT_GT(compared, 100);
 }
 
+// The class walk steps through dense rows of byte classes: bytes of one class must lead every
+// state to the same place, and the classes must be as few as the range boundaries allow.
+TEST(Automaton, ByteClassesNeverSplitARangesBytes) {
+  const std::pair<GrammarKind, const char*> grammars[] = {
+      {GrammarKind::kJsonSchema, R"({"type":"object","properties":{"s":{"type":"string","maxLength":2000},
+          "d":{"type":"string","format":"date-time"},"n":{"type":"number"},"e":{"enum":["x","ÿ","€"]}}})"},
+      {GrammarKind::kGbnf, R"G(root ::= [a-fA-F0-9]+ ("\x00" | [\x80-\xff] | "z"))G"},
+  };
+  for (const auto& [kind, text] : grammars) {
+    GrammarSpec spec;
+    spec.kind = kind;
+    spec.text = text;
+    auto g = compile_grammar(spec, testing::toy_vocab({"a", "b"}), {});
+    ASSERT_TRUE(g.ok()) << g.status().to_string();
+    const Automaton& a = (*g)->automaton();
+    ASSERT_GT(a.n_byte_classes(), 2u);
+    std::vector<int> first_of_class(a.n_byte_classes(), -1);
+    for (int b = 0; b < 256; ++b) {
+      const uint8_t c = a.byte_class(static_cast<uint8_t>(b));
+      ASSERT_LT(c, a.n_byte_classes());
+      if (b > 0) ASSERT_LE(a.byte_class(static_cast<uint8_t>(b - 1)), c) << "classes are runs of bytes";
+      if (first_of_class[c] < 0) first_of_class[c] = b;
+    }
+    bool some_boundary_needed[256] = {};  // class c starts at a byte where two states differ
+    for (uint32_t s = 0; s < a.n_states(); ++s) {
+      const Automaton::State& st = a.state(s);
+      for (int b = 0; b < 256; ++b) {
+        const int first = first_of_class[a.byte_class(static_cast<uint8_t>(b))];
+        ASSERT_EQ(a.next(st, static_cast<uint8_t>(b)), a.next(st, static_cast<uint8_t>(first)))
+            << text << " state " << s << " byte " << b;
+        if (b > 0 && b == first && a.next(st, static_cast<uint8_t>(b)) != a.next(st, static_cast<uint8_t>(b - 1))) {
+          some_boundary_needed[b] = true;
+        }
+      }
+    }
+    // Every class boundary separates bytes that some state tells apart.
+    for (uint32_t c = 1; c < a.n_byte_classes(); ++c) {
+      EXPECT_TRUE(some_boundary_needed[first_of_class[c]]) << text << " class " << c;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace deepinfer::grammar
