@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <bit>
+#include <chrono>
+#include <cstdio>
 #include <unordered_map>
 
 #include "core/check.h"
@@ -108,8 +110,14 @@ class ClassWalk {
  public:
   ClassWalk(const Automaton& a, const TokenIndex& tokens, uint32_t max_depth, bool virtual_levels)
       : accepted_bits(static_cast<size_t>(tokens.n_words()), 0),
-        a_(a), trie_(tokens.trie()), node_tokens_(tokens.node_tokens()), stacks_(&a, max_depth),
-        row_of_(a.n_states(), kNoRow), virtual_levels_(virtual_levels) {}
+        a_(a), tokens_(tokens), trie_(tokens.trie()), node_tokens_(tokens.node_tokens()), stacks_(&a, max_depth),
+        row_of_(a.n_states(), kNoRow), loops_on_plain_(a.n_states(), kUnknown), virtual_levels_(virtual_levels) {
+    for (int b = 0; b < 256; ++b) {
+      if (!TokenIndex::plain_byte(static_cast<uint8_t>(b))) continue;
+      const uint8_t c = a.byte_class(static_cast<uint8_t>(b));
+      if (plain_classes_.empty() || plain_classes_.back() != c) plain_classes_.push_back(c);
+    }
+  }
 
   void run(uint32_t start) {
     std::vector<uint32_t> state_at(2, start);  // [depth]
@@ -132,6 +140,11 @@ class ClassWalk {
         const bool final = (e & kFinal) != 0;
         if (e & kNoRanges) {
           settle_dead(i, final, escaped[d - 1]);
+          i = n.subtree_end;
+          continue;
+        }
+        if (!final && accepts_subtree(n, next)) {
+          accept_subtree(i);
           i = n.subtree_end;
           continue;
         }
@@ -164,6 +177,31 @@ class ClassWalk {
       accepted_bits[static_cast<size_t>(id) >> 6] |= uint64_t{1} << (id & 63);
     }
     n_accepted += n.n_tokens;
+  }
+
+  // Node n was entered in `state`, which is neither final nor has calls. When every byte below
+  // n is plain string text and the state steps to itself on all of those, every token below is
+  // accepted in this state, so the subtree needs no walk: a JSON string's body and most of a
+  // vocabulary (an English one is mostly plain ASCII) make the common walk of nearly all nodes.
+  bool accepts_subtree(const TokenIndex::TrieNode& n, uint32_t state) {
+    if (!n.plain_below || n.subtree_end == &n - trie_.data() + 1) return false;
+    int8_t& known = loops_on_plain_[state];
+    if (known == kUnknown) {
+      known = 1;
+      for (uint8_t c : plain_classes_) {
+        if (step_class(state, c) != state) known = 0;  // state's entry: no flags, itself
+      }
+    }
+    return known == 1;
+  }
+
+  void accept_subtree(uint32_t i) {
+    const uint32_t end = tokens_.subtree_tokens_end(i);
+    for (uint32_t t = trie_[i].first_token; t < end; ++t) {
+      const int32_t id = node_tokens_[t];
+      accepted_bits[static_cast<size_t>(id) >> 6] |= uint64_t{1} << (id & 63);
+    }
+    n_accepted += end - trie_[i].first_token;
   }
 
   void add(const TokenIndex::TrieNode& n, std::vector<int32_t>* out) {
@@ -206,10 +244,11 @@ class ClassWalk {
   static constexpr uint32_t kHasCalls = 1u << 31, kFinal = 1u << 30, kNoRanges = 1u << 29;
   static constexpr uint32_t kFlags = kHasCalls | kFinal | kNoRanges, kStateMask = ~kFlags;
 
-  uint32_t step(uint32_t state, uint8_t byte) {
+  uint32_t step(uint32_t state, uint8_t byte) { return step_class(state, a_.byte_class(byte)); }
+  uint32_t step_class(uint32_t state, uint8_t byte_class) {
     uint32_t row = row_of_[state];
     if (row == kNoRow) row = build_row(state);
-    return rows_[row + a_.byte_class(byte)];
+    return rows_[row + byte_class];
   }
 
   uint32_t build_row(uint32_t state) {
@@ -270,6 +309,11 @@ class ClassWalk {
           here = {false, 0, 0, up.n_sets + 1};
         }
       }
+      if (alive && here.is_virtual && accepts_subtree(n, here.state)) {
+        accept_subtree(i);
+        i = n.subtree_end;
+        continue;
+      }
       if (alive) {
         accept(n);
         escaped_[d] = escaped_[d - 1] | escaped_here;
@@ -283,6 +327,7 @@ class ClassWalk {
   }
 
   const Automaton& a_;
+  const TokenIndex& tokens_;
   const std::vector<TokenIndex::TrieNode>& trie_;
   const std::vector<int32_t>& node_tokens_;
   Stacks stacks_;
@@ -290,13 +335,25 @@ class ClassWalk {
   std::vector<Level> levels_;
   std::vector<uint32_t> row_of_;  // [n_states]: the offset of the state's row in rows_, or kNoRow
   std::vector<uint32_t> rows_;    // [rows][n_byte_classes]
+  static constexpr int8_t kUnknown = -1;
+  std::vector<int8_t> loops_on_plain_;  // [n_states]: 1 if every plain byte steps to itself
+  std::vector<uint8_t> plain_classes_;  // the byte classes of plain bytes
   bool virtual_levels_;
 };
 
 }  // namespace
 
 TokenClass CompiledGrammar::compute_class(uint32_t state) const {
-  return compute_token_class(*automaton_, *tokens_, state, limits_.max_stack_depth);
+  const auto t0 = std::chrono::steady_clock::now();
+  TokenClass c = compute_token_class(*automaton_, *tokens_, state, limits_.max_stack_depth);
+  const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+  size_t acc = c.accepted_list.size();
+  for (uint64_t w : c.accepted_bits) acc += static_cast<size_t>(std::popcount(w));
+  const auto& st = automaton_->state(state);
+  std::string calls;
+  for (uint32_t k = 0; k < st.n_calls; ++k) calls += automaton_->rule_name(automaton_->calls(st)[k].rule) + ",";
+  std::fprintf(stderr, "WALK %.0f acc %zu rule %s calls %s ranges %u\n", us, acc, automaton_->rule_name(st.rule).c_str(), calls.c_str(), st.n_ranges);
+  return c;
 }
 
 TokenClass compute_token_class(const Automaton& automaton, const TokenIndex& tokens, uint32_t state,

@@ -83,12 +83,12 @@ void TokenIndex::build_trie() {
     }
     for (size_t d = common; d < t.size(); ++d) {
       path.push_back(static_cast<uint32_t>(trie_.size()));
-      trie_.push_back({static_cast<uint8_t>(t[d]), static_cast<uint16_t>(std::min<size_t>(d + 1, 65535)), 0, 0, 0});
+      trie_.push_back({static_cast<uint8_t>(t[d]), false, static_cast<uint16_t>(std::min<size_t>(d + 1, 65535)), 0,
+                       static_cast<uint32_t>(node_tokens_.size()), 0});
     }
     TrieNode& leaf = trie_[path.back()];
-    if (leaf.n_tokens == 0) leaf.first_token = static_cast<uint32_t>(node_tokens_.size());
     // Sorted order puts tokens with equal bytes next to each other, so a node's tokens are
-    // contiguous in node_tokens_.
+    // contiguous in node_tokens_, right after those of the nodes before it in preorder.
     node_tokens_.push_back(id);
     ++leaf.n_tokens;
     prev = t;
@@ -97,6 +97,11 @@ void TokenIndex::build_trie() {
     trie_[path.back()].subtree_end = static_cast<uint32_t>(trie_.size());
     path.pop_back();
   }
+  // not_plain[k]: nodes before k whose byte is not plain; a subtree (i, end) is plain below i
+  // when none of its nodes is.
+  std::vector<uint32_t> not_plain(trie_.size() + 1, 0);
+  for (size_t k = 0; k < trie_.size(); ++k) not_plain[k + 1] = not_plain[k] + (plain_byte(trie_[k].byte) ? 0 : 1);
+  for (size_t k = 0; k < trie_.size(); ++k) trie_[k].plain_below = not_plain[trie_[k].subtree_end] == not_plain[k + 1];
 }
 
 }  // namespace deepinfer::grammar

@@ -26,10 +26,21 @@ class TokenIndex {
  public:
   struct TrieNode {
     uint8_t byte;
+    // Every byte below this node is plain JSON string text: printable ASCII but '"' and '\\'.
+    // A walk in a state that loops on those bytes accepts the whole subtree without visiting it.
+    bool plain_below;
     uint16_t depth;        // 1 for a first byte
     uint32_t subtree_end;  // index one past the last node below this one
-    uint32_t first_token, n_tokens;  // into node_tokens(): the tokens whose bytes end here
+    // Into node_tokens(): the tokens whose bytes end here are [first_token, first_token +
+    // n_tokens), and the whole subtree's are [first_token, subtree_tokens_end(node)).
+    uint32_t first_token, n_tokens;
   };
+  static bool plain_byte(uint8_t b) { return b >= 0x20 && b <= 0x7E && b != '"' && b != '\\'; }
+  // One past the last of node i's subtree's tokens in node_tokens() (preorder keeps them together).
+  uint32_t subtree_tokens_end(uint32_t i) const {
+    const uint32_t end = trie_[i].subtree_end;
+    return end < trie_.size() ? trie_[end].first_token : static_cast<uint32_t>(node_tokens_.size());
+  }
 
   static std::shared_ptr<const TokenIndex> build(const Tokenizer& tokenizer);
   // `pieces[id]` is token id's bytes (empty: never allowed); for tests and other vocabularies.

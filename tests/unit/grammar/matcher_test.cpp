@@ -216,6 +216,34 @@ TEST(TokenIndex, TokensContainingATextAreFoundOnceAndShared) {
   EXPECT_TRUE(index->tokens_containing("<｜DSML｜")->empty());
 }
 
+// What the class walk's subtree shortcut reads off a trie node: the tokens below it, and
+// whether every byte below it is plain string text. Checked against each node's prefix.
+TEST(TokenIndex, SubtreeTokensAndPlainTextBelowEachNode) {
+  const std::vector<std::string> pieces = {"ab", "abc", "a\"b", "abd", "", "b", "bé", "b c", "a\\", "ab", "a", "é", "c\n"};
+  const auto index = TokenIndex::from_pieces(pieces, {4});
+  const auto& trie = index->trie();
+  std::vector<std::string> prefix;  // by depth
+  for (uint32_t i = 0; i < trie.size(); ++i) {
+    prefix.resize(trie[i].depth);
+    prefix[trie[i].depth - 1] = (trie[i].depth > 1 ? prefix[trie[i].depth - 2] : std::string()) + static_cast<char>(trie[i].byte);
+    const std::string& p = prefix.back();
+    std::vector<int32_t> expected, got;
+    bool plain = true;
+    for (size_t id = 0; id < pieces.size(); ++id) {
+      if (pieces[id].empty() || pieces[id].rfind(p, 0) != 0) continue;
+      expected.push_back(static_cast<int32_t>(id));
+      for (size_t k = p.size(); k < pieces[id].size(); ++k) plain = plain && TokenIndex::plain_byte(pieces[id][k]);
+    }
+    for (uint32_t t = trie[i].first_token; t < index->subtree_tokens_end(i); ++t) got.push_back(index->node_tokens()[t]);
+    std::sort(got.begin(), got.end());
+    EXPECT_EQ(got, expected) << "below '" << p << "'";
+    EXPECT_EQ(trie[i].plain_below, plain) << "below '" << p << "'";
+  }
+  EXPECT_TRUE(TokenIndex::plain_byte(' '));
+  EXPECT_TRUE(TokenIndex::plain_byte('~'));
+  for (uint8_t b : {0x1f, 0x7f, 0x80, 0xc3, static_cast<int>('"'), static_cast<int>('\\')}) EXPECT_FALSE(TokenIndex::plain_byte(b)) << int(b);
+}
+
 std::shared_ptr<const TokenIndex> smollm2_vocab() {
   const KnownModel* model = find_known_model(kDefaultModelName);
   const std::string path = model ? cached_model_path(*model) : std::string();
@@ -349,7 +377,9 @@ TEST(Automaton, ByteClassesNeverSplitARangesBytes) {
     for (int b = 0; b < 256; ++b) {
       const uint8_t c = a.byte_class(static_cast<uint8_t>(b));
       ASSERT_LT(c, a.n_byte_classes());
-      if (b > 0) ASSERT_LE(a.byte_class(static_cast<uint8_t>(b - 1)), c) << "classes are runs of bytes";
+      if (b > 0) {
+        ASSERT_LE(a.byte_class(static_cast<uint8_t>(b - 1)), c) << "classes are runs of bytes";
+      }
       if (first_of_class[c] < 0) first_of_class[c] = b;
     }
     bool some_boundary_needed[256] = {};  // class c starts at a byte where two states differ
