@@ -2,8 +2,6 @@
 
 #include <algorithm>
 #include <bit>
-#include <chrono>
-#include <cstdio>
 #include <unordered_map>
 
 #include "core/check.h"
@@ -344,16 +342,7 @@ class ClassWalk {
 }  // namespace
 
 TokenClass CompiledGrammar::compute_class(uint32_t state) const {
-  const auto t0 = std::chrono::steady_clock::now();
-  TokenClass c = compute_token_class(*automaton_, *tokens_, state, limits_.max_stack_depth);
-  const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
-  size_t acc = c.accepted_list.size();
-  for (uint64_t w : c.accepted_bits) acc += static_cast<size_t>(std::popcount(w));
-  const auto& st = automaton_->state(state);
-  std::string calls;
-  for (uint32_t k = 0; k < st.n_calls; ++k) calls += automaton_->rule_name(automaton_->calls(st)[k].rule) + ",";
-  std::fprintf(stderr, "WALK %.0f acc %zu rule %s calls %s ranges %u\n", us, acc, automaton_->rule_name(st.rule).c_str(), calls.c_str(), st.n_ranges);
-  return c;
+  return compute_token_class(*automaton_, *tokens_, state, limits_.max_stack_depth);
 }
 
 TokenClass compute_token_class(const Automaton& automaton, const TokenIndex& tokens, uint32_t state,
