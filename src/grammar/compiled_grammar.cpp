@@ -106,10 +106,10 @@ namespace {
 // the subtree is walked with full stacks.
 class ClassWalk {
  public:
-  ClassWalk(const Automaton& a, const TokenIndex& tokens, uint32_t max_depth, bool virtual_levels)
+  ClassWalk(const Automaton& a, const TokenIndex& tokens, uint32_t max_depth, bool shortcuts)
       : accepted_bits(static_cast<size_t>(tokens.n_words()), 0),
         a_(a), tokens_(tokens), trie_(tokens.trie()), node_tokens_(tokens.node_tokens()), stacks_(&a, max_depth),
-        row_of_(a.n_states(), kNoRow), loops_on_plain_(a.n_states(), kUnknown), virtual_levels_(virtual_levels) {
+        row_of_(a.n_states(), kNoRow), plain_run_(a.n_states(), kUnknown), shortcuts_(shortcuts) {
     for (int b = 0; b < 256; ++b) {
       if (!TokenIndex::plain_byte(static_cast<uint8_t>(b))) continue;
       const uint8_t c = a.byte_class(static_cast<uint8_t>(b));
@@ -178,19 +178,49 @@ class ClassWalk {
   }
 
   // Node n was entered in `state`, which is neither final nor has calls. When every byte below
-  // n is plain string text and the state steps to itself on all of those, every token below is
-  // accepted in this state, so the subtree needs no walk: a JSON string's body and most of a
-  // vocabulary (an English one is mostly plain ASCII) make the common walk of nearly all nodes.
+  // n is plain string text and the state takes any run of plain bytes as long as the longest
+  // token below (a JSON string's body takes any; a bounded string's, as many as it has room
+  // for), every token below is accepted in this state, so the subtree needs no walk. A JSON
+  // string's body and most of a vocabulary (an English one is mostly plain ASCII) made the
+  // common walk of nearly every node.
   bool accepts_subtree(const TokenIndex::TrieNode& n, uint32_t state) {
-    if (!n.plain_below || n.subtree_end == &n - trie_.data() + 1) return false;
-    int8_t& known = loops_on_plain_[state];
-    if (known == kUnknown) {
-      known = 1;
-      for (uint8_t c : plain_classes_) {
-        if (step_class(state, c) != state) known = 0;  // state's entry: no flags, itself
+    return shortcuts_ && n.plain_height > 0 && plain_run(state) >= n.plain_height;
+  }
+
+  // How many plain bytes in a row `state` takes, whichever they are, through states without
+  // calls that are not final (at most kRunCap; a loop takes any number): each step must send
+  // every plain byte to one and the same such state.
+  uint32_t plain_run(uint32_t state) {
+    if (plain_run_[state] != kUnknown) return plain_run_[state];
+    chain_.clear();
+    uint32_t s = state, run = 0;
+    while (true) {
+      if (plain_run_[s] != kUnknown) {
+        run = plain_run_[s];
+        break;
       }
+      if (std::find(chain_.begin(), chain_.end(), s) != chain_.end() || chain_.size() >= kRunCap) {
+        run = kRunCap;  // a loop, or a run past any token
+        break;
+      }
+      chain_.push_back(s);
+      const uint32_t e = step_class(s, plain_classes_[0]);
+      bool one_next = e != kDead && (e & kFlags) == 0;
+      for (uint8_t c : plain_classes_) one_next = one_next && step_class(s, c) == e;
+      if (!one_next) {
+        run = 0;  // the run ends before s's next byte
+        chain_.pop_back();
+        plain_run_[s] = 0;
+        break;
+      }
+      s = e;
     }
-    return known == 1;
+    // Back along the chain: each state takes one more byte than its successor.
+    for (size_t k = chain_.size(); k-- > 0;) {
+      run = std::min(run + 1, kRunCap);
+      plain_run_[chain_[k]] = static_cast<uint16_t>(run);
+    }
+    return plain_run_[state];
   }
 
   void accept_subtree(uint32_t i) {
@@ -296,7 +326,7 @@ class ClassWalk {
       } else {
         stacks_.pop_to(up.n_sets);
         const std::span<const uint32_t> top = stacks_.top();
-        const Stacks::Node* one = virtual_levels_ && top.size() == 1 ? &stacks_.node(top[0]) : nullptr;
+        const Stacks::Node* one = shortcuts_ && top.size() == 1 ? &stacks_.node(top[0]) : nullptr;
         const uint32_t e = one != nullptr ? step(one->state, n.byte) : kDead;
         if (e != kDead && (e & kFlags) == 0) {
           here = {true, e, one->parent, up.n_sets};  // the set below keeps the parent alive
@@ -333,10 +363,12 @@ class ClassWalk {
   std::vector<Level> levels_;
   std::vector<uint32_t> row_of_;  // [n_states]: the offset of the state's row in rows_, or kNoRow
   std::vector<uint32_t> rows_;    // [rows][n_byte_classes]
-  static constexpr int8_t kUnknown = -1;
-  std::vector<int8_t> loops_on_plain_;  // [n_states]: 1 if every plain byte steps to itself
+  static constexpr uint16_t kUnknown = 0xFFFF;
+  static constexpr uint32_t kRunCap = 255;  // TrieNode::plain_height's greatest value
+  std::vector<uint16_t> plain_run_;     // [n_states]: plain_run(), or kUnknown
+  std::vector<uint32_t> chain_;         // plain_run's path
   std::vector<uint8_t> plain_classes_;  // the byte classes of plain bytes
-  bool virtual_levels_;
+  bool shortcuts_;  // virtual levels and whole accepted subtrees; off: the plain reference walk
 };
 
 }  // namespace
@@ -346,10 +378,10 @@ TokenClass CompiledGrammar::compute_class(uint32_t state) const {
 }
 
 TokenClass compute_token_class(const Automaton& automaton, const TokenIndex& tokens, uint32_t state,
-                               uint32_t max_stack_depth, bool virtual_levels) {
+                               uint32_t max_stack_depth, bool shortcuts) {
   // State ids share their entry's word with three flags (ClassWalk::step).
   DI_ICHECK(automaton.n_states() < (1u << 29));
-  ClassWalk walk(automaton, tokens, max_stack_depth, virtual_levels);
+  ClassWalk walk(automaton, tokens, max_stack_depth, shortcuts);
   walk.run(state);
   std::vector<int32_t>& uncertain = walk.uncertain;
   TokenClass out;

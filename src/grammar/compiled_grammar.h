@@ -74,9 +74,10 @@ class CompiledGrammar {
   mutable std::vector<std::shared_ptr<const TokenClass>> owned_;
 };
 
-// The walk CompiledGrammar::token_class runs. `virtual_levels` false: every trie byte below a
-// call goes through the full stacks, the plain reference the tests compare the walk with.
+// The walk CompiledGrammar::token_class runs. `shortcuts` false: every trie node is visited
+// and every byte below a call goes through the full stacks (no virtual levels, no subtree
+// accepted whole), the plain reference the tests compare the walk with.
 TokenClass compute_token_class(const Automaton& automaton, const TokenIndex& tokens, uint32_t state,
-                               uint32_t max_stack_depth, bool virtual_levels = true);
+                               uint32_t max_stack_depth, bool shortcuts = true);
 
 }  // namespace deepinfer::grammar

@@ -83,7 +83,7 @@ void TokenIndex::build_trie() {
     }
     for (size_t d = common; d < t.size(); ++d) {
       path.push_back(static_cast<uint32_t>(trie_.size()));
-      trie_.push_back({static_cast<uint8_t>(t[d]), false, static_cast<uint16_t>(std::min<size_t>(d + 1, 65535)), 0,
+      trie_.push_back({static_cast<uint8_t>(t[d]), 0, static_cast<uint16_t>(std::min<size_t>(d + 1, 65535)), 0,
                        static_cast<uint32_t>(node_tokens_.size()), 0});
     }
     TrieNode& leaf = trie_[path.back()];
@@ -98,10 +98,19 @@ void TokenIndex::build_trie() {
     path.pop_back();
   }
   // not_plain[k]: nodes before k whose byte is not plain; a subtree (i, end) is plain below i
-  // when none of its nodes is.
+  // when none of its nodes is. deepest[k]: the greatest depth in k's subtree, from its children
+  // (a later node in preorder, so filled backwards).
   std::vector<uint32_t> not_plain(trie_.size() + 1, 0);
   for (size_t k = 0; k < trie_.size(); ++k) not_plain[k + 1] = not_plain[k] + (plain_byte(trie_[k].byte) ? 0 : 1);
-  for (size_t k = 0; k < trie_.size(); ++k) trie_[k].plain_below = not_plain[trie_[k].subtree_end] == not_plain[k + 1];
+  std::vector<uint16_t> deepest(trie_.size());
+  for (size_t k = trie_.size(); k-- > 0;) {
+    deepest[k] = trie_[k].depth;
+    for (uint32_t child = static_cast<uint32_t>(k) + 1; child < trie_[k].subtree_end; child = trie_[child].subtree_end) {
+      deepest[k] = std::max(deepest[k], deepest[child]);
+    }
+    const bool plain = not_plain[trie_[k].subtree_end] == not_plain[k + 1];
+    trie_[k].plain_height = plain ? static_cast<uint8_t>(std::min(deepest[k] - trie_[k].depth, 255)) : 0;
+  }
 }
 
 }  // namespace deepinfer::grammar

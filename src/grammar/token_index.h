@@ -26,9 +26,11 @@ class TokenIndex {
  public:
   struct TrieNode {
     uint8_t byte;
-    // Every byte below this node is plain JSON string text: printable ASCII but '"' and '\\'.
-    // A walk in a state that loops on those bytes accepts the whole subtree without visiting it.
-    bool plain_below;
+    // How many bytes the longest token below this node adds to it (at most 255), when every
+    // byte below is plain JSON string text (printable ASCII but '"' and '\\'); else 0, as for
+    // a leaf. A walk in a state that can take that many plain bytes, whichever they are, accepts
+    // the whole subtree without visiting it.
+    uint8_t plain_height;
     uint16_t depth;        // 1 for a first byte
     uint32_t subtree_end;  // index one past the last node below this one
     // Into node_tokens(): the tokens whose bytes end here are [first_token, first_token +

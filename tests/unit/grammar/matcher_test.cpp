@@ -219,7 +219,8 @@ TEST(TokenIndex, TokensContainingATextAreFoundOnceAndShared) {
 // What the class walk's subtree shortcut reads off a trie node: the tokens below it, and
 // whether every byte below it is plain string text. Checked against each node's prefix.
 TEST(TokenIndex, SubtreeTokensAndPlainTextBelowEachNode) {
-  const std::vector<std::string> pieces = {"ab", "abc", "a\"b", "abd", "", "b", "bé", "b c", "a\\", "ab", "a", "é", "c\n"};
+  const std::vector<std::string> pieces = {"ab", "abc", "a\"b", "abd", "", "b", "bé", "b c", "a\\", "ab", "a", "é", "c\n",
+                                           "xyz w", "xy", "x" + std::string(300, 'q')};
   const auto index = TokenIndex::from_pieces(pieces, {4});
   const auto& trie = index->trie();
   std::vector<std::string> prefix;  // by depth
@@ -229,15 +230,17 @@ TEST(TokenIndex, SubtreeTokensAndPlainTextBelowEachNode) {
     const std::string& p = prefix.back();
     std::vector<int32_t> expected, got;
     bool plain = true;
+    size_t height = 0;
     for (size_t id = 0; id < pieces.size(); ++id) {
       if (pieces[id].empty() || pieces[id].rfind(p, 0) != 0) continue;
       expected.push_back(static_cast<int32_t>(id));
       for (size_t k = p.size(); k < pieces[id].size(); ++k) plain = plain && TokenIndex::plain_byte(pieces[id][k]);
+      height = std::max(height, pieces[id].size() - p.size());
     }
     for (uint32_t t = trie[i].first_token; t < index->subtree_tokens_end(i); ++t) got.push_back(index->node_tokens()[t]);
     std::sort(got.begin(), got.end());
     EXPECT_EQ(got, expected) << "below '" << p << "'";
-    EXPECT_EQ(trie[i].plain_below, plain) << "below '" << p << "'";
+    EXPECT_EQ(trie[i].plain_height, plain ? std::min<size_t>(height, 255) : 0) << "below '" << p << "'";
   }
   EXPECT_TRUE(TokenIndex::plain_byte(' '));
   EXPECT_TRUE(TokenIndex::plain_byte('~'));
@@ -311,15 +314,18 @@ TEST(Matcher, ClassMasksEqualTheFullWalkOnARealVocabulary) {
 }
 
 
-// The class walk's virtual levels (a single call-free stack stepped without interning) give
-// the same classes as the plain stack walk, for every state of grammars with nested calls,
-// strings, numbers, enums and a recursive rule, on a real vocabulary.
+// The class walk's shortcuts (virtual levels: a single call-free stack stepped without
+// interning; subtrees of plain text accepted whole, in free and bounded strings) give the same
+// classes as the plain walk, for every state of grammars with nested calls, strings (free,
+// bounded, chunked past 1024 characters), numbers, enums and a recursive rule, on a real
+// vocabulary.
 TEST(TokenClass, VirtualLevelsGiveThePlainWalksClasses) {
   auto vocab = smollm2_vocab();
   ASSERT_NE(vocab, nullptr);
   const std::pair<GrammarKind, const char*> grammars[] = {
       {GrammarKind::kJsonSchema, R"({"type":"object","properties":{
           "name":{"type":"string","maxLength":12},"age":{"type":"integer","minimum":0,"maximum":130},
+          "about":{"type":"string","minLength":3,"maxLength":1500},"free":{"type":"string"},
           "tags":{"type":"array","items":{"enum":["a","bc","déf"]},"maxItems":3},
           "when":{"type":"string","format":"date"},"score":{"type":"number"},
           "nested":{"type":"array","items":{"type":"object","properties":{"k":{"type":"string"}}}}},
