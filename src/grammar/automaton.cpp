@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <deque>
 #include <map>
+#include <span>
 #include <unordered_map>
 
 namespace deepinfer::grammar {
@@ -29,15 +30,19 @@ class AutomatonBuilder {
   Result<int32_t> new_state();
   Status build(ExprId id, int32_t from, int32_t to, int depth);
   Status check_time();
-  StateSet closure(StateSet seeds);
+  // The closure of `seeds` into `out` (cleared first).
+  void closure(std::span<const int32_t> seeds, StateSet& out);
   Status build_rule(uint32_t rule);
   Status check_left_recursion() const;
 
   const Grammar& g_;
   CompileBudget budget_;
   std::chrono::steady_clock::time_point start_time_;
-  std::vector<NState> nfa_;  // of the rule being built
-  std::vector<char> seen_;   // closure scratch, [nfa_.size()]
+  // The rule being built's NFA: states [0, nfa_size_). Rules are built one after another and
+  // the states past nfa_size_ keep their edge lists' storage for the next rule.
+  std::vector<NState> nfa_;
+  size_t nfa_size_ = 0;
+  std::vector<char> seen_;   // closure scratch, [nfa_size_]
   std::vector<int32_t> closure_work_, closure_visited_;
   int32_t end_ = -1;         // the rule's final NFA state
   std::shared_ptr<Automaton> out_ = std::make_shared<Automaton>();
@@ -55,13 +60,20 @@ Status AutomatonBuilder::check_time() {
 }
 
 Result<int32_t> AutomatonBuilder::new_state() {
-  if (static_cast<int64_t>(nfa_.size()) >= budget_.max_states) {
+  if (static_cast<int64_t>(nfa_size_) >= budget_.max_states) {
     return resource_exhausted("grammar too large: a rule needs more than " + std::to_string(budget_.max_states) +
                               " automaton states (repetition bounds or nesting too large)");
   }
-  if ((nfa_.size() & 4095) == 4095) DI_RETURN_IF_ERROR(check_time());
-  nfa_.emplace_back();
-  return static_cast<int32_t>(nfa_.size() - 1);
+  if ((nfa_size_ & 4095) == 4095) DI_RETURN_IF_ERROR(check_time());
+  if (nfa_size_ == nfa_.size()) {
+    nfa_.emplace_back();
+  } else {
+    NState& reused = nfa_[nfa_size_];
+    reused.bytes.clear();
+    reused.eps.clear();
+    reused.calls.clear();
+  }
+  return static_cast<int32_t>(nfa_size_++);
 }
 
 Status AutomatonBuilder::build(ExprId id, int32_t from, int32_t to, int depth) {
@@ -139,7 +151,7 @@ Status AutomatonBuilder::build(ExprId id, int32_t from, int32_t to, int depth) {
     }
     case ExprKind::kDfa: {
       const ByteDfa& d = *e.dfa;
-      const auto base = static_cast<int32_t>(nfa_.size());
+      const auto base = static_cast<int32_t>(nfa_size_);
       for (uint32_t i = 0; i < d.n_states(); ++i) {
         DI_RETURN_IF_ERROR(new_state().status());
       }
@@ -173,8 +185,8 @@ Status AutomatonBuilder::build(ExprId id, int32_t from, int32_t to, int depth) {
 // a call, and the rule's end. A state with epsilons alone adds nothing to a DFA state's edges
 // or finality, so two closures with the same important states are the same DFA state: the sets
 // stay small (Thompson junctions are most NFA states) and equal sets merge.
-AutomatonBuilder::StateSet AutomatonBuilder::closure(StateSet seeds) {
-  StateSet out;
+void AutomatonBuilder::closure(std::span<const int32_t> seeds, StateSet& out) {
+  out.clear();
   std::vector<int32_t>& work = closure_work_;
   std::vector<int32_t>& visited = closure_visited_;
   work.assign(seeds.begin(), seeds.end());
@@ -192,16 +204,15 @@ AutomatonBuilder::StateSet AutomatonBuilder::closure(StateSet seeds) {
   }
   for (int32_t s : visited) seen[s] = 0;
   std::sort(out.begin(), out.end());
-  return out;
 }
 
 Status AutomatonBuilder::build_rule(uint32_t rule) {
-  nfa_.clear();
+  nfa_size_ = 0;
   DI_ASSIGN_OR_RETURN(int32_t start, new_state());
   DI_ASSIGN_OR_RETURN(int32_t end, new_state());
   end_ = end;
   DI_RETURN_IF_ERROR(build(g_.rule(static_cast<RuleId>(rule)).body, start, end, 0));
-  seen_.assign(nfa_.size(), 0);
+  seen_.assign(nfa_size_, 0);
 
   Automaton& a = *out_;
   struct SetHash {
@@ -211,10 +222,13 @@ Status AutomatonBuilder::build_rule(uint32_t rule) {
       return static_cast<size_t>(h ^ (h >> 32));
     }
   };
+  // The sets live once, as the map's keys (whose addresses rehashing keeps); `pending` points
+  // at them by local id. Lookups go through one reused buffer, so a closure that is already a
+  // state allocates nothing.
   std::unordered_map<StateSet, uint32_t, SetHash> ids;
-  std::vector<StateSet> pending;  // by local id
+  std::vector<const StateSet*> pending;  // by local id
   const auto base = static_cast<uint32_t>(a.states_.size());
-  auto intern = [&](StateSet set) -> Result<uint32_t> {
+  auto intern = [&](const StateSet& set) -> Result<uint32_t> {
     auto it = ids.find(set);
     if (it != ids.end()) return it->second;
     if (static_cast<int64_t>(a.states_.size()) >= budget_.max_states) {
@@ -223,33 +237,39 @@ Status AutomatonBuilder::build_rule(uint32_t rule) {
     }
     const auto id = static_cast<uint32_t>(a.states_.size());
     a.states_.push_back(Automaton::State{.rule = rule});
-    ids.emplace(set, id);
-    pending.push_back(std::move(set));
+    pending.push_back(&ids.emplace(set, id).first->first);
     return id;
   };
-  DI_ASSIGN_OR_RETURN(uint32_t start_id, intern(closure({start})));
+  StateSet closed;
+  const int32_t start_seed[] = {start};
+  closure(start_seed, closed);
+  DI_ASSIGN_OR_RETURN(uint32_t start_id, intern(closed));
   a.rule_start_[rule] = start_id;
 
   std::vector<int> points;
   std::vector<StateSet> per_interval;  // targets of each elementary byte interval
+  std::vector<std::pair<uint32_t, int32_t>> call_edges;  // (callee, return target)
+  std::vector<int32_t> call_targets;
+  std::vector<Automaton::Range> ranges;
+  std::vector<Automaton::Call> calls;
   for (size_t local = 0; local < pending.size(); ++local) {
     if ((local & 255) == 255) DI_RETURN_IF_ERROR(check_time());
-    const StateSet members = std::move(pending[local]);  // intern() may grow `pending`
+    const StateSet& members = *pending[local];
     const uint32_t id = base + static_cast<uint32_t>(local);
     points.clear();
+    call_edges.clear();
     bool final = false;
-    std::map<uint32_t, StateSet> call_targets;
     for (int32_t m : members) {
       if (m == end) final = true;
       for (const NEdge& e : nfa_[m].bytes) {
         points.push_back(e.lo);
         points.push_back(e.hi + 1);
       }
-      for (const auto& [callee, target] : nfa_[m].calls) call_targets[callee].push_back(target);
+      call_edges.insert(call_edges.end(), nfa_[m].calls.begin(), nfa_[m].calls.end());
     }
     std::sort(points.begin(), points.end());
     points.erase(std::unique(points.begin(), points.end()), points.end());
-    std::vector<Automaton::Range> ranges;
+    ranges.clear();
     const size_t n_intervals = points.empty() ? 0 : points.size() - 1;
     if (per_interval.size() < n_intervals) per_interval.resize(n_intervals);
     for (size_t k = 0; k < n_intervals; ++k) per_interval[k].clear();
@@ -261,19 +281,26 @@ Status AutomatonBuilder::build_rule(uint32_t rule) {
     }
     for (size_t k = 0; k < n_intervals; ++k) {
       const int lo = points[k], hi = points[k + 1] - 1;
-      StateSet targets = std::move(per_interval[k]);
-      per_interval[k] = StateSet();
-      if (targets.empty()) continue;
-      DI_ASSIGN_OR_RETURN(uint32_t next, intern(closure(std::move(targets))));
+      if (per_interval[k].empty()) continue;
+      closure(per_interval[k], closed);
+      DI_ASSIGN_OR_RETURN(uint32_t next, intern(closed));
       if (!ranges.empty() && ranges.back().next == next && ranges.back().hi + 1 == lo) {
         ranges.back().hi = static_cast<uint8_t>(hi);
       } else {
         ranges.push_back({static_cast<uint8_t>(lo), static_cast<uint8_t>(hi), next});
       }
     }
-    std::vector<Automaton::Call> calls;
-    for (auto& [callee, targets] : call_targets) {
-      DI_ASSIGN_OR_RETURN(uint32_t ret, intern(closure(std::move(targets))));
+    // One call per callee, to the closure of all its return targets, in callee order. The sort
+    // keeps members' order within a callee, as the targets were gathered before.
+    std::stable_sort(call_edges.begin(), call_edges.end(),
+                     [](const auto& x, const auto& y) { return x.first < y.first; });
+    calls.clear();
+    for (size_t k = 0; k < call_edges.size();) {
+      const uint32_t callee = call_edges[k].first;
+      call_targets.clear();
+      for (; k < call_edges.size() && call_edges[k].first == callee; ++k) call_targets.push_back(call_edges[k].second);
+      closure(call_targets, closed);
+      DI_ASSIGN_OR_RETURN(uint32_t ret, intern(closed));
       calls.push_back({callee, ret});
     }
     Automaton::State& s = a.states_[id];
