@@ -44,6 +44,7 @@ class AutomatonBuilder {
   size_t nfa_size_ = 0;
   std::vector<char> seen_;   // closure scratch, [nfa_size_]
   std::vector<int32_t> closure_work_, closure_visited_;
+  std::vector<NEdge> class_runs_;  // kDfa scratch: (lo, hi, the run's byte class)
   int32_t end_ = -1;         // the rule's final NFA state
   std::shared_ptr<Automaton> out_ = std::make_shared<Automaton>();
   std::deque<uint32_t> rule_queue_;
@@ -156,16 +157,29 @@ Status AutomatonBuilder::build(ExprId id, int32_t from, int32_t to, int depth) {
         DI_RETURN_IF_ERROR(new_state().status());
       }
       nfa_[from].eps.push_back(base);
+      // The runs of bytes of one class, found once: a state's edges are then a step per run
+      // instead of per byte (a long length bound's DFA has hundreds of states).
+      class_runs_.clear();
+      for (int b = 0; b < 256;) {
+        int hi = b;
+        while (hi + 1 < 256 && d.cls[hi + 1] == d.cls[b]) ++hi;
+        class_runs_.push_back({static_cast<uint8_t>(b), static_cast<uint8_t>(hi), static_cast<int32_t>(d.cls[b])});
+        b = hi + 1;
+      }
       for (uint32_t i = 0; i < d.n_states(); ++i) {
         if (d.final[i]) nfa_[base + i].eps.push_back(to);
-        for (int b = 0; b < 256;) {
-          const uint32_t t = d.step(i, static_cast<uint8_t>(b));
-          int hi = b;
-          while (hi + 1 < 256 && d.step(i, static_cast<uint8_t>(hi + 1)) == t) ++hi;
-          if (t != ByteDfa::kDead) {
-            nfa_[base + i].bytes.push_back({static_cast<uint8_t>(b), static_cast<uint8_t>(hi), base + static_cast<int32_t>(t)});
+        std::vector<NEdge>& edges = nfa_[base + i].bytes;
+        uint32_t last = ByteDfa::kDead;  // the target of edges.back()
+        for (const NEdge& run : class_runs_) {
+          const uint32_t t = d.next[size_t{i} * d.n_classes + static_cast<uint32_t>(run.target)];
+          if (t == ByteDfa::kDead) {
+            last = ByteDfa::kDead;
+          } else if (t == last && edges.back().hi + 1 == run.lo) {
+            edges.back().hi = run.hi;
+          } else {
+            edges.push_back({run.lo, run.hi, base + static_cast<int32_t>(t)});
+            last = t;
           }
-          b = hi + 1;
         }
       }
       return Status::ok_status();
