@@ -2,13 +2,15 @@
 
 #include "grammar/gbnf.h"
 #include "grammar/json_schema.h"
+#include "grammar/lark.h"
 #include "grammar/regex.h"
 
 namespace deepinfer::grammar {
 
 Result<Grammar> lower_grammar(const GrammarSpec& spec) {
   switch (spec.kind) {
-    case GrammarKind::kGbnf: return parse_gbnf(spec.text);
+    case GrammarKind::kGbnf: return looks_like_lark(spec.text) ? parse_lark(spec.text) : parse_gbnf(spec.text);
+    case GrammarKind::kLark: return parse_lark(spec.text);
     case GrammarKind::kJsonSchema: return json_schema_to_grammar(spec.text, spec.json);
     case GrammarKind::kRegex: {
       Grammar g;

@@ -28,11 +28,14 @@
 
 namespace deepinfer::grammar {
 
-enum class GrammarKind { kRegex, kJsonSchema, kGbnf, kChoice };
+// kGbnf is EBNF in either dialect: GBNF, or Lark when the text looks like it (lark.h's
+// looks_like_lark), which is how the servers' `grammar`/`ebnf` fields take both. kLark is Lark
+// whatever the text looks like.
+enum class GrammarKind { kRegex, kJsonSchema, kGbnf, kChoice, kLark };
 
 struct GrammarSpec {
   GrammarKind kind = GrammarKind::kRegex;
-  std::string text;                  // the regex, the schema (JSON text) or the GBNF grammar
+  std::string text;                  // the regex, the schema (JSON text) or the EBNF grammar
   std::vector<std::string> choices;  // kChoice: the output is exactly one of these
   JsonSchemaOptions json;
 };

@@ -254,34 +254,13 @@ class GbnfParser {
     return *expr;
   }
 
-  // `%json {...}`: the JSON texts valid against the schema object that follows, as
-  // json_schema_to_grammar lowers it, joined in under names GBNF cannot write.
+  // `%json {...}`: the JSON texts valid against the schema object that follows.
   Result<ExprId> parse_json_schema() {
     pos_ += 5;
     skip_space();
-    if (peek() != '{') return error("expected a JSON Schema object after %json");
-    const size_t start = pos_;
-    int depth = 0;
-    bool in_string = false;
-    for (; !at_end(); ++pos_) {
-      const char b = peek();
-      if (in_string) {
-        if (b == '\\') ++pos_;
-        else if (b == '"') in_string = false;
-      } else if (b == '"') {
-        in_string = true;
-      } else if (b == '{' || b == '[') {
-        ++depth;
-      } else if ((b == '}' || b == ']') && --depth == 0) {
-        break;
-      }
-    }
-    if (at_end()) return error("unterminated JSON Schema after %json");
-    ++pos_;
-    const std::string_view schema = t_.substr(start, pos_ - start);
-    auto lowered = json_schema_to_grammar(schema, JsonSchemaOptions{});
-    if (!lowered.ok()) return error("%json: " + lowered.status().message());
-    return g_.call(g_.import(*lowered, "%json" + std::to_string(++n_json_) + "/"));
+    auto expr = embed_json_schema(g_, t_, &pos_, &n_json_);
+    if (!expr.ok()) return error(expr.status().message());
+    return *expr;
   }
 
   std::string_view t_;
@@ -294,5 +273,32 @@ class GbnfParser {
 }  // namespace
 
 Result<Grammar> parse_gbnf(std::string_view text) { return GbnfParser(text).parse(); }
+
+Result<ExprId> embed_json_schema(Grammar& g, std::string_view text, size_t* pos, int* n_embedded) {
+  if (*pos >= text.size() || text[*pos] != '{') return invalid_argument("expected a JSON Schema object after %json");
+  const size_t start = *pos;
+  int depth = 0;
+  bool in_string = false;
+  size_t at = start;
+  for (; at < text.size(); ++at) {
+    const char b = text[at];
+    if (in_string) {
+      if (b == '\\') ++at;
+      else if (b == '"') in_string = false;
+    } else if (b == '"') {
+      in_string = true;
+    } else if (b == '{' || b == '[') {
+      ++depth;
+    } else if ((b == '}' || b == ']') && --depth == 0) {
+      break;
+    }
+  }
+  if (at >= text.size()) return invalid_argument("unterminated JSON Schema after %json");
+  *pos = at + 1;
+  auto lowered = json_schema_to_grammar(text.substr(start, *pos - start), JsonSchemaOptions{});
+  if (!lowered.ok()) return invalid_argument("%json: " + lowered.status().message());
+  // Joined in under names neither dialect can write.
+  return g.call(g.import(*lowered, "%json" + std::to_string(++*n_embedded) + "/"));
+}
 
 }  // namespace deepinfer::grammar

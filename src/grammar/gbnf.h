@@ -26,4 +26,10 @@ namespace deepinfer::grammar {
 
 Result<Grammar> parse_gbnf(std::string_view text);
 
+// The `%json {schema}` extension both EBNF dialects share (GBNF here, Lark in lark.h): at
+// text[*pos] a JSON Schema object, lowered by json_schema_to_grammar and imported into g under
+// names neither dialect can write; *pos moves past the object, *n_embedded counts the schemas
+// embedded so far (their names' suffix).
+Result<ExprId> embed_json_schema(Grammar& g, std::string_view text, size_t* pos, int* n_embedded);
+
 }  // namespace deepinfer::grammar

@@ -103,6 +103,19 @@ def test_regex_and_choice(openai_client):
     assert c.choices[0].text in ("cat", "dog", "axolotl")
 
 
+def test_grammar_in_either_ebnf_dialect(openai_client):
+    # The same language in GBNF and in Lark (told apart by the text), sampled at temperature 1.
+    gbnf = 'root ::= "(" [a-c]{1,3} ("," [a-c]{1,3}){0,2} ")"'
+    lark = 'start: "(" ITEM ("," ITEM)~0..2 ")"\nITEM: /[a-c]{1,3}/'
+    for field, grammar in (("grammar", gbnf), ("grammar", lark), ("ebnf", lark)):
+        body = {"structured_outputs": {"grammar": grammar}} if field == "grammar" else {"ebnf": grammar}
+        r = openai_client.chat.completions.create(
+            model=MODEL, messages=[{"role": "user", "content": "A tuple?"}], temperature=1, seed=5, max_tokens=24,
+            extra_body=body)
+        text = r.choices[0].message.content
+        assert re.fullmatch(r"\([a-c]{1,3}(,[a-c]{1,3}){0,2}\)", text), (field, grammar, text)
+
+
 def test_responses_and_messages(openai_client, anthropic_client):
     r = openai_client.responses.create(
         model=MODEL, input="Reply with JSON.", temperature=1, max_output_tokens=200,
