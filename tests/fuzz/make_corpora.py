@@ -13,6 +13,7 @@ cases written out here:
                            tests/golden/tokenizer/hf_fixtures cut to their first tokens
   corpus-jinja/            jinja_fuzz: the chat templates of tests/golden/templates up to 8 KB
                            and the snippets of snippets.json
+  corpus-grammar/          grammar_fuzz: a dialect byte, then a GBNF, Lark, regex or JSON Schema text
 Inputs that fuzzing found (a failure once fixed, a case worth keeping) are added to the same
 folders by hand; this script leaves every file it does not write alone.
 
@@ -225,6 +226,33 @@ def jinja_seeds():
     return out
 
 
+# A dialect byte (grammar_fuzz.cpp: 0 GBNF, 1 Lark, 2 regex, 3 JSON Schema, 4 EBNF detection), then
+# the grammar text.
+GRAMMAR_SEEDS = {
+    "gbnf_json": (0, 'root ::= "{" ws pair ("," ws pair)* "}"\npair ::= "\\"" [a-z]+ "\\":" ws value\n'
+                     'value ::= [0-9]{1,3} | "true" | "[" (value ("," value)*)? "]"\nws ::= [ \\t\\n]*  # space\n'),
+    "gbnf_extensions": (0, 'root ::= "<args>" %json {"type": "object", "required": ["a"]} "</args>" | %pattern "^x[0-9]+$"'),
+    "lark_calc": (1, "?start: sum\n?sum: product | sum \"+\" product -> add\n     | sum \"-\" product\n"
+                     "?product: atom | product \"*\" atom\n?atom: NUMBER | \"(\" sum \")\" | NAME~1..2\n"
+                     "NAME: /[a-z_]+/\n%import common.NUMBER\n%import common (WS, CNAME)\n%ignore WS\n"),
+    "lark_strings": (1, 'start: ESCAPED_STRING ("," ESCAPED_STRING)* ["."]\nTEXT.2: "ab"i | "a".."z"\n'
+                        '%import common.ESCAPED_STRING -> ESCAPED_STRING\n'),
+    "regex": (2, r"(\([0-9]{3}\) )?[0-9]{3}-[0-9]{4}|[A-Z][a-z]*\s\w+\d{2,}|\u00e9+|[^\x00-\x1f]{0,5}"),
+    "schema_object": (3, json.dumps({"type": "object", "properties": {
+        "name": {"type": "string", "maxLength": 20}, "age": {"type": "integer", "minimum": 0, "maximum": 130},
+        "tags": {"type": "array", "items": {"enum": ["a", "b"]}, "maxItems": 3},
+        "when": {"type": "string", "format": "date-time"}, "score": {"type": "number"},
+        "ref": {"$ref": "#/$defs/node"}}, "required": ["name"], "additionalProperties": {"type": "boolean"},
+        "$defs": {"node": {"anyOf": [{"type": "null"}, {"type": "object", "properties": {"next": {"$ref": "#/$defs/node"}}}]}}})),
+    "schema_long_string": (3, json.dumps({"type": "string", "minLength": 2, "maxLength": 1500, "pattern": "^[a-z ]+$"})),
+    "ebnf_lark": (4, 'start: "a" b*\nb: "b" | "c"\n'),
+}
+
+
+def grammar_seeds():
+    return [(name, bytes([kind]) + text.encode("utf-8")) for name, (kind, text) in GRAMMAR_SEEDS.items()]
+
+
 def write_corpus(directory, seeds):
     """(Re)writes the generated seeds; other files (inputs fuzzing found) stay."""
     directory.mkdir(exist_ok=True)
@@ -241,6 +269,7 @@ def main():
     write_corpus(HERE / "corpus-safetensors", safetensors_seeds())
     write_corpus(HERE / "corpus-tokenizer-json", tokenizer_json_seeds())
     write_corpus(HERE / "corpus-jinja", jinja_seeds())
+    write_corpus(HERE / "corpus-grammar", grammar_seeds())
 
 
 if __name__ == "__main__":
