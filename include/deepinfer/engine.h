@@ -95,6 +95,10 @@ struct EngineConfig {
   // chunked (bitwise). With a seed as well, its output is reproducible.
   bool batch_invariant = false;
   bool async_scheduling = true;         // plan step N+1 while step N runs
+  // With async_scheduling: compute the grammar masks of step N+1's constrained sequences while
+  // its forward pass runs, instead of after it, when sampling. Only where a core is spare: a
+  // backend that is not the CPU's, or a CPU pool with fewer threads than the machine's cores.
+  bool overlap_masks = true;
   // Models with sliding-window layers (Gemma 3): after a prefix-cache hit, rebuild the sliding
   // layers' KV by recomputing only the last window of the cached prefix ("SWA bounded replay").
   // The rebuilt window sees no KV before the replay start, so it approximates a cold run's

@@ -160,7 +160,7 @@ void add_engine_flags(FlagSpec& spec) {
                           "--kv-store-capacity", "--kv-store-ttl", "--kv-store-page-tokens", "--speculative-method",
                           "--num-speculative-tokens", "--speculative-schedule", "--draft-model"});
   spec.switches.insert({"--no-prefix-caching", "--batch-invariant", "--no-async-scheduling", "--no-swa-replay",
-                        "--no-grammar-fast-forward"});
+                        "--no-grammar-fast-forward", "--no-overlap-masks"});
   spec.aliases.insert({{"-m", "--model"}, {"-t", "--threads"}, {"--ctx", "--kv-cache-tokens"}});
 }
 
@@ -183,6 +183,8 @@ std::string engine_flags_usage(const EngineConfig& d) {
   --no-prefix-caching        turn the prefix cache off
   --batch-invariant          outputs do not depend on the batch (with a seed: reproducible)
   --no-async-scheduling      do the engine's bookkeeping between steps, not during them
+  --no-overlap-masks         structured output's masks are computed when sampling, not while
+                             the forward pass runs (the overlap needs async scheduling)
   --no-swa-replay            sliding-window models (Gemma 3) take no prefix hit: cold recompute
   --no-grammar-fast-forward  structured output samples forced text token by token (default:
                              drafted and verified in one pass)
@@ -245,6 +247,7 @@ Result<EngineConfig> parse_engine_flags(const Args& args, EngineConfig config) {
   if (args.has("--no-prefix-caching")) config.enable_prefix_caching = false;
   if (args.has("--batch-invariant")) config.batch_invariant = true;
   if (args.has("--no-async-scheduling")) config.async_scheduling = false;
+  if (args.has("--no-overlap-masks")) config.overlap_masks = false;
   if (args.has("--no-swa-replay")) config.swa_replay = false;
   if (args.has("--no-grammar-fast-forward")) config.grammar_fast_forward = false;
   DI_RETURN_IF_ERROR(read_kv_store_flags(args, config));

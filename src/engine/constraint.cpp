@@ -107,6 +107,16 @@ void SequenceConstraint::refuse_bad_trigger_endings() {
 }
 
 std::span<const uint64_t> SequenceConstraint::mask() {
+  if (mask_ready_) return ready_mask_;
+  return compute_mask();
+}
+
+void SequenceConstraint::prepare_mask() {
+  ready_mask_ = compute_mask();
+  mask_ready_ = true;
+}
+
+std::span<const uint64_t> SequenceConstraint::compute_mask() {
   if (!started()) {
     if (trigger_state_ == 0 && trigger_holders_->empty()) return {};
     std::fill(mask_.begin(), mask_.end(), ~uint64_t{0});
@@ -142,6 +152,7 @@ std::string SequenceConstraint::forced_text(size_t max_bytes) {
 }
 
 SequenceConstraint::Next SequenceConstraint::accept(int32_t token) {
+  mask_ready_ = false;
   // A stop ends the sequence (the scheduler sees it); the matcher has nothing left to follow.
   if (std::binary_search(stop_ids_.begin(), stop_ids_.end(), token)) return Next::kContinue;
   if (!started()) {

@@ -66,6 +66,10 @@ class SequenceConstraint {
   // The tokens allowed next; empty (any token) before the grammar starts. Writes a buffer owned
   // here: no allocation once the matcher is warm.
   std::span<const uint64_t> mask();
+  // Computes the next mask now, so that mask() returns it without work until accept() moves
+  // on: the engine calls this while the model's forward pass runs (masks in parallel with the
+  // pass), and the sampler then finds the mask ready.
+  void prepare_mask();
   // Follows the sampled token. kComplete: the grammar is complete (the sequence ends here);
   // kRefused: the grammar allows no token at all here (nesting past its depth limit).
   Next accept(int32_t token);
@@ -82,6 +86,9 @@ class SequenceConstraint {
   std::vector<int32_t> foreign_stops_;  // the vocabulary's stops the request does not stop at
   std::vector<uint64_t> mask_;          // [max(vocabulary, model) words]
   int32_t grammar_words_ = 0;
+  std::span<const uint64_t> compute_mask();
+  bool mask_ready_ = false;             // prepare_mask() ran since the last accept()
+  std::span<const uint64_t> ready_mask_;
 
   // Until the grammar starts: the text that starts it (empty once it has), the longest prefix of
   // it the generated text ends with, and its KMP failure function.

@@ -209,6 +209,12 @@ class EngineImpl final : public Engine {
       stats_.kv_store.enabled = true;
     }
     if (config_.async_scheduling) worker_ = std::make_unique<ForwardWorker>();
+    // Masks computed during the pass take a core the pass would use, unless one is spare: a CPU
+    // backend whose pool holds every core loses more than it hides (measured, 2 threads on 2
+    // cores: 5-10% fewer tokens/s; docs/benchmarks.md, "Masks during the forward pass").
+    const bool cpu_backend = std::string_view(backend_->name()).starts_with("cpu");
+    overlap_masks_ = config_.overlap_masks && worker_ != nullptr &&
+                     (!cpu_backend || pool_->n_threads() < ThreadPool::default_threads());
     thread_ = std::thread([this] { loop(); });
   }
 
@@ -505,7 +511,21 @@ class EngineImpl final : public Engine {
       // launched, until in_flight is finished).
       finish(*in_flight, next.plan.empty() ? Clock::time_point{} : launch);
     }
+    if (!next.plan.empty() && overlap_masks_) prepare_masks(next);
     return next.plan.empty() ? nullptr : &next;
+  }
+
+  // The masks `step`'s constrained rows will sample with, computed while its pass runs: each
+  // sequence's matcher already holds every token before the row (in_flight's were accepted in
+  // sample()), and nothing touches it until `step` is sampled. Sequences that ended since the
+  // step was planned are skipped, as sample() drops them.
+  void prepare_masks(const Step& step) {
+    for (const SampleJob& s : step.sample_jobs) {
+      const Request* r = scheduler_.find(s.id);
+      if (r == nullptr || !r->live(s.epoch)) continue;
+      auto it = seqs_.find(s.id);
+      if (it != seqs_.end() && it->second.constraint) it->second.constraint->prepare_mask();
+    }
   }
 
   // Schedules into `step` and builds its batch; ends the requests cancelled meanwhile.
@@ -1145,6 +1165,7 @@ class EngineImpl final : public Engine {
   std::unique_ptr<KvStoreConnector> store_connector_;
   std::unique_ptr<BatchRunner> runner_;
   std::unique_ptr<ForwardWorker> worker_;  // with async_scheduling
+  bool overlap_masks_ = false;              // prepare_masks() while a pass runs (see the constructor)
   // Engine-thread state.
   std::unordered_map<RequestId, Sequence> seqs_;
   RequestId next_id_ = 1;

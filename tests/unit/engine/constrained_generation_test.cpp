@@ -228,6 +228,51 @@ TEST(ConstrainedFastForward, SameTokensInFewerSteps) {
   EXPECT_EQ(plain.forced_accepted, 0);
 }
 
+// Masks computed while the forward pass runs (EngineConfig::overlap_masks) are the masks the
+// sampler would have computed: a batch of constrained requests gives the same tokens with and
+// without the overlap, with asynchronous scheduling (where the overlap happens). One thread, so
+// that a core is spare and the engine overlaps (on a one-core machine both runs are the same).
+TEST(ConstrainedOverlap, MasksComputedDuringThePassGiveTheSameTokens) {
+  auto run = [](bool overlap) {
+    EngineConfig cfg;
+    cfg.model_path = testing::real_model();
+    cfg.threads = 1;
+    cfg.kv_cache_tokens = 8192;
+    cfg.batch_invariant = true;
+    cfg.async_scheduling = true;
+    cfg.overlap_masks = overlap;
+    auto engine = std::move(Engine::create(cfg)).value();
+    auto source = std::move(open_tensor_source(cfg.model_path)).value();
+    auto tokenizer = std::move(Tokenizer::from_metadata(source->metadata())).value();
+    Constraint c;
+    c.kind = ConstraintKind::kJsonSchema;
+    c.text = R"({"type": "object", "properties": {"name": {"type": "string", "maxLength": 8},
+        "tags": {"type": "array", "items": {"enum": ["a", "bc"]}, "maxItems": 3}}, "required": ["name", "tags"],
+        "additionalProperties": false})";
+    c.compact_json = true;
+    std::vector<std::shared_ptr<RequestHandle>> handles;
+    for (int s = 0; s < 6; ++s) {
+      GenerationRequest r;
+      r.prompt = tokenizer->encode(s % 2 ? "A record:" : "JSON please:", {});
+      r.sampling.temperature = 1.0f;
+      r.sampling.seed = 77 + static_cast<uint64_t>(s);
+      r.sampling.constraint = c;
+      r.max_tokens = 48;
+      handles.push_back(std::move(engine->submit(std::move(r))).value());
+    }
+    std::vector<Output> out;
+    for (auto& h : handles) out.push_back(collect(*h));
+    return out;
+  };
+  if (testing::real_model().empty()) GTEST_SKIP() << "the default model is not in the cache";
+  const std::vector<Output> with = run(true), without = run(false);
+  ASSERT_EQ(with.size(), without.size());
+  for (size_t i = 0; i < with.size(); ++i) {
+    EXPECT_EQ(with[i].tokens, without[i].tokens) << with[i].text << " | " << without[i].text;
+    EXPECT_EQ(with[i].finish, FinishReason::kStop) << with[i].text;
+  }
+}
+
 TEST_F(ConstrainedGeneration, BadConstraintsFailSubmit) {
   const auto submit = [](Constraint c) { return engine_->submit(request("Hi", std::move(c), 1)).status(); };
   const Status unbalanced = submit(regex("(abc"));
