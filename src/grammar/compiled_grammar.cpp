@@ -109,7 +109,7 @@ class ClassWalk {
   ClassWalk(const Automaton& a, const TokenIndex& tokens, uint32_t max_depth, bool shortcuts)
       : accepted_bits(static_cast<size_t>(tokens.n_words()), 0),
         a_(a), tokens_(tokens), trie_(tokens.trie()), node_tokens_(tokens.node_tokens()), stacks_(&a, max_depth),
-        row_of_(a.n_states(), kNoRow), plain_run_(a.n_states(), kUnknown), shortcuts_(shortcuts) {
+        row_of_(a.n_states(), kNoRow), text_run_(a.n_states(), kUnknown), shortcuts_(shortcuts) {
     for (int b = 0; b < 256; ++b) {
       if (!TokenIndex::plain_byte(static_cast<uint8_t>(b))) continue;
       const uint8_t c = a.byte_class(static_cast<uint8_t>(b));
@@ -177,50 +177,69 @@ class ClassWalk {
     n_accepted += n.n_tokens;
   }
 
-  // Node n was entered in `state`, which is neither final nor has calls. When every byte below
-  // n is plain string text and the state takes any run of plain bytes as long as the longest
-  // token below (a JSON string's body takes any; a bounded string's, as many as it has room
-  // for), every token below is accepted in this state, so the subtree needs no walk. A JSON
-  // string's body and most of a vocabulary (an English one is mostly plain ASCII) made the
-  // common walk of nearly every node.
+  // Node n was entered in `state`, which is neither final nor has calls. When n ends a whole
+  // character, everything below is text and the state takes any run of text as long as the
+  // longest token below (a JSON string's body takes any; a bounded string's, as many characters
+  // as it has room for), every token below is accepted in this state, so the subtree needs no
+  // walk. A JSON string's body and most of a vocabulary made the common walk of nearly every
+  // node.
   bool accepts_subtree(const TokenIndex::TrieNode& n, uint32_t state) {
-    return shortcuts_ && n.plain_height > 0 && plain_run(state) >= n.plain_height;
+    return shortcuts_ && n.text_height > 0 && text_run(state) >= n.text_height;
   }
 
-  // How many plain bytes in a row `state` takes, whichever they are, through states without
-  // calls that are not final (at most kRunCap; a loop takes any number): each step must send
-  // every plain byte to one and the same such state.
-  uint32_t plain_run(uint32_t state) {
-    if (plain_run_[state] != kUnknown) return plain_run_[state];
+  // The state one character of text leads `state` to, the same whichever character it is,
+  // through states without calls that are not final; kDead when there is no such state.
+  uint32_t char_step(uint32_t state) {
+    const uint32_t e = step_class(state, plain_classes_[0]);
+    if (e == kDead || (e & kFlags) != 0) return kDead;
+    for (uint8_t c : plain_classes_) {
+      if (step_class(state, c) != e) return kDead;
+    }
+    for (const TokenIndex::TextForm& form : TokenIndex::kTextForms) {
+      uint32_t s = state;
+      for (uint32_t k = 0; k < form.n_bytes; ++k) {
+        const uint32_t first = step_class(s, a_.byte_class(form.lo[k]));
+        if (first == kDead || (first & kFlags) != 0) return kDead;
+        for (uint32_t c = a_.byte_class(form.lo[k]) + 1u; c <= a_.byte_class(form.hi[k]); ++c) {
+          if (step_class(s, static_cast<uint8_t>(c)) != first) return kDead;
+        }
+        s = first;
+      }
+      if (s != e) return kDead;
+    }
+    return e;
+  }
+
+  // How many characters of text in a row `state` takes, whichever they are (char_step after
+  // char_step; at most kRunCap, and a loop takes any number).
+  uint32_t text_run(uint32_t state) {
+    if (text_run_[state] != kUnknown) return text_run_[state];
     chain_.clear();
     uint32_t s = state, run = 0;
     while (true) {
-      if (plain_run_[s] != kUnknown) {
-        run = plain_run_[s];
+      if (text_run_[s] != kUnknown) {
+        run = text_run_[s];
         break;
       }
       if (std::find(chain_.begin(), chain_.end(), s) != chain_.end() || chain_.size() >= kRunCap) {
         run = kRunCap;  // a loop, or a run past any token
         break;
       }
-      chain_.push_back(s);
-      const uint32_t e = step_class(s, plain_classes_[0]);
-      bool one_next = e != kDead && (e & kFlags) == 0;
-      for (uint8_t c : plain_classes_) one_next = one_next && step_class(s, c) == e;
-      if (!one_next) {
-        run = 0;  // the run ends before s's next byte
-        chain_.pop_back();
-        plain_run_[s] = 0;
+      const uint32_t next = char_step(s);
+      if (next == kDead) {
+        run = 0;  // the run ends before s's next character
+        text_run_[s] = 0;
         break;
       }
-      s = e;
+      chain_.push_back(s);
+      s = next;
     }
-    // Back along the chain: each state takes one more byte than its successor.
+    // Back along the chain: each state takes one more character than its successor.
     for (size_t k = chain_.size(); k-- > 0;) {
       run = std::min(run + 1, kRunCap);
-      plain_run_[chain_[k]] = static_cast<uint16_t>(run);
+      text_run_[chain_[k]] = static_cast<uint16_t>(run);
     }
-    return plain_run_[state];
+    return text_run_[state];
   }
 
   void accept_subtree(uint32_t i) {
@@ -364,9 +383,9 @@ class ClassWalk {
   std::vector<uint32_t> row_of_;  // [n_states]: the offset of the state's row in rows_, or kNoRow
   std::vector<uint32_t> rows_;    // [rows][n_byte_classes]
   static constexpr uint16_t kUnknown = 0xFFFF;
-  static constexpr uint32_t kRunCap = 255;  // TrieNode::plain_height's greatest value
-  std::vector<uint16_t> plain_run_;     // [n_states]: plain_run(), or kUnknown
-  std::vector<uint32_t> chain_;         // plain_run's path
+  static constexpr uint32_t kRunCap = 255;  // TrieNode::text_height's greatest value
+  std::vector<uint16_t> text_run_;      // [n_states]: text_run(), or kUnknown
+  std::vector<uint32_t> chain_;         // text_run's path
   std::vector<uint8_t> plain_classes_;  // the byte classes of plain bytes
   bool shortcuts_;  // virtual levels and whole accepted subtrees; off: the plain reference walk
 };

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <iterator>
 #include <numeric>
 
 #include "tokenizer/tokenizer.h"
@@ -97,19 +98,52 @@ void TokenIndex::build_trie() {
     trie_[path.back()].subtree_end = static_cast<uint32_t>(trie_.size());
     path.pop_back();
   }
-  // not_plain[k]: nodes before k whose byte is not plain; a subtree (i, end) is plain below i
-  // when none of its nodes is. deepest[k]: the greatest depth in k's subtree, from its children
-  // (a later node in preorder, so filled backwards).
-  std::vector<uint32_t> not_plain(trie_.size() + 1, 0);
-  for (size_t k = 0; k < trie_.size(); ++k) not_plain[k + 1] = not_plain[k] + (plain_byte(trie_[k].byte) ? 0 : 1);
+  // Each node's place in a character: 0 after a whole one (any ASCII byte ends one), else
+  // 1 + (form * 4 + the position of the byte expected next), or kLost inside malformed UTF-8;
+  // from its parent's (the depth stack) and its byte. bad[k]: nodes before k that are not text
+  // after their parent (a control, '"', '\\', DEL, malformed UTF-8). A subtree below i is text
+  // when none of its nodes is bad.
+  constexpr uint32_t kLost = 0xFFFF;
+  auto next_place = [](uint32_t place, uint8_t b, bool* is_bad) -> uint32_t {
+    if (b < 0x80) {
+      *is_bad = place != 0 || !plain_byte(b);
+      return 0;
+    }
+    *is_bad = true;
+    if (place == kLost) return kLost;
+    if (place == 0) {
+      for (uint32_t f = 0; f < std::size(kTextForms); ++f) {
+        if (b >= kTextForms[f].lo[0] && b <= kTextForms[f].hi[0]) {
+          *is_bad = false;
+          return 1 + f * 4 + 1;
+        }
+      }
+      return kLost;
+    }
+    const uint32_t f = (place - 1) / 4, at = (place - 1) % 4;
+    const TextForm& form = kTextForms[f];
+    if (b < form.lo[at] || b > form.hi[at]) return kLost;
+    *is_bad = false;
+    return at + 1 == form.n_bytes ? 0 : place + 1;
+  };
+  std::vector<uint32_t> place(trie_.size()), bad(trie_.size() + 1, 0), parent_at;  // parent_at: by depth
+  for (size_t k = 0; k < trie_.size(); ++k) {
+    const uint32_t d = trie_[k].depth;
+    parent_at.resize(d);
+    const uint32_t above = d >= 2 ? place[parent_at[d - 2]] : 0;
+    bool is_bad = false;
+    place[k] = next_place(above, trie_[k].byte, &is_bad);
+    parent_at[d - 1] = static_cast<uint32_t>(k);
+    bad[k + 1] = bad[k] + (is_bad ? 1 : 0);
+  }
   std::vector<uint16_t> deepest(trie_.size());
   for (size_t k = trie_.size(); k-- > 0;) {
     deepest[k] = trie_[k].depth;
     for (uint32_t child = static_cast<uint32_t>(k) + 1; child < trie_[k].subtree_end; child = trie_[child].subtree_end) {
       deepest[k] = std::max(deepest[k], deepest[child]);
     }
-    const bool plain = not_plain[trie_[k].subtree_end] == not_plain[k + 1];
-    trie_[k].plain_height = plain ? static_cast<uint8_t>(std::min(deepest[k] - trie_[k].depth, 255)) : 0;
+    const bool text = place[k] == 0 && bad[trie_[k].subtree_end] == bad[k + 1];
+    trie_[k].text_height = text ? static_cast<uint8_t>(std::min(deepest[k] - trie_[k].depth, 255)) : 0;
   }
 }
 

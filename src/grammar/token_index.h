@@ -26,11 +26,12 @@ class TokenIndex {
  public:
   struct TrieNode {
     uint8_t byte;
-    // How many bytes the longest token below this node adds to it (at most 255), when every
-    // byte below is plain JSON string text (printable ASCII but '"' and '\\'); else 0, as for
-    // a leaf. A walk in a state that can take that many plain bytes, whichever they are, accepts
-    // the whole subtree without visiting it.
-    uint8_t plain_height;
+    // How many bytes the longest token below this node adds to it (at most 255), when the node
+    // ends a whole character and everything below is text (kTextForms: well-formed UTF-8 but
+    // control characters, '"' and '\\', a token's last character possibly cut); else 0, as
+    // for a leaf. A walk in a state that takes that many characters of text, whichever they
+    // are, accepts the whole subtree without visiting it.
+    uint8_t text_height;
     uint16_t depth;        // 1 for a first byte
     uint32_t subtree_end;  // index one past the last node below this one
     // Into node_tokens(): the tokens whose bytes end here are [first_token, first_token +
@@ -38,6 +39,18 @@ class TokenIndex {
     uint32_t first_token, n_tokens;
   };
   static bool plain_byte(uint8_t b) { return b >= 0x20 && b <= 0x7E && b != '"' && b != '\\'; }
+  // The characters of text beyond plain ASCII: each form is a lead byte range followed by
+  // continuation byte ranges (UTF-8's well-formed sequences, Unicode table 3-7).
+  struct TextForm {
+    uint8_t n_bytes;
+    uint8_t lo[4], hi[4];
+  };
+  static constexpr TextForm kTextForms[] = {
+      {2, {0xC2, 0x80, 0, 0}, {0xDF, 0xBF, 0, 0}},          {3, {0xE0, 0xA0, 0x80, 0}, {0xE0, 0xBF, 0xBF, 0}},
+      {3, {0xE1, 0x80, 0x80, 0}, {0xEC, 0xBF, 0xBF, 0}},    {3, {0xED, 0x80, 0x80, 0}, {0xED, 0x9F, 0xBF, 0}},
+      {3, {0xEE, 0x80, 0x80, 0}, {0xEF, 0xBF, 0xBF, 0}},    {4, {0xF0, 0x90, 0x80, 0x80}, {0xF0, 0xBF, 0xBF, 0xBF}},
+      {4, {0xF1, 0x80, 0x80, 0x80}, {0xF3, 0xBF, 0xBF, 0xBF}}, {4, {0xF4, 0x80, 0x80, 0x80}, {0xF4, 0x8F, 0xBF, 0xBF}},
+  };
   // One past the last of node i's subtree's tokens in node_tokens() (preorder keeps them together).
   uint32_t subtree_tokens_end(uint32_t i) const {
     const uint32_t end = trie_[i].subtree_end;

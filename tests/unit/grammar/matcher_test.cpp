@@ -216,11 +216,51 @@ TEST(TokenIndex, TokensContainingATextAreFoundOnceAndShared) {
   EXPECT_TRUE(index->tokens_containing("<｜DSML｜")->empty());
 }
 
-// What the class walk's subtree shortcut reads off a trie node: the tokens below it, and
-// whether every byte below it is plain string text. Checked against each node's prefix.
-TEST(TokenIndex, SubtreeTokensAndPlainTextBelowEachNode) {
+// Whether `bytes` is text from a character boundary: UTF-8 without overlongs, surrogates or
+// code points past U+10FFFF, no control character, DEL, '"' or '\\'; its last character may be
+// cut short (if some continuation would complete it).
+bool is_text(std::string_view bytes) {
+  size_t i = 0;
+  while (i < bytes.size()) {
+    const auto b0 = static_cast<uint8_t>(bytes[i]);
+    if (b0 < 0x80) {
+      if (!TokenIndex::plain_byte(b0)) return false;
+      ++i;
+      continue;
+    }
+    const int n = (b0 >> 5) == 6 ? 2 : (b0 >> 4) == 14 ? 3 : (b0 >> 3) == 30 ? 4 : 0;
+    if (n == 0) return false;
+    const size_t have = std::min<size_t>(n, bytes.size() - i);
+    bool some = false;  // some completion of the (possibly cut) character is a valid one
+    for (uint32_t fill = 0; fill < (1u << (6 * (n - have))) && !some; ++fill) {
+      uint32_t cp = n == 2 ? (b0 & 0x1F) : n == 3 ? (b0 & 0x0F) : (b0 & 0x07);
+      bool ok = true;
+      for (int k = 1; k < n; ++k) {
+        uint32_t cont;
+        if (static_cast<size_t>(k) < have) {
+          const auto c = static_cast<uint8_t>(bytes[i + k]);
+          ok = ok && (c & 0xC0) == 0x80;
+          cont = c & 0x3F;
+        } else {
+          cont = (fill >> (6 * (k - have))) & 0x3F;
+        }
+        cp = cp << 6 | cont;
+      }
+      const uint32_t min = n == 2 ? 0x80 : n == 3 ? 0x800 : 0x10000;
+      some = ok && cp >= min && cp <= 0x10FFFF && !(cp >= 0xD800 && cp <= 0xDFFF);
+    }
+    if (!some) return false;
+    i += have;
+  }
+  return true;
+}
+
+// What the class walk's subtree shortcut reads off a trie node: the tokens below it, and how far
+// below it everything is text when it ends a whole character. Checked against each node's prefix.
+TEST(TokenIndex, SubtreeTokensAndTextBelowEachNode) {
   const std::vector<std::string> pieces = {"ab", "abc", "a\"b", "abd", "", "b", "bé", "b c", "a\\", "ab", "a", "é", "c\n",
-                                           "xyz w", "xy", "x" + std::string(300, 'q')};
+                                           "xyz w", "xy", "x" + std::string(300, 'q'), "\xC3", "\xC3\xA9t", "\xE6\x97\xA5\xE6",
+                                           "\xE6\x97", "\xED\xA0\x80", "\xC0\xAF", "d\x7F", "\xF0\x9F\x98\x80!", "\xF4\x90"};
   const auto index = TokenIndex::from_pieces(pieces, {4});
   const auto& trie = index->trie();
   std::vector<std::string> prefix;  // by depth
@@ -229,18 +269,26 @@ TEST(TokenIndex, SubtreeTokensAndPlainTextBelowEachNode) {
     prefix[trie[i].depth - 1] = (trie[i].depth > 1 ? prefix[trie[i].depth - 2] : std::string()) + static_cast<char>(trie[i].byte);
     const std::string& p = prefix.back();
     std::vector<int32_t> expected, got;
-    bool plain = true;
+    bool text = true;
     size_t height = 0;
     for (size_t id = 0; id < pieces.size(); ++id) {
       if (pieces[id].empty() || pieces[id].rfind(p, 0) != 0) continue;
       expected.push_back(static_cast<int32_t>(id));
-      for (size_t k = p.size(); k < pieces[id].size(); ++k) plain = plain && TokenIndex::plain_byte(pieces[id][k]);
+      text = text && is_text(std::string_view(pieces[id]).substr(p.size()));
       height = std::max(height, pieces[id].size() - p.size());
+    }
+    // p ends a whole character: its last byte is ASCII, or its last 2-4 bytes are one character.
+    bool whole = static_cast<uint8_t>(p.back()) < 0x80;
+    for (size_t k = 2; k <= 4 && k <= p.size() && !whole; ++k) {
+      const std::string_view tail = std::string_view(p).substr(p.size() - k);
+      const auto b0 = static_cast<uint8_t>(tail[0]);
+      const size_t n = (b0 >> 5) == 6 ? 2 : (b0 >> 4) == 14 ? 3 : (b0 >> 3) == 30 ? 4 : 0;
+      whole = n == k && is_text(tail);
     }
     for (uint32_t t = trie[i].first_token; t < index->subtree_tokens_end(i); ++t) got.push_back(index->node_tokens()[t]);
     std::sort(got.begin(), got.end());
     EXPECT_EQ(got, expected) << "below '" << p << "'";
-    EXPECT_EQ(trie[i].plain_height, plain ? std::min<size_t>(height, 255) : 0) << "below '" << p << "'";
+    EXPECT_EQ(trie[i].text_height, whole && text ? std::min<size_t>(height, 255) : 0) << "below '" << p << "'";
   }
   EXPECT_TRUE(TokenIndex::plain_byte(' '));
   EXPECT_TRUE(TokenIndex::plain_byte('~'));
@@ -334,13 +382,17 @@ TEST(TokenClass, VirtualLevelsGiveThePlainWalksClasses) {
 expr ::= term (("+" | "-") term)*
 term ::= num | "(" expr ")" | "\"" [a-z ]* "\""
 num ::= [0-9]+ ("." [0-9]+)?)G"},
+      // Text that leaves out some characters of each UTF-8 length: no subtree of text may be
+      // taken whole by a state that refuses part of it.
+      {GrammarKind::kGbnf, R"G(root ::= "\"" [^"\\\x00-\x1f\u00e0-\u00ef\u4e00-\u9fff\U0001F600-\U0001F64F]{0,40} "\"")G"},
   };
   // Pieces that run on past the end of a number, a word or a string into what the caller
   // expects next: a final state that still has byte edges, reached from a single stack, must
   // still be left by a pop (":1.5," from before a value, "(1.5+" from before a group).
   const auto crossing = testing::toy_vocab({"12,", "3)", "7+8", "1.5-", "9]", "42}", "ab+", "xyz\"", "a\",\"",
                                             "0,\"", "5\n", "12.", "e+1", "1e", "\"a\":1",
-                                            ":1.5,", ":1.5}", ":0.25 ,", "(1.5+", "(1.5)", "(2.0-3"});
+                                            ":1.5,", ":1.5}", ":0.25 ,", "(1.5+", "(1.5)", "(2.0-3", "é", "ñ",
+                                            "\"ñé", "日本", "本", "ab日", "\xF0\x9F\x98\x80", "\xF0\x9F\x99\x90x", "x\xE6"});
   int64_t compared = 0;
   for (const std::shared_ptr<const TokenIndex>& index : {vocab, crossing}) {
     for (const auto& [kind, text] : grammars) {
