@@ -136,15 +136,9 @@ class GbnfParser {
   }
 
   Result<uint32_t> hex(int n) {
-    uint32_t v = 0;
-    for (int i = 0; i < n; ++i) {
-      const char c = peek();
-      const int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
-      if (d < 0) return error("bad hex escape");
-      v = v * 16 + d;
-      ++pos_;
-    }
-    return v;
+    const std::optional<uint32_t> v = read_hex(t_, &pos_, n);
+    if (!v) return error("bad hex escape");
+    return *v;
   }
 
   // One character of a literal or class (after its escape).
@@ -165,13 +159,9 @@ class GbnfParser {
         default: return error(std::string("unknown escape '\\") + c + "'");
       }
     }
-    const auto b0 = static_cast<uint8_t>(peek());
-    const int n = b0 < 0x80 ? 1 : (b0 >> 5) == 6 ? 2 : (b0 >> 4) == 14 ? 3 : (b0 >> 3) == 30 ? 4 : 0;
-    if (n == 0 || pos_ + n > t_.size()) return error("invalid UTF-8");
-    uint32_t cp = n == 1 ? b0 : n == 2 ? (b0 & 0x1F) : n == 3 ? (b0 & 0x0F) : (b0 & 0x07);
-    for (int i = 1; i < n; ++i) cp = cp << 6 | (static_cast<uint8_t>(t_[pos_ + i]) & 0x3F);
-    pos_ += n;
-    return cp;
+    const std::optional<uint32_t> cp = read_utf8_char(t_, &pos_);
+    if (!cp) return error("invalid UTF-8");
+    return *cp;
   }
 
   // A "..." literal's bytes (at its opening quote; past its closing one after).
@@ -273,6 +263,29 @@ class GbnfParser {
 }  // namespace
 
 Result<Grammar> parse_gbnf(std::string_view text) { return GbnfParser(text).parse(); }
+
+std::optional<uint32_t> read_utf8_char(std::string_view text, size_t* pos) {
+  if (*pos >= text.size()) return std::nullopt;
+  const auto b0 = static_cast<uint8_t>(text[*pos]);
+  const size_t n = b0 < 0x80 ? 1 : (b0 >> 5) == 6 ? 2 : (b0 >> 4) == 14 ? 3 : (b0 >> 3) == 30 ? 4 : 0;
+  if (n == 0 || *pos + n > text.size()) return std::nullopt;
+  uint32_t cp = n == 1 ? b0 : n == 2 ? (b0 & 0x1F) : n == 3 ? (b0 & 0x0F) : (b0 & 0x07);
+  for (size_t i = 1; i < n; ++i) cp = cp << 6 | (static_cast<uint8_t>(text[*pos + i]) & 0x3F);
+  *pos += n;
+  return cp;
+}
+
+std::optional<uint32_t> read_hex(std::string_view text, size_t* pos, int digits) {
+  uint32_t v = 0;
+  for (int i = 0; i < digits; ++i) {
+    const char c = *pos < text.size() ? text[*pos] : '\0';
+    const int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+    if (d < 0) return std::nullopt;
+    v = v * 16 + static_cast<uint32_t>(d);
+    ++*pos;
+  }
+  return v;
+}
 
 Result<ExprId> embed_json_schema(Grammar& g, std::string_view text, size_t* pos, int* n_embedded) {
   if (*pos >= text.size() || text[*pos] != '{') return invalid_argument("expected a JSON Schema object after %json");

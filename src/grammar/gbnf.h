@@ -17,6 +17,8 @@
 // Errors are INVALID_ARGUMENT with the line; token references (<[id]>) are refused.
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string_view>
 
 #include "deepinfer/status.h"
@@ -31,5 +33,12 @@ Result<Grammar> parse_gbnf(std::string_view text);
 // names neither dialect can write; *pos moves past the object, *n_embedded counts the schemas
 // embedded so far (their names' suffix).
 Result<ExprId> embed_json_schema(Grammar& g, std::string_view text, size_t* pos, int* n_embedded);
+
+// Lexing both dialects share. The code point of the UTF-8 character at text[*pos] (the lead
+// byte's length, not checked further: grammar text is the client's, and a malformed byte only
+// changes which character it names); *pos moves past it. nullopt: no character starts there.
+std::optional<uint32_t> read_utf8_char(std::string_view text, size_t* pos);
+// `digits` hex digits at text[*pos]; *pos moves past them. nullopt: one is not a hex digit.
+std::optional<uint32_t> read_hex(std::string_view text, size_t* pos, int digits);
 
 }  // namespace deepinfer::grammar

@@ -282,15 +282,9 @@ class LarkParser {
   }
 
   Result<uint32_t> hex(int n) {
-    uint32_t v = 0;
-    for (int i = 0; i < n; ++i) {
-      const char c = peek();
-      const int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
-      if (d < 0) return error("bad hex escape");
-      v = v * 16 + static_cast<uint32_t>(d);
-      ++pos_;
-    }
-    return v;
+    const std::optional<uint32_t> v = read_hex(t_, &pos_, n);
+    if (!v) return error("bad hex escape");
+    return *v;
   }
 
   // A quoted string's code points (Python's escapes), at its opening quote.
@@ -301,13 +295,9 @@ class LarkParser {
     while (peek() != quote) {
       if (at_end() || peek() == '\n') return error("unterminated string literal");
       if (peek() != '\\') {
-        const auto b0 = static_cast<uint8_t>(peek());
-        const int n = b0 < 0x80 ? 1 : (b0 >> 5) == 6 ? 2 : (b0 >> 4) == 14 ? 3 : (b0 >> 3) == 30 ? 4 : 0;
-        if (n == 0 || pos_ + n > t_.size()) return error("invalid UTF-8");
-        uint32_t cp = n == 1 ? b0 : n == 2 ? (b0 & 0x1F) : n == 3 ? (b0 & 0x0F) : (b0 & 0x07);
-        for (int i = 1; i < n; ++i) cp = cp << 6 | (static_cast<uint8_t>(t_[pos_ + i]) & 0x3F);
-        pos_ += n;
-        out.push_back(cp);
+        const std::optional<uint32_t> cp = read_utf8_char(t_, &pos_);
+        if (!cp) return error("invalid UTF-8");
+        out.push_back(*cp);
         continue;
       }
       ++pos_;
