@@ -99,17 +99,24 @@ std::shared_ptr<const TokenClass> CompiledGrammar::shared_class(uint32_t state) 
   return computed;
 }
 
-namespace {
-
-// The walk of one state's token class (see compiled_grammar.h). While the path stays in states
-// without calls it is a plain DFA walk, one range lookup per trie node; below a state with calls
-// the subtree is walked with full stacks.
-class ClassWalk {
+// A step of the DFA as one load: a row per state, built on the state's first step, of one
+// entry per byte class (Automaton::byte_class), each the state the class leads to with what
+// the walk asks of that state in the high bits (kDead: no edge). A range scan per trie node
+// cost a branch mispredicted on most bytes; rows of classes rather than bytes keep a walk's
+// rows in the L1 cache (a chunked string's walk meets a few hundred states). And each state's
+// run of text (text_run), which the walk's subtree shortcut asks for. Both depend on the
+// automaton alone, so a CompiledGrammar keeps one table for all its walks (they run under its
+// mutex): a walk no longer pays for setting up [n_states] arrays.
+class DfaStepTables {
  public:
-  ClassWalk(const Automaton& a, const TokenIndex& tokens, uint32_t max_depth, bool shortcuts)
-      : accepted_bits(static_cast<size_t>(tokens.n_words()), 0),
-        a_(a), tokens_(tokens), trie_(tokens.trie()), node_tokens_(tokens.node_tokens()), stacks_(&a, max_depth),
-        row_of_(a.n_states(), kNoRow), text_run_(a.n_states(), kUnknown), shortcuts_(shortcuts) {
+  static constexpr uint32_t kDead = 0xFFFFFFFFu;
+  static constexpr uint32_t kHasCalls = 1u << 31, kFinal = 1u << 30, kNoRanges = 1u << 29;
+  static constexpr uint32_t kFlags = kHasCalls | kFinal | kNoRanges, kStateMask = ~kFlags;
+  static constexpr uint32_t kRunCap = 255;  // TrieNode::text_height's greatest value
+
+  explicit DfaStepTables(const Automaton& a) : a_(a), row_of_(a.n_states(), kNoRow), text_run_(a.n_states(), kUnknown) {
+    // State ids share their entry's word with three flags.
+    DI_ICHECK(a.n_states() < (1u << 29));
     for (int b = 0; b < 256; ++b) {
       if (!TokenIndex::plain_byte(static_cast<uint8_t>(b))) continue;
       const uint8_t c = a.byte_class(static_cast<uint8_t>(b));
@@ -117,81 +124,21 @@ class ClassWalk {
     }
   }
 
-  void run(uint32_t start) {
-    std::vector<uint32_t> state_at(2, start);  // [depth]
-    std::vector<uint8_t> escaped(2, 0);        // [depth]: a pop past the start frame after 1..depth bytes
-    for (uint32_t i = 0; i < trie_.size();) {
-      const TokenIndex::TrieNode& n = trie_[i];
-      const uint32_t d = n.depth;
-      if (state_at.size() <= d) {
-        state_at.resize(d + 1);
-        escaped.resize(d + 1);
-      }
-      const uint32_t e = step(state_at[d - 1], n.byte);
-      if (e == kDead) {
-        settle_dead(i, false, escaped[d - 1]);
-        i = n.subtree_end;
-        continue;
-      }
-      const uint32_t next = e & kStateMask;
-      if ((e & kHasCalls) == 0) {
-        const bool final = (e & kFinal) != 0;
-        if (e & kNoRanges) {
-          settle_dead(i, final, escaped[d - 1]);
-          i = n.subtree_end;
-          continue;
-        }
-        if (!final && accepts_subtree(n, next)) {
-          accept_subtree(i);
-          i = n.subtree_end;
-          continue;
-        }
-        accept(n);
-        state_at[d] = next;
-        escaped[d] = escaped[d - 1] | final;
-        ++i;
-        continue;
-      }
-      stacks_.reset(next, Stacks::kBottom);
-      const bool escaped_here = stacks_.escaped();
-      if (stacks_.top().empty()) {
-        settle_dead(i, escaped_here, escaped[d - 1]);
-      } else {
-        accept(n);
-        walk_stacks(i + 1, n.subtree_end, d, escaped[d - 1] | escaped_here);
-      }
-      i = n.subtree_end;
-    }
-  }
+  // Whether an entry leads to a state with byte edges, no calls, that is not final.
+  static bool plain(uint32_t entry) { return entry != kDead && (entry & kFlags) == 0; }
 
-  std::vector<uint64_t> accepted_bits;  // [n_words]
-  int64_t n_accepted = 0;
-  std::vector<int32_t> uncertain;  // in trie order
-
- private:
-  void accept(const TokenIndex::TrieNode& n) {
-    for (uint32_t t = n.first_token; t < n.first_token + n.n_tokens; ++t) {
-      const int32_t id = node_tokens_[t];
-      accepted_bits[static_cast<size_t>(id) >> 6] |= uint64_t{1} << (id & 63);
-    }
-    n_accepted += n.n_tokens;
-  }
-
-  // Node n was entered in `state`, which is neither final nor has calls. When n ends a whole
-  // character, everything below is text and the state takes any run of text as long as the
-  // longest token below (a JSON string's body takes any; a bounded string's, as many characters
-  // as it has room for), every token below is accepted in this state, so the subtree needs no
-  // walk. A JSON string's body and most of a vocabulary made the common walk of nearly every
-  // node.
-  bool accepts_subtree(const TokenIndex::TrieNode& n, uint32_t state) {
-    return shortcuts_ && n.text_height > 0 && text_run(state) >= n.text_height;
+  uint32_t step(uint32_t state, uint8_t byte) { return step_class(state, a_.byte_class(byte)); }
+  uint32_t step_class(uint32_t state, uint8_t byte_class) {
+    uint32_t row = row_of_[state];
+    if (row == kNoRow) row = build_row(state);
+    return rows_[row + byte_class];
   }
 
   // The state one character of text leads `state` to, the same whichever character it is,
   // through states without calls that are not final; kDead when there is no such state.
   uint32_t char_step(uint32_t state) {
     const uint32_t e = step_class(state, plain_classes_[0]);
-    if (e == kDead || (e & kFlags) != 0) return kDead;
+    if (!plain(e)) return kDead;
     for (uint8_t c : plain_classes_) {
       if (step_class(state, c) != e) return kDead;
     }
@@ -199,7 +146,7 @@ class ClassWalk {
       uint32_t s = state;
       for (uint32_t k = 0; k < form.n_bytes; ++k) {
         const uint32_t first = step_class(s, a_.byte_class(form.lo[k]));
-        if (first == kDead || (first & kFlags) != 0) return kDead;
+        if (!plain(first)) return kDead;
         for (uint32_t c = a_.byte_class(form.lo[k]) + 1u; c <= a_.byte_class(form.hi[k]); ++c) {
           if (step_class(s, static_cast<uint8_t>(c)) != first) return kDead;
         }
@@ -242,14 +189,119 @@ class ClassWalk {
     return text_run_[state];
   }
 
-  void accept_subtree(uint32_t i) {
-    const uint32_t end = tokens_.subtree_tokens_end(i);
-    for (uint32_t t = trie_[i].first_token; t < end; ++t) {
+ private:
+  static constexpr uint32_t kNoRow = 0xFFFFFFFFu;
+  static constexpr uint16_t kUnknown = 0xFFFF;
+
+  uint32_t build_row(uint32_t state) {
+    const uint32_t width = a_.n_byte_classes();
+    const auto row = static_cast<uint32_t>(rows_.size());
+    rows_.resize(rows_.size() + width, kDead);
+    uint32_t* out = rows_.data() + row;
+    const Automaton::State& s = a_.state(state);
+    const Automaton::Range* r = a_.ranges(s);
+    for (uint32_t k = 0; k < s.n_ranges; ++k) {
+      const Automaton::State& t = a_.state(r[k].next);
+      const uint32_t e = r[k].next | (t.n_calls ? kHasCalls : 0) | (t.final ? kFinal : 0) | (t.n_ranges ? 0 : kNoRanges);
+      for (uint32_t c = a_.byte_class(r[k].lo); c <= a_.byte_class(r[k].hi); ++c) out[c] = e;
+    }
+    row_of_[state] = row;
+    return row;
+  }
+
+  const Automaton& a_;
+  std::vector<uint32_t> row_of_;        // [n_states]: the offset of the state's row in rows_, or kNoRow
+  std::vector<uint32_t> rows_;          // [rows][n_byte_classes]
+  std::vector<uint16_t> text_run_;      // [n_states]: text_run(), or kUnknown
+  std::vector<uint32_t> chain_;         // text_run's path
+  std::vector<uint8_t> plain_classes_;  // the byte classes of plain bytes
+};
+
+namespace {
+
+// The walk of one state's token class (see compiled_grammar.h). While the path stays in states
+// without calls it is a plain DFA walk, one table load per trie node (DfaStepTables); below a
+// state with calls the subtree is walked with full stacks.
+class ClassWalk {
+ public:
+  ClassWalk(const Automaton& a, const TokenIndex& tokens, uint32_t max_depth, DfaStepTables& steps, bool shortcuts)
+      : accepted_bits(static_cast<size_t>(tokens.n_words()), 0), a_(a), tokens_(tokens), trie_(tokens.trie()),
+        node_tokens_(tokens.node_tokens()), stacks_(&a, max_depth), steps_(steps), shortcuts_(shortcuts) {}
+
+  void run(uint32_t start) {
+    std::vector<uint32_t> state_at(2, start);  // [depth]
+    std::vector<uint8_t> escaped(2, 0);        // [depth]: a pop past the start frame after 1..depth bytes
+    for (uint32_t i = 0; i < trie_.size();) {
+      const TokenIndex::TrieNode& n = trie_[i];
+      const uint32_t d = n.depth;
+      if (state_at.size() <= d) {
+        state_at.resize(d + 1);
+        escaped.resize(d + 1);
+      }
+      const uint32_t e = steps_.step(state_at[d - 1], n.byte);
+      if (e == DfaStepTables::kDead) {
+        settle_dead(i, false, escaped[d - 1]);
+        i = n.subtree_end;
+        continue;
+      }
+      const uint32_t next = e & DfaStepTables::kStateMask;
+      if ((e & DfaStepTables::kHasCalls) == 0) {
+        const bool final = (e & DfaStepTables::kFinal) != 0;
+        if (e & DfaStepTables::kNoRanges) {
+          settle_dead(i, final, escaped[d - 1]);
+          i = n.subtree_end;
+          continue;
+        }
+        if (!final && accepts_subtree(n, next)) {
+          accept_subtree(i);
+          i = n.subtree_end;
+          continue;
+        }
+        accept(n);
+        state_at[d] = next;
+        escaped[d] = escaped[d - 1] | final;
+        ++i;
+        continue;
+      }
+      stacks_.reset(next, Stacks::kBottom);
+      const bool escaped_here = stacks_.escaped();
+      if (stacks_.top().empty()) {
+        settle_dead(i, escaped_here, escaped[d - 1]);
+      } else {
+        accept(n);
+        walk_stacks(i + 1, n.subtree_end, d, escaped[d - 1] | escaped_here);
+      }
+      i = n.subtree_end;
+    }
+  }
+
+  std::vector<uint64_t> accepted_bits;  // [n_words]
+  int64_t n_accepted = 0;
+  std::vector<int32_t> uncertain;  // in trie order
+
+ private:
+  void accept(const TokenIndex::TrieNode& n) { accept_tokens(n.first_token, n.first_token + n.n_tokens); }
+
+  // node_tokens_[begin, end), trie order: a node's tokens, or a whole subtree's.
+  void accept_tokens(uint32_t begin, uint32_t end) {
+    for (uint32_t t = begin; t < end; ++t) {
       const int32_t id = node_tokens_[t];
       accepted_bits[static_cast<size_t>(id) >> 6] |= uint64_t{1} << (id & 63);
     }
-    n_accepted += end - trie_[i].first_token;
+    n_accepted += end - begin;
   }
+
+  // Node n was entered in `state`, which is neither final nor has calls. When n ends a whole
+  // character, everything below is text and the state takes any run of text as long as the
+  // longest token below (a JSON string's body takes any; a bounded string's, as many characters
+  // as it has room for), every token below is accepted in this state, so the subtree needs no
+  // walk. A JSON string's body and most of a vocabulary made the common walk of nearly every
+  // node.
+  bool accepts_subtree(const TokenIndex::TrieNode& n, uint32_t state) {
+    return shortcuts_ && n.text_height > 0 && steps_.text_run(state) >= n.text_height;
+  }
+
+  void accept_subtree(uint32_t i) { accept_tokens(trie_[i].first_token, tokens_.subtree_tokens_end(i)); }
 
   void add(const TokenIndex::TrieNode& n, std::vector<int32_t>* out) {
     out->insert(out->end(), node_tokens_.begin() + n.first_token, node_tokens_.begin() + n.first_token + n.n_tokens);
@@ -281,39 +333,6 @@ class ClassWalk {
     uint32_t n_sets = 1;
   };
 
-  // A step of the DFA as one load: a row per state, built on the state's first step, of one
-  // entry per byte class (Automaton::byte_class), each the state the class leads to with what
-  // the walk asks of that state in the high bits (kDead: no edge). A range scan per trie node
-  // cost a branch mispredicted on most bytes; rows of classes rather than bytes keep a walk's
-  // rows in the L1 cache (a chunked string's walk meets a few hundred states).
-  static constexpr uint32_t kNoRow = 0xFFFFFFFFu;
-  static constexpr uint32_t kDead = 0xFFFFFFFFu;
-  static constexpr uint32_t kHasCalls = 1u << 31, kFinal = 1u << 30, kNoRanges = 1u << 29;
-  static constexpr uint32_t kFlags = kHasCalls | kFinal | kNoRanges, kStateMask = ~kFlags;
-
-  uint32_t step(uint32_t state, uint8_t byte) { return step_class(state, a_.byte_class(byte)); }
-  uint32_t step_class(uint32_t state, uint8_t byte_class) {
-    uint32_t row = row_of_[state];
-    if (row == kNoRow) row = build_row(state);
-    return rows_[row + byte_class];
-  }
-
-  uint32_t build_row(uint32_t state) {
-    const uint32_t width = a_.n_byte_classes();
-    const auto row = static_cast<uint32_t>(rows_.size());
-    rows_.resize(rows_.size() + width, kDead);
-    uint32_t* out = rows_.data() + row;
-    const Automaton::State& s = a_.state(state);
-    const Automaton::Range* r = a_.ranges(s);
-    for (uint32_t k = 0; k < s.n_ranges; ++k) {
-      const Automaton::State& t = a_.state(r[k].next);
-      const uint32_t e = r[k].next | (t.n_calls ? kHasCalls : 0) | (t.final ? kFinal : 0) | (t.n_ranges ? 0 : kNoRanges);
-      for (uint32_t c = a_.byte_class(r[k].lo); c <= a_.byte_class(r[k].hi); ++c) out[c] = e;
-    }
-    row_of_[state] = row;
-    return row;
-  }
-
   // Nodes [begin, end) below a node at depth `base`, whose set is stacks_' set 0.
   void walk_stacks(uint32_t begin, uint32_t end, uint32_t base, uint8_t escaped_base) {
     escaped_.assign(2, 0);
@@ -330,11 +349,11 @@ class ClassWalk {
       bool alive = false, escaped_here = false;
       Level here;
       if (up.is_virtual) {
-        const uint32_t e = step(up.state, n.byte);
-        if (e != kDead && (e & kFlags) == 0) {  // a plain state
+        const uint32_t e = steps_.step(up.state, n.byte);
+        if (DfaStepTables::plain(e)) {
           here = {true, e, up.parent, up.n_sets};
           alive = true;
-        } else if (e != kDead) {
+        } else if (e != DfaStepTables::kDead) {
           // A call or a pop ahead: the full stacks, from the stack this byte leaves.
           stacks_.pop_to(up.n_sets);
           stacks_.push_stack(up.state, up.parent);
@@ -346,8 +365,8 @@ class ClassWalk {
         stacks_.pop_to(up.n_sets);
         const std::span<const uint32_t> top = stacks_.top();
         const Stacks::Node* one = shortcuts_ && top.size() == 1 ? &stacks_.node(top[0]) : nullptr;
-        const uint32_t e = one != nullptr ? step(one->state, n.byte) : kDead;
-        if (e != kDead && (e & kFlags) == 0) {
+        const uint32_t e = one != nullptr ? steps_.step(one->state, n.byte) : DfaStepTables::kDead;
+        if (DfaStepTables::plain(e)) {
           here = {true, e, one->parent, up.n_sets};  // the set below keeps the parent alive
           alive = true;
         } else {
@@ -380,27 +399,17 @@ class ClassWalk {
   Stacks stacks_;
   std::vector<uint8_t> escaped_;
   std::vector<Level> levels_;
-  std::vector<uint32_t> row_of_;  // [n_states]: the offset of the state's row in rows_, or kNoRow
-  std::vector<uint32_t> rows_;    // [rows][n_byte_classes]
-  static constexpr uint16_t kUnknown = 0xFFFF;
-  static constexpr uint32_t kRunCap = 255;  // TrieNode::text_height's greatest value
-  std::vector<uint16_t> text_run_;      // [n_states]: text_run(), or kUnknown
-  std::vector<uint32_t> chain_;         // text_run's path
-  std::vector<uint8_t> plain_classes_;  // the byte classes of plain bytes
+  DfaStepTables& steps_;
   bool shortcuts_;  // virtual levels and whole accepted subtrees; off: the plain reference walk
 };
 
 }  // namespace
 
-TokenClass CompiledGrammar::compute_class(uint32_t state) const {
-  return compute_token_class(*automaton_, *tokens_, state, limits_.max_stack_depth);
-}
+namespace {
 
-TokenClass compute_token_class(const Automaton& automaton, const TokenIndex& tokens, uint32_t state,
-                               uint32_t max_stack_depth, bool shortcuts) {
-  // State ids share their entry's word with three flags (ClassWalk::step).
-  DI_ICHECK(automaton.n_states() < (1u << 29));
-  ClassWalk walk(automaton, tokens, max_stack_depth, shortcuts);
+TokenClass walk_token_class(const Automaton& automaton, const TokenIndex& tokens, uint32_t state,
+                            uint32_t max_stack_depth, DfaStepTables& steps, bool shortcuts) {
+  ClassWalk walk(automaton, tokens, max_stack_depth, steps, shortcuts);
   walk.run(state);
   std::vector<int32_t>& uncertain = walk.uncertain;
   TokenClass out;
@@ -426,6 +435,20 @@ TokenClass compute_token_class(const Automaton& automaton, const TokenIndex& tok
   }
   out.uncertain = std::move(uncertain);
   return out;
+}
+
+}  // namespace
+
+// Under mutex_ (token_class), so the step tables are this grammar's walks' alone.
+TokenClass CompiledGrammar::compute_class(uint32_t state) const {
+  if (!steps_) steps_ = std::make_unique<DfaStepTables>(*automaton_);
+  return walk_token_class(*automaton_, *tokens_, state, limits_.max_stack_depth, *steps_, true);
+}
+
+TokenClass compute_token_class(const Automaton& automaton, const TokenIndex& tokens, uint32_t state,
+                               uint32_t max_stack_depth, bool shortcuts) {
+  DfaStepTables steps(automaton);
+  return walk_token_class(automaton, tokens, state, max_stack_depth, steps, shortcuts);
 }
 
 size_t CompiledGrammar::memory_bytes() const {

@@ -46,6 +46,8 @@ struct TokenClass {
   size_t memory_bytes() const;
 };
 
+class DfaStepTables;  // compiled_grammar.cpp: dense DFA steps for the class walks
+
 struct MatcherLimits {
   uint32_t max_stack_depth = 2000;  // deeper nesting is refused (a bound on recursion)
 };
@@ -72,6 +74,7 @@ class CompiledGrammar {
   mutable std::mutex mutex_;
   mutable std::unique_ptr<std::atomic<const TokenClass*>[]> classes_;  // [n_states], owned below
   mutable std::vector<std::shared_ptr<const TokenClass>> owned_;
+  mutable std::unique_ptr<DfaStepTables> steps_;  // made on the first class walk, under mutex_
 };
 
 // The walk CompiledGrammar::token_class runs. `shortcuts` false: every trie node is visited
