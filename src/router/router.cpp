@@ -239,7 +239,7 @@ void Router::proxy(const server::HttpRequest& request, server::ResponseWriter& w
 void Router::remote_prefill(const server::HttpRequest& request, size_t replica, size_t missed_blocks,
                             server::Clock::time_point deadline) {
   if (!prefill_pool_ || replica < first_decode_) return;
-  const double missed_tokens = static_cast<double>(missed_blocks * kTextBlockBytes) / kBytesPerToken;
+  const double missed_tokens = tokens_of_blocks(missed_blocks);
   if (missed_tokens < static_cast<double>(options_.pd_min_tokens)) return;
   // Least load: a prefill worker keeps nothing a later request could reuse in place (the store
   // holds the pages), so affinity buys it little.
@@ -325,8 +325,12 @@ Status run_router(const RouterOptions& options) {
   size_t n_healthy = 0;
   for (const auto& r : router->pool().snapshot()) n_healthy += r.healthy ? 1 : 0;
   const size_t n_prefill = router->prefill_pool() ? router->prefill_pool()->size() : 0;
+  const std::string policy = std::string(policy_name(options.policy)) +
+                             (options.policy == Policy::kCacheAware
+                                  ? " (load in " + std::string(load_unit_name(options.cost.load_unit)) + ")"
+                                  : "");
   std::fprintf(stderr, "deepinfer router: %s over %zu replicas (%zu healthy)%s on http://%s:%u\n",
-               std::string(policy_name(options.policy)).c_str(), router->pool().size(), n_healthy,
+               policy.c_str(), router->pool().size(), n_healthy,
                n_prefill ? (", " + std::to_string(n_prefill) + " prefill workers").c_str() : "", options.host.c_str(),
                static_cast<unsigned>(http->port()));
   std::fflush(stderr);
