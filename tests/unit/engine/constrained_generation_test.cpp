@@ -41,14 +41,24 @@ Output collect(RequestHandle& h) {
   return o;
 }
 
-std::unique_ptr<Engine> make_engine(int64_t kv_cache_tokens) {
+// The default model, batch invariant (a batch's outputs are then comparable run to run).
+EngineConfig real_model_config(int32_t threads, int64_t kv_cache_tokens) {
   EngineConfig cfg;
   cfg.model_path = testing::real_model();
-  if (cfg.model_path.empty()) return nullptr;
-  cfg.threads = 2;
+  cfg.threads = threads;
   cfg.kv_cache_tokens = kv_cache_tokens;
   cfg.batch_invariant = true;
-  return std::move(Engine::create(cfg)).value();
+  return cfg;
+}
+
+std::shared_ptr<const Tokenizer> real_tokenizer() {
+  auto source = std::move(open_tensor_source(testing::real_model())).value();
+  return std::move(Tokenizer::from_metadata(source->metadata())).value();
+}
+
+std::unique_ptr<Engine> make_engine(int64_t kv_cache_tokens) {
+  if (testing::real_model().empty()) return nullptr;
+  return std::move(Engine::create(real_model_config(2, kv_cache_tokens))).value();
 }
 
 class ConstrainedGeneration : public ::testing::Test {
@@ -56,8 +66,7 @@ class ConstrainedGeneration : public ::testing::Test {
   static void SetUpTestSuite() {
     engine_ = make_engine(8192).release();
     if (engine_ == nullptr) return;
-    auto source = std::move(open_tensor_source(testing::real_model())).value();
-    tokenizer_ = std::move(Tokenizer::from_metadata(source->metadata())).value();
+    tokenizer_ = real_tokenizer();
   }
   static void TearDownTestSuite() {
     delete engine_;
@@ -184,17 +193,12 @@ TEST(ConstrainedFastForward, SameTokensInFewerSteps) {
     int64_t forced_accepted = 0;  // forced-text draft tokens kept ("grammar" method)
   };
   auto run = [&](bool fast_forward) {
-    EngineConfig cfg;
-    cfg.model_path = testing::real_model();
-    cfg.threads = 2;
-    cfg.kv_cache_tokens = 4096;
-    cfg.batch_invariant = true;
+    EngineConfig cfg = real_model_config(2, 4096);
     cfg.grammar_fast_forward = fast_forward;
     // Every forced token verified: the step count must not depend on measured step times.
     cfg.speculative.schedule = SpeculativeSchedule::kFixed;
     auto engine = std::move(Engine::create(cfg)).value();
-    auto source = std::move(open_tensor_source(cfg.model_path)).value();
-    auto tokenizer = std::move(Tokenizer::from_metadata(source->metadata())).value();
+    auto tokenizer = real_tokenizer();
     Run out;
     for (const float temperature : {0.0f, 1.0f}) {
       GenerationRequest r;
@@ -234,16 +238,11 @@ TEST(ConstrainedFastForward, SameTokensInFewerSteps) {
 // that a core is spare and the engine overlaps (on a one-core machine both runs are the same).
 TEST(ConstrainedOverlap, MasksComputedDuringThePassGiveTheSameTokens) {
   auto run = [](bool overlap) {
-    EngineConfig cfg;
-    cfg.model_path = testing::real_model();
-    cfg.threads = 1;
-    cfg.kv_cache_tokens = 8192;
-    cfg.batch_invariant = true;
+    EngineConfig cfg = real_model_config(1, 8192);
     cfg.async_scheduling = true;
     cfg.overlap_masks = overlap;
     auto engine = std::move(Engine::create(cfg)).value();
-    auto source = std::move(open_tensor_source(cfg.model_path)).value();
-    auto tokenizer = std::move(Tokenizer::from_metadata(source->metadata())).value();
+    auto tokenizer = real_tokenizer();
     Constraint c;
     c.kind = ConstraintKind::kJsonSchema;
     c.text = R"({"type": "object", "properties": {"name": {"type": "string", "maxLength": 8},
