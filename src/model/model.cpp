@@ -28,16 +28,18 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& path, backend::Bac
   return entry->create(std::move(source), backend);
 }
 
-Result<std::unique_ptr<backend::KvCache>> Model::new_kv_cache(int64_t block_size, DType dtype,
-                                                              std::span<const int64_t> n_blocks) const {
+namespace {
+
+Result<std::unique_ptr<backend::KvCache>> allocate_kv_groups(const Model& model, std::vector<KvGroupSpec> groups,
+                                                             int64_t block_size, DType dtype,
+                                                             std::span<const int64_t> n_blocks) {
   if (dtype != DType::kF32 && dtype != DType::kF16) {
     return invalid_argument("the KV cache holds f32 or f16, not " + std::string(dtype_name(dtype)));
   }
   if (block_size < 1) return invalid_argument("the KV block size must be at least 1");
   using backend::Op;
   const backend::OpUse uses[] = {{Op::kStoreKv, dtype}, {Op::kAttention, dtype}};
-  DI_RETURN_IF_ERROR(backend::require(backend(), uses, source().path()));
-  std::vector<KvGroupSpec> groups = kv_groups();
+  DI_RETURN_IF_ERROR(backend::require(model.backend(), uses, model.source().path()));
   if (n_blocks.size() != 1 && n_blocks.size() != groups.size()) {
     return invalid_argument(std::to_string(n_blocks.size()) + " pool sizes given for " +
                             std::to_string(groups.size()) + " KV groups");
@@ -47,7 +49,21 @@ Result<std::unique_ptr<backend::KvCache>> Model::new_kv_cache(int64_t block_size
     groups[g].block_size = block_size;
     groups[g].n_blocks = n_blocks[n_blocks.size() == 1 ? 0 : g];
   }
-  return backend().allocate_kv(std::move(groups));
+  return model.backend().allocate_kv(std::move(groups));
+}
+
+}  // namespace
+
+Result<std::unique_ptr<backend::KvCache>> Model::new_kv_cache(int64_t block_size, DType dtype,
+                                                              std::span<const int64_t> n_blocks) const {
+  return allocate_kv_groups(*this, kv_groups(), block_size, dtype, n_blocks);
+}
+
+Result<std::unique_ptr<backend::KvCache>> Model::new_draft_kv_cache(int64_t block_size, DType dtype,
+                                                                    std::span<const int64_t> n_blocks) const {
+  std::vector<KvGroupSpec> groups = draft_kv_groups();
+  if (groups.empty()) return failed_precondition(source().path() + " has no draft layers");
+  return allocate_kv_groups(*this, std::move(groups), block_size, dtype, n_blocks);
 }
 
 namespace {

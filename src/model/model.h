@@ -61,6 +61,7 @@ struct ModelConfig {
 
 class InferenceContext;
 class BatchRunner;
+class DraftHeadRunner;
 
 class Model {
  public:
@@ -92,6 +93,19 @@ class Model {
   Result<std::unique_ptr<backend::KvCache>> new_kv_cache(int64_t block_size, DType dtype, int64_t n_blocks) const {
     return new_kv_cache(block_size, dtype, std::span<const int64_t>(&n_blocks, 1));
   }
+
+  // Draft layers the checkpoint carries for speculative decoding (DeepSeek V4's MTP layer), their
+  // KV groups in DraftHeadRunner's order; empty: the model has none (or none loaded).
+  virtual std::vector<KvGroupSpec> draft_kv_groups() const { return {}; }
+  // A runner of the draft layers that reads the hidden states of `target`'s passes; `target`
+  // must be a runner of this model and outlive it. Null when draft_kv_groups() is empty.
+  virtual std::unique_ptr<DraftHeadRunner> new_draft_head_runner(const BatchRunner& target) const {
+    (void)target;
+    return nullptr;
+  }
+  // KV memory for the draft layers' groups, as new_kv_cache sizes the model's own.
+  Result<std::unique_ptr<backend::KvCache>> new_draft_kv_cache(int64_t block_size, DType dtype,
+                                                                std::span<const int64_t> n_blocks) const;
 
   // A context for one sequence of at most n_ctx tokens (a batch of one over its own cache).
   // kv_dtype: f32 (exact; what the golden tests compare) or f16 (what the CLI and the engine use by
@@ -135,6 +149,27 @@ class BatchRunner {
   // logits are then unspecified.
   virtual Status run(std::span<const int32_t> tokens, std::span<const BatchSequence> sequences,
                      backend::KvCache& kv) = 0;
+
+  virtual std::span<const float> logits(int64_t row) const = 0;  // [n_vocab], host memory
+  virtual int64_t n_logit_rows() const = 0;
+};
+
+// The draft layers' forward pass (Model::new_draft_head_runner). A row at position p reads the
+// token after p and a hidden state at p, and predicts the token after that one: the hidden
+// state is the target model's at p (a row of the target runner's last pass) or, to chain
+// drafts, this runner's own output at p - 1 (a row of its last pass). A sequence's rows are
+// consecutive positions from first_position, as in BatchRunner::run; its KV is the draft
+// layers' own (Model::new_draft_kv_cache).
+class DraftHeadRunner {
+ public:
+  enum class HiddenFrom { kTarget, kSelf };
+
+  virtual ~DraftHeadRunner() = default;
+
+  // tokens[i] and hidden_rows[i] are row i's token and the row of `from`'s last pass whose
+  // hidden state it reads. INVALID_ARGUMENT for rows past that pass, and as BatchRunner::run.
+  virtual Status run(std::span<const int32_t> tokens, std::span<const int32_t> hidden_rows, HiddenFrom from,
+                     std::span<const BatchSequence> sequences, backend::KvCache& kv) = 0;
 
   virtual std::span<const float> logits(int64_t row) const = 0;  // [n_vocab], host memory
   virtual int64_t n_logit_rows() const = 0;

@@ -36,12 +36,20 @@
 // (model/loader/block_scaled.h). GGUF files in antirez/ds4's layout arrive under the same names
 // and keys (model/loader/ds4_gguf.h).
 //
-// Not yet: V4.1, MTP layers (their tensors, when present, are ignored), and
-// the official checkpoint's QAT round-trips (transformers omits them too).
+// MTP (num_nextn_predict_layers, the release's mtp.0.*): one more V4 block, sliding-window
+// attention on a KV cache of its own (draft_kv_groups), run as a DraftHeadRunner. A row at
+// position p takes the main model's streams at p (before the hyper head) and the token at p + 1:
+// x = h_proj(hnorm(streams)) per stream + e_proj(enorm(embed(token))) (zero at p = 0), the block,
+// its own hyper head and norm, the main lm_head; its output streams are the next chained row's
+// input. As vLLM's DeepSeekV4MultiTokenPredictorLayer (tests/golden/dsv4_mtp). Only the first
+// MTP layer is bound: V4 ships one.
+//
+// Not yet: V4.1, and the official checkpoint's QAT round-trips (transformers omits them too).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <numeric>
+#include <optional>
 #include <string>
 
 #include "core/check.h"
@@ -71,6 +79,7 @@ struct V4Params {
   int64_t yarn_original = 65536;
   std::vector<LayerKind> kinds;
   std::vector<bool> hash;
+  int64_t n_mtp = 0;  // num_nextn_predict_layers
 };
 
 struct HyperWeights {
@@ -101,6 +110,14 @@ struct Layer {
   Matrix shared_gate, shared_up, shared_down;
 };
 
+// The MTP layer: its block and what surrounds it.
+struct Mtp {
+  Layer block;
+  Tensor enorm, hnorm, norm;
+  Matrix e_proj, h_proj;
+  HyperWeights head_hc;
+};
+
 // KV group indices; -1 where the model has no layer of that kind.
 struct Groups {
   int window = -1, csa_kv = -1, csa_index = -1, hca_kv = -1, csa_state = -1, csa_index_state = -1, hca_state = -1;
@@ -116,6 +133,11 @@ class V4Runner final : public BatchRunner {
   std::span<const float> logits(int64_t row) const override;
   int64_t n_logit_rows() const override { return n_logit_rows_; }
 
+  // The MTP layer's pass (V4MtpRunner): hidden states from `source`'s last pass (this runner's
+  // own for chained rows).
+  Status run_mtp(std::span<const int32_t> tokens, std::span<const int32_t> hidden_rows, const V4Runner& source,
+                 std::span<const BatchSequence> sequences, backend::KvCache& kv);
+
  private:
   Tensor f32(int slot, int64_t rows, int64_t cols) { return buffers_[slot].tensor(DType::kF32, rows, cols); }
   Tensor i32(int slot, int64_t rows, int64_t cols) { return buffers_[slot].tensor(DType::kI32, rows, cols); }
@@ -123,6 +145,11 @@ class V4Runner final : public BatchRunner {
   void hyper_site(const HyperWeights& w, int64_t n);
   void attention(const Layer& L, int32_t layer, int64_t n, backend::KvCache& kv);
   void moe(const Layer& L, int32_t layer, int64_t n, std::span<const int32_t> tokens);
+  Status prepare(std::span<const int32_t> tokens, std::span<const BatchSequence> sequences, backend::KvCache& kv,
+                 int n_groups);
+  void block(const Layer& L, int32_t layer, int64_t n, std::span<const int32_t> tokens, backend::KvCache& kv);
+  void head(const HyperWeights& hc, const Tensor& norm, int64_t n_rows);
+  Status finish();
 
   const V4Model& m_;
   std::unique_ptr<backend::Queue> q_;
@@ -131,15 +158,18 @@ class V4Runner final : public BatchRunner {
   std::vector<int32_t> host_bcast_, host_go_;
   std::vector<std::vector<int32_t>> host_fixed_;  // per layer
   std::vector<float> host_ones_;
+  std::vector<int32_t> host_rows_;
+  std::vector<float> host_mask_;
   std::vector<float> logits_;
   int64_t n_logit_rows_ = 0;
+  int64_t n_streams_ = 0;  // rows of kX the last pass left (its tokens' output streams)
 };
 
 // Scratch slots.
 enum Slot {
   kX, kX2, kFlat, kMixes, kPost, kComb, kCollapsed, kH, kOut, kQa, kQ, kKv, kAtt, kGrouped, kCkv, kCgate, kIkv,
   kIgate, kQi, kIw, kSel, kRouter, kIds, kW, kFixed, kOrder, kOffsets, kXs, kGate, kUp, kYs, kSGate, kSUp, kSOut,
-  kGoOrder, kGoOffsets, kGoW, kGoXs, kGoYs, kHr, kLogits, kBcast, kNumSlots
+  kGoOrder, kGoOffsets, kGoW, kGoXs, kGoYs, kHr, kLogits, kBcast, kMtpRows, kMtpMask, kNumSlots
 };
 
 class V4Model final : public Model {
@@ -152,6 +182,8 @@ class V4Model final : public Model {
   backend::Backend& backend() const override { return backend_; }
   std::vector<KvGroupSpec> kv_groups() const override;
   std::unique_ptr<BatchRunner> new_batch_runner() const override { return std::make_unique<V4Runner>(*this); }
+  std::vector<KvGroupSpec> draft_kv_groups() const override;
+  std::unique_ptr<DraftHeadRunner> new_draft_head_runner(const BatchRunner& target) const override;
 
   Status read_config();
   Status bind();
@@ -166,6 +198,7 @@ class V4Model final : public Model {
   Tensor final_norm;
   HyperWeights head_hc;
   std::vector<Layer> layers;
+  std::optional<Mtp> mtp;
   Tensor inv_freq_main, inv_freq_compress;
   Tensor ones_streams, ones_head;  // unweighted RMSNorm over hc * n_embd and over head_dim
 
@@ -177,6 +210,8 @@ class V4Model final : public Model {
   Status bind_hyper(const std::string& prefix, const std::string& fn, const std::string& base, const std::string& scale,
                     int64_t n_mix, int64_t n_scale, HyperWeights* w);
   Status bind_compressor(const std::string& prefix, int64_t width, int64_t rate, int64_t head_dim, Compressor* c);
+  Status bind_layer(const std::string& b, LayerKind kind, bool hash, Layer* L);
+  Status bind_mtp();
   std::string top_name(const std::string& hf, const std::string& official) const;
 };
 
@@ -318,6 +353,8 @@ Status V4Model::read_config() {
     DI_ASSIGN_OR_RETURN(p_.yarn_beta_fast, md.get_float(k + "compress_rope.scaling.beta_fast"));
     DI_ASSIGN_OR_RETURN(p_.yarn_beta_slow, md.get_float(k + "compress_rope.scaling.beta_slow"));
   }
+  DI_ASSIGN_OR_RETURN(uint64_t n_mtp, md.get_uint_or(k + "nextn_predict_layers", 0));
+  p_.n_mtp = static_cast<int64_t>(n_mtp);
   DI_ASSIGN_OR_RETURN(std::vector<int64_t> kinds, md.get_int_array(k + "layer_types"));
   const MetaValue* hash = md.find(k + "mlp_hash");
   if (static_cast<int64_t>(kinds.size()) != c_.n_layer || hash == nullptr) {
@@ -350,9 +387,98 @@ std::string V4Model::top_name(const std::string& hf, const std::string& official
   return source_->find(hf) != nullptr ? hf : official;
 }
 
-Status V4Model::bind() {
+// One V4 block's tensors under prefix b ("layers.N.", "model.layers.N.", "mtp.0.").
+Status V4Model::bind_layer(const std::string& b, LayerKind kind, bool hash, Layer* L) {
   const int64_t D = c_.n_embd, hd = c_.head_dim, H = c_.n_head;
   const int64_t n_mix = (2 + p_.hc) * p_.hc;
+  const std::string a = b + "attn.";
+  L->kind = kind;
+  L->hash = hash;
+  DI_RETURN_IF_ERROR(bind_hyper(b, "hc_attn_fn", "hc_attn_base", "hc_attn_scale", n_mix, 3, &L->attn_hc));
+  DI_RETURN_IF_ERROR(bind_hyper(b, "hc_ffn_fn", "hc_ffn_base", "hc_ffn_scale", n_mix, 3, &L->ffn_hc));
+  DI_ASSIGN_OR_RETURN(L->attn_norm, vec(b + "attn_norm.weight", {D}));
+  DI_ASSIGN_OR_RETURN(L->ffn_norm, vec(b + "ffn_norm.weight", {D}));
+  DI_ASSIGN_OR_RETURN(L->q_a, mat(a + "wq_a.weight", p_.q_lora, D));
+  DI_ASSIGN_OR_RETURN(L->q_a_norm, vec(a + "q_norm.weight", {p_.q_lora}));
+  DI_ASSIGN_OR_RETURN(L->q_b, mat(a + "wq_b.weight", H * hd, p_.q_lora));
+  DI_ASSIGN_OR_RETURN(L->kv, mat(a + "wkv.weight", hd, D));
+  // The release names the K=V norm attn.kv_norm; transformers (5.24) saves it as attn.norm.
+  DI_ASSIGN_OR_RETURN(L->kv_norm, vec(top_name(a + "norm.weight", a + "kv_norm.weight"), {hd}));
+  DI_ASSIGN_OR_RETURN(L->sinks, vec(a + "attn_sink", {H}));
+  const int64_t group_in = H * hd / p_.o_groups;
+  DI_ASSIGN_OR_RETURN(const TensorView* oa, get(a + "wo_a.weight", {p_.o_groups * p_.o_lora, group_in}));
+  for (int64_t g = 0; g < p_.o_groups; ++g) {
+    auto m = weights_->add_matrix(oa->name, oa->dtype, oa->data + static_cast<size_t>(g * p_.o_lora) * oa->row_bytes(),
+                                  p_.o_lora, group_in);
+    if (!m.ok()) return Status(m.status().code(), source_->path() + ": " + m.status().message());
+    L->o_a.push_back(*m);
+  }
+  DI_ASSIGN_OR_RETURN(L->o_b, mat(a + "wo_b.weight", D, p_.o_groups * p_.o_lora));
+  if (L->kind == LayerKind::kCsa) {
+    DI_RETURN_IF_ERROR(bind_compressor(a + "compressor.", 2 * hd, p_.rate_csa, hd, &L->comp));
+    DI_RETURN_IF_ERROR(
+        bind_compressor(a + "indexer.compressor.", 2 * p_.index_dim, p_.rate_csa, p_.index_dim, &L->index_comp));
+    DI_ASSIGN_OR_RETURN(L->index_q_b, mat(a + "indexer.wq_b.weight", p_.index_heads * p_.index_dim, p_.q_lora));
+    DI_ASSIGN_OR_RETURN(L->index_w, mat(a + "indexer.weights_proj.weight", p_.index_heads, D));
+  } else if (L->kind == LayerKind::kHca) {
+    DI_RETURN_IF_ERROR(bind_compressor(a + "compressor.", hd, p_.rate_hca, hd, &L->comp));
+  }
+  const std::string f = b + "ffn.";
+  DI_ASSIGN_OR_RETURN(L->router, mat(f + "gate.weight", p_.n_expert, D));
+  if (L->hash) {
+    DI_ASSIGN_OR_RETURN(const TensorView* t, get(f + "gate.tid2eid", {c_.n_vocab, p_.n_used}));
+    if (t->dtype != DType::kI32 && t->dtype != DType::kI64) {
+      return invalid_argument(source_->path() + ": tensor '" + t->name + "' must hold integers (I32 or I64)");
+    }
+    L->tid2eid.resize(static_cast<size_t>(t->n_elements()));
+    for (size_t i = 0; i < L->tid2eid.size(); ++i) {
+      int64_t v = 0;
+      if (t->dtype == DType::kI64) {
+        std::memcpy(&v, t->data + 8 * i, 8);
+      } else {
+        int32_t w = 0;
+        std::memcpy(&w, t->data + 4 * i, 4);
+        v = w;
+      }
+      if (v < 0 || v >= p_.n_expert) {
+        return invalid_argument(source_->path() + ": tensor '" + t->name + "' names expert " + std::to_string(v) +
+                                " of " + std::to_string(p_.n_expert));
+      }
+      L->tid2eid[i] = static_cast<int32_t>(v);
+    }
+  } else {
+    DI_ASSIGN_OR_RETURN(L->router_bias, vec(f + "gate.bias", {p_.n_expert}));
+  }
+  for (int64_t e = 0; e < p_.n_expert; ++e) {
+    const std::string x = f + "experts." + std::to_string(e) + ".";
+    DI_ASSIGN_OR_RETURN(L->gate.emplace_back(), mat(x + "w1.weight", p_.n_ff, D));
+    DI_ASSIGN_OR_RETURN(L->up.emplace_back(), mat(x + "w3.weight", p_.n_ff, D));
+    DI_ASSIGN_OR_RETURN(L->down.emplace_back(), mat(x + "w2.weight", D, p_.n_ff));
+  }
+  DI_ASSIGN_OR_RETURN(L->shared_gate, mat(f + "shared_experts.w1.weight", p_.n_ff, D));
+  DI_ASSIGN_OR_RETURN(L->shared_up, mat(f + "shared_experts.w3.weight", p_.n_ff, D));
+  DI_ASSIGN_OR_RETURN(L->shared_down, mat(f + "shared_experts.w2.weight", D, p_.n_ff));
+  return {};
+}
+
+// The first MTP layer, when the checkpoint has one (a sliding-window block with a biased router).
+Status V4Model::bind_mtp() {
+  if (p_.n_mtp < 1 || source_->find("mtp.0.e_proj.weight") == nullptr) return {};
+  const int64_t D = c_.n_embd;
+  Mtp t;
+  DI_RETURN_IF_ERROR(bind_layer("mtp.0.", LayerKind::kSliding, false, &t.block));
+  DI_ASSIGN_OR_RETURN(t.enorm, vec("mtp.0.enorm.weight", {D}));
+  DI_ASSIGN_OR_RETURN(t.hnorm, vec("mtp.0.hnorm.weight", {D}));
+  DI_ASSIGN_OR_RETURN(t.norm, vec("mtp.0.norm.weight", {D}));
+  DI_ASSIGN_OR_RETURN(t.e_proj, mat("mtp.0.e_proj.weight", D, D));
+  DI_ASSIGN_OR_RETURN(t.h_proj, mat("mtp.0.h_proj.weight", D, D));
+  DI_RETURN_IF_ERROR(bind_hyper("mtp.0.", "hc_head_fn", "hc_head_base", "hc_head_scale", p_.hc, 1, &t.head_hc));
+  mtp = std::move(t);
+  return {};
+}
+
+Status V4Model::bind() {
+  const int64_t D = c_.n_embd, hd = c_.head_dim;
   DI_ASSIGN_OR_RETURN(embed, mat(top_name("model.embed_tokens.weight", "embed.weight"), c_.n_vocab, D));
   DI_RETURN_IF_ERROR(backend::require(backend_, std::array{backend::OpUse{backend::Op::kEmbed, embed.dtype}},
                                       source_->path()));
@@ -365,76 +491,10 @@ Status V4Model::bind() {
   const std::string layers_prefix = source_->find("model.layers.0.attn_norm.weight") != nullptr ? "model.layers." : "layers.";
   layers.resize(static_cast<size_t>(c_.n_layer));
   for (int64_t l = 0; l < c_.n_layer; ++l) {
-    Layer& L = layers[static_cast<size_t>(l)];
-    const std::string b = layers_prefix + std::to_string(l) + ".";
-    const std::string a = b + "attn.";
-    L.kind = p_.kinds[static_cast<size_t>(l)];
-    L.hash = p_.hash[static_cast<size_t>(l)];
-    DI_RETURN_IF_ERROR(bind_hyper(b, "hc_attn_fn", "hc_attn_base", "hc_attn_scale", n_mix, 3, &L.attn_hc));
-    DI_RETURN_IF_ERROR(bind_hyper(b, "hc_ffn_fn", "hc_ffn_base", "hc_ffn_scale", n_mix, 3, &L.ffn_hc));
-    DI_ASSIGN_OR_RETURN(L.attn_norm, vec(b + "attn_norm.weight", {D}));
-    DI_ASSIGN_OR_RETURN(L.ffn_norm, vec(b + "ffn_norm.weight", {D}));
-    DI_ASSIGN_OR_RETURN(L.q_a, mat(a + "wq_a.weight", p_.q_lora, D));
-    DI_ASSIGN_OR_RETURN(L.q_a_norm, vec(a + "q_norm.weight", {p_.q_lora}));
-    DI_ASSIGN_OR_RETURN(L.q_b, mat(a + "wq_b.weight", H * hd, p_.q_lora));
-    DI_ASSIGN_OR_RETURN(L.kv, mat(a + "wkv.weight", hd, D));
-    // The release names the K=V norm attn.kv_norm; transformers (5.24) saves it as attn.norm.
-    DI_ASSIGN_OR_RETURN(L.kv_norm, vec(top_name(a + "norm.weight", a + "kv_norm.weight"), {hd}));
-    DI_ASSIGN_OR_RETURN(L.sinks, vec(a + "attn_sink", {H}));
-    const int64_t group_in = H * hd / p_.o_groups;
-    DI_ASSIGN_OR_RETURN(const TensorView* oa, get(a + "wo_a.weight", {p_.o_groups * p_.o_lora, group_in}));
-    for (int64_t g = 0; g < p_.o_groups; ++g) {
-      auto m = weights_->add_matrix(oa->name, oa->dtype, oa->data + static_cast<size_t>(g * p_.o_lora) * oa->row_bytes(),
-                                    p_.o_lora, group_in);
-      if (!m.ok()) return Status(m.status().code(), source_->path() + ": " + m.status().message());
-      L.o_a.push_back(*m);
-    }
-    DI_ASSIGN_OR_RETURN(L.o_b, mat(a + "wo_b.weight", D, p_.o_groups * p_.o_lora));
-    if (L.kind == LayerKind::kCsa) {
-      DI_RETURN_IF_ERROR(bind_compressor(a + "compressor.", 2 * hd, p_.rate_csa, hd, &L.comp));
-      DI_RETURN_IF_ERROR(
-          bind_compressor(a + "indexer.compressor.", 2 * p_.index_dim, p_.rate_csa, p_.index_dim, &L.index_comp));
-      DI_ASSIGN_OR_RETURN(L.index_q_b, mat(a + "indexer.wq_b.weight", p_.index_heads * p_.index_dim, p_.q_lora));
-      DI_ASSIGN_OR_RETURN(L.index_w, mat(a + "indexer.weights_proj.weight", p_.index_heads, D));
-    } else if (L.kind == LayerKind::kHca) {
-      DI_RETURN_IF_ERROR(bind_compressor(a + "compressor.", hd, p_.rate_hca, hd, &L.comp));
-    }
-    const std::string f = b + "ffn.";
-    DI_ASSIGN_OR_RETURN(L.router, mat(f + "gate.weight", p_.n_expert, D));
-    if (L.hash) {
-      DI_ASSIGN_OR_RETURN(const TensorView* t, get(f + "gate.tid2eid", {c_.n_vocab, p_.n_used}));
-      if (t->dtype != DType::kI32 && t->dtype != DType::kI64) {
-        return invalid_argument(source_->path() + ": tensor '" + t->name + "' must hold integers (I32 or I64)");
-      }
-      L.tid2eid.resize(static_cast<size_t>(t->n_elements()));
-      for (size_t i = 0; i < L.tid2eid.size(); ++i) {
-        int64_t v = 0;
-        if (t->dtype == DType::kI64) {
-          std::memcpy(&v, t->data + 8 * i, 8);
-        } else {
-          int32_t w = 0;
-          std::memcpy(&w, t->data + 4 * i, 4);
-          v = w;
-        }
-        if (v < 0 || v >= p_.n_expert) {
-          return invalid_argument(source_->path() + ": tensor '" + t->name + "' names expert " + std::to_string(v) +
-                                  " of " + std::to_string(p_.n_expert));
-        }
-        L.tid2eid[i] = static_cast<int32_t>(v);
-      }
-    } else {
-      DI_ASSIGN_OR_RETURN(L.router_bias, vec(f + "gate.bias", {p_.n_expert}));
-    }
-    for (int64_t e = 0; e < p_.n_expert; ++e) {
-      const std::string x = f + "experts." + std::to_string(e) + ".";
-      DI_ASSIGN_OR_RETURN(L.gate.emplace_back(), mat(x + "w1.weight", p_.n_ff, D));
-      DI_ASSIGN_OR_RETURN(L.up.emplace_back(), mat(x + "w3.weight", p_.n_ff, D));
-      DI_ASSIGN_OR_RETURN(L.down.emplace_back(), mat(x + "w2.weight", D, p_.n_ff));
-    }
-    DI_ASSIGN_OR_RETURN(L.shared_gate, mat(f + "shared_experts.w1.weight", p_.n_ff, D));
-    DI_ASSIGN_OR_RETURN(L.shared_up, mat(f + "shared_experts.w3.weight", p_.n_ff, D));
-    DI_ASSIGN_OR_RETURN(L.shared_down, mat(f + "shared_experts.w2.weight", D, p_.n_ff));
+    const auto i = static_cast<size_t>(l);
+    DI_RETURN_IF_ERROR(bind_layer(layers_prefix + std::to_string(l) + ".", p_.kinds[i], p_.hash[i], &layers[i]));
   }
+  DI_RETURN_IF_ERROR(bind_mtp());
   DI_ASSIGN_OR_RETURN(inv_freq_main, weights_->add_vector(inv_freq(c_.rope_theta, c_.n_rot)));
   DI_ASSIGN_OR_RETURN(inv_freq_compress,
                       weights_->add_vector(p_.yarn ? yarn_inv_freq(p_.compress_theta, c_.n_rot, p_.yarn_factor,
@@ -500,6 +560,43 @@ std::vector<KvGroupSpec> V4Model::kv_groups() const {
   make(g_.hca_kv, "hca_kv", KvGroupKind::kCompressed, hd, p_.rate_hca, 0, true, LayerKind::kHca, false);
   make(g_.hca_state, "hca_state", KvGroupKind::kCompressorState, hd, 1, p_.rate_hca, false, LayerKind::kHca, false);
   return out;
+}
+
+// The MTP block's KV: a sliding ring of K=V rows of its one layer (group 0, as the main model's
+// window group is, so attention() addresses both alike).
+std::vector<KvGroupSpec> V4Model::draft_kv_groups() const {
+  if (!mtp) return {};
+  KvGroupSpec g;
+  g.name = "mtp_window";
+  g.kind = KvGroupKind::kSlidingWindow;
+  g.n_head_kv = 1;
+  g.head_dim = c_.head_dim;
+  g.tokens_per_row = 1;
+  g.window = p_.window;
+  g.k_only = true;
+  g.layers = {0};
+  return {g};
+}
+
+class V4MtpRunner final : public DraftHeadRunner {
+ public:
+  V4MtpRunner(const V4Model& m, const V4Runner& target) : target_(target), own_(m) {}
+  Status run(std::span<const int32_t> tokens, std::span<const int32_t> hidden_rows, HiddenFrom from,
+             std::span<const BatchSequence> sequences, backend::KvCache& kv) override {
+    return own_.run_mtp(tokens, hidden_rows, from == HiddenFrom::kTarget ? target_ : own_, sequences, kv);
+  }
+  std::span<const float> logits(int64_t row) const override { return own_.logits(row); }
+  int64_t n_logit_rows() const override { return own_.n_logit_rows(); }
+
+ private:
+  const V4Runner& target_;
+  V4Runner own_;
+};
+
+std::unique_ptr<DraftHeadRunner> V4Model::new_draft_head_runner(const BatchRunner& target) const {
+  const auto* t = dynamic_cast<const V4Runner*>(&target);
+  if (!mtp || t == nullptr) return nullptr;
+  return std::make_unique<V4MtpRunner>(*this, *t);
 }
 
 V4Runner::V4Runner(const V4Model& m) : m_(m), q_(m.backend().new_queue()), buffers_(kNumSlots) {}
@@ -638,33 +735,30 @@ void V4Runner::moe(const Layer& L, int32_t layer, int64_t n, std::span<const int
   q.add(out, so);
 }
 
-Status V4Runner::run(std::span<const int32_t> tokens, std::span<const BatchSequence> sequences, backend::KvCache& kv) {
+// Inputs and scratch of a pass; the per-step uploads every block reads.
+Status V4Runner::prepare(std::span<const int32_t> tokens, std::span<const BatchSequence> sequences,
+                         backend::KvCache& kv, int n_groups) {
   const ModelConfig& c = m_.c_;
   const V4Params& p = m_.p_;
   n_logit_rows_ = 0;
-  DI_RETURN_IF_ERROR(inputs_.build(tokens, sequences, kv, m_.g_.count, c.n_vocab));
+  n_streams_ = 0;
+  DI_RETURN_IF_ERROR(inputs_.build(tokens, sequences, kv, n_groups, c.n_vocab));
   const int64_t n = inputs_.n_tokens(), n_rows = inputs_.n_output_rows();
   const int64_t D = c.n_embd, hc = p.hc, H = c.n_head, hd = c.head_dim, k = p.n_used;
-  const float eps = static_cast<float>(c.rms_norm_eps);
   const int64_t sizes[kNumSlots] = {
       n * hc * D, n * hc * D, n * hc * D, n * (2 + hc) * hc, n * hc, n * hc * hc, n * D, n * D, n * D, n * p.q_lora,
       n * H * hd, n * hd, n * H * hd, n * p.o_groups * p.o_lora, n * 2 * hd, n * 2 * hd, n * 2 * p.index_dim,
       n * 2 * p.index_dim, n * p.index_heads * p.index_dim, n * p.index_heads, n * p.index_topk, n * p.n_expert, n * k,
       n * k, n * k, n * k, p.n_expert + 1, n * k * D, n * k * p.n_ff, n * k * p.n_ff, n * k * D, n * p.n_ff,
       n * p.n_ff, n * D, n * p.o_groups, p.o_groups + 1, n * p.o_groups, n * H * hd, n * p.o_groups * p.o_lora,
-      n_rows * D, n_rows * c.n_vocab, n * hc};
+      n_rows * D, n_rows * c.n_vocab, n * hc, n, n};
   for (int s = 0; s < kNumSlots; ++s) DI_RETURN_IF_ERROR(ensure(s, sizes[s]));
   backend::Queue& q = *q_;
   DI_RETURN_IF_ERROR(q.set_batch(inputs_.batch()));
-  const backend::HyperParams hp{hc, p.sinkhorn, p.hc_eps};
-
-  // Every stream starts as the token's embedding: row t * hc + s of the streams viewed as
-  // [n * hc, D] is row t of the embeddings (moe_gather with k = hc over the identity order).
+  // The identity order over n * hc rows: moe_gather with k = hc repeats each of n rows hc times.
   host_bcast_.resize(static_cast<size_t>(n * hc));
   std::iota(host_bcast_.begin(), host_bcast_.end(), 0);
   q.upload(host_bcast_.data(), i32(kBcast, 1, n * hc));
-  q.embed(m_.embed, f32(kCollapsed, n, D));
-  q.moe_gather(f32(kCollapsed, n, D), i32(kBcast, 1, n * hc), hc, f32(kX, n * hc, D));
   // The grouped output projection's order (rows (t, g) sorted by group), offsets and unit
   // weights, the same for every layer.
   const int64_t G = p.o_groups;
@@ -678,36 +772,120 @@ Status V4Runner::run(std::span<const int32_t> tokens, std::span<const BatchSeque
   host_ones_.assign(static_cast<size_t>(n * G), 1.0f);
   q.upload(host_ones_.data(), f32(kGoW, n * G, 1));
   host_fixed_.resize(m_.layers.size());
-
-  for (int32_t l = 0; l < static_cast<int32_t>(c.n_layer); ++l) {
-    const Layer& L = m_.layers[static_cast<size_t>(l)];
-    hyper_site(L.attn_hc, n);
-    q.rms_norm(f32(kCollapsed, n, D), L.attn_norm, eps, f32(kH, n, D));
-    attention(L, l, n, kv);
-    q.hyper_post(hp, f32(kX, n, hc * D), f32(kOut, n, D), f32(kPost, n, hc), f32(kComb, n, hc * hc),
-                 f32(kX2, n, hc * D));
-    std::swap(buffers_[kX], buffers_[kX2]);
-    hyper_site(L.ffn_hc, n);
-    q.rms_norm(f32(kCollapsed, n, D), L.ffn_norm, eps, f32(kH, n, D));
-    moe(L, l, n, tokens);
-    q.hyper_post(hp, f32(kX, n, hc * D), f32(kOut, n, D), f32(kPost, n, hc), f32(kComb, n, hc * hc),
-                 f32(kX2, n, hc * D));
-    std::swap(buffers_[kX], buffers_[kX2]);
-  }
-  if (n_rows > 0) {
-    const Tensor xr = f32(kFlat, n_rows, hc * D), hr = f32(kHr, n_rows, D), logits = f32(kLogits, n_rows, c.n_vocab);
-    q.gather_output_rows(f32(kX, n, hc * D), xr);
-    q.rms_norm(xr, m_.ones_streams, eps, f32(kX2, n_rows, hc * D));
-    q.matmul(m_.head_hc.fn, f32(kX2, n_rows, hc * D), f32(kMixes, n_rows, hc), Tensor{});
-    q.hyper_pre(hp, xr, f32(kMixes, n_rows, hc), m_.head_hc.base, m_.head_hc.scale, hr, Tensor{}, Tensor{});
-    q.rms_norm(hr, m_.final_norm, eps, hr);
-    q.matmul(m_.lm_head, hr, logits, Tensor{});
-    if (logits_.size() < static_cast<size_t>(n_rows * c.n_vocab)) logits_.resize(static_cast<size_t>(n_rows * c.n_vocab));
-    q.download(logits, logits_.data());
-  }
-  DI_RETURN_IF_ERROR(q.sync());
-  n_logit_rows_ = n_rows;
   return {};
+}
+
+// One block over the streams kX (attention site, then MoE site).
+void V4Runner::block(const Layer& L, int32_t layer, int64_t n, std::span<const int32_t> tokens, backend::KvCache& kv) {
+  const int64_t D = m_.c_.n_embd, hc = m_.p_.hc;
+  const float eps = static_cast<float>(m_.c_.rms_norm_eps);
+  const backend::HyperParams hp{hc, m_.p_.sinkhorn, m_.p_.hc_eps};
+  backend::Queue& q = *q_;
+  hyper_site(L.attn_hc, n);
+  q.rms_norm(f32(kCollapsed, n, D), L.attn_norm, eps, f32(kH, n, D));
+  attention(L, layer, n, kv);
+  q.hyper_post(hp, f32(kX, n, hc * D), f32(kOut, n, D), f32(kPost, n, hc), f32(kComb, n, hc * hc),
+               f32(kX2, n, hc * D));
+  std::swap(buffers_[kX], buffers_[kX2]);
+  hyper_site(L.ffn_hc, n);
+  q.rms_norm(f32(kCollapsed, n, D), L.ffn_norm, eps, f32(kH, n, D));
+  moe(L, layer, n, tokens);
+  q.hyper_post(hp, f32(kX, n, hc * D), f32(kOut, n, D), f32(kPost, n, hc), f32(kComb, n, hc * hc),
+               f32(kX2, n, hc * D));
+  std::swap(buffers_[kX], buffers_[kX2]);
+}
+
+// The kept rows of the streams kX through a hyper head, a norm and the lm_head, downloaded.
+void V4Runner::head(const HyperWeights& hc_w, const Tensor& norm, int64_t n_rows) {
+  const ModelConfig& c = m_.c_;
+  const int64_t D = c.n_embd, hc = m_.p_.hc, n = inputs_.n_tokens();
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  const backend::HyperParams hp{hc, m_.p_.sinkhorn, m_.p_.hc_eps};
+  backend::Queue& q = *q_;
+  const Tensor xr = f32(kFlat, n_rows, hc * D), hr = f32(kHr, n_rows, D), logits = f32(kLogits, n_rows, c.n_vocab);
+  q.gather_output_rows(f32(kX, n, hc * D), xr);
+  q.rms_norm(xr, m_.ones_streams, eps, f32(kX2, n_rows, hc * D));
+  q.matmul(hc_w.fn, f32(kX2, n_rows, hc * D), f32(kMixes, n_rows, hc), Tensor{});
+  q.hyper_pre(hp, xr, f32(kMixes, n_rows, hc), hc_w.base, hc_w.scale, hr, Tensor{}, Tensor{});
+  q.rms_norm(hr, norm, eps, hr);
+  q.matmul(m_.lm_head, hr, logits, Tensor{});
+  if (logits_.size() < static_cast<size_t>(n_rows * c.n_vocab)) logits_.resize(static_cast<size_t>(n_rows * c.n_vocab));
+  q.download(logits, logits_.data());
+}
+
+Status V4Runner::finish() {
+  DI_RETURN_IF_ERROR(q_->sync());
+  n_logit_rows_ = inputs_.n_output_rows();
+  n_streams_ = inputs_.n_tokens();
+  return {};
+}
+
+Status V4Runner::run(std::span<const int32_t> tokens, std::span<const BatchSequence> sequences, backend::KvCache& kv) {
+  DI_RETURN_IF_ERROR(prepare(tokens, sequences, kv, m_.g_.count));
+  const int64_t n = inputs_.n_tokens(), n_rows = inputs_.n_output_rows();
+  const int64_t D = m_.c_.n_embd, hc = m_.p_.hc;
+  backend::Queue& q = *q_;
+  // Every stream starts as the token's embedding: row t * hc + s of the streams viewed as
+  // [n * hc, D] is row t of the embeddings.
+  q.embed(m_.embed, f32(kCollapsed, n, D));
+  q.moe_gather(f32(kCollapsed, n, D), i32(kBcast, 1, n * hc), hc, f32(kX, n * hc, D));
+  for (int32_t l = 0; l < static_cast<int32_t>(m_.c_.n_layer); ++l) {
+    block(m_.layers[static_cast<size_t>(l)], l, n, tokens, kv);
+  }
+  if (n_rows > 0) head(m_.head_hc, m_.final_norm, n_rows);
+  return finish();
+}
+
+Status V4Runner::run_mtp(std::span<const int32_t> tokens, std::span<const int32_t> hidden_rows, const V4Runner& source,
+                         std::span<const BatchSequence> sequences, backend::KvCache& kv) {
+  DI_ICHECK(m_.mtp.has_value());
+  const Mtp& t = *m_.mtp;
+  if (hidden_rows.size() != tokens.size()) {
+    return invalid_argument(std::to_string(tokens.size()) + " MTP rows with " + std::to_string(hidden_rows.size()) +
+                            " hidden-state rows");
+  }
+  for (int32_t r : hidden_rows) {
+    if (r < 0 || r >= source.n_streams_) {
+      return invalid_argument("MTP row reads hidden state " + std::to_string(r) + " of a pass that left " +
+                              std::to_string(source.n_streams_));
+    }
+  }
+  const int64_t D = m_.c_.n_embd, hc = m_.p_.hc;
+  const float eps = static_cast<float>(m_.c_.rms_norm_eps);
+  // The source's streams, read before prepare() may grow this runner's slots (when the source
+  // is this runner, its kX keeps at least the rows the last pass left, which are all it reads).
+  const int64_t n_src = source.n_streams_;
+  const backend::DeviceBuffer& src_buffer = source.buffers_[kX];
+  const Tensor src = src_buffer.tensor(DType::kF32, n_src, hc * D);
+  const int64_t n_in = static_cast<int64_t>(tokens.size());
+  if (&source == this && n_in > n_src) {
+    return invalid_argument("chained MTP rows outnumber the rows of the pass they chain on");
+  }
+  host_rows_.assign(hidden_rows.begin(), hidden_rows.end());
+  DI_RETURN_IF_ERROR(prepare(tokens, sequences, kv, 1));
+  const int64_t n = inputs_.n_tokens(), n_rows = inputs_.n_output_rows();
+  backend::Queue& q = *q_;
+  // h = h_proj(hnorm(H)) per stream, H the source's rows.
+  q.upload(host_rows_.data(), i32(kMtpRows, 1, n));
+  q.moe_gather(src, i32(kMtpRows, 1, n), 1, f32(kFlat, n, hc * D));
+  q.rms_norm(f32(kFlat, n * hc, D), t.hnorm, eps, f32(kFlat, n * hc, D));
+  q.matmul(t.h_proj, f32(kFlat, n * hc, D), f32(kX, n * hc, D), Tensor{});
+  // + e_proj(enorm(embed(token))) on every stream, zero for rows at position 0.
+  host_mask_.resize(static_cast<size_t>(n));
+  int64_t row = 0;
+  for (const BatchSequence& b : sequences) {
+    for (int64_t i = 0; i < b.n_tokens; ++i) host_mask_[static_cast<size_t>(row++)] = b.first_position + i == 0 ? 0.0f : 1.0f;
+  }
+  q.upload(host_mask_.data(), f32(kMtpMask, n, 1));
+  q.embed(m_.embed, f32(kCollapsed, n, D));
+  q.rms_norm(f32(kCollapsed, n, D), t.enorm, eps, f32(kCollapsed, n, D));
+  q.matmul(t.e_proj, f32(kCollapsed, n, D), f32(kH, n, D), Tensor{});
+  q.moe_combine(f32(kH, n, D), i32(kBcast, 1, n), f32(kMtpMask, n, 1), f32(kOut, n, D));
+  q.moe_gather(f32(kOut, n, D), i32(kBcast, 1, n * hc), hc, f32(kX2, n * hc, D));
+  q.add(f32(kX, n * hc, D), f32(kX2, n * hc, D));
+  block(t.block, 0, n, tokens, kv);
+  if (n_rows > 0) head(t.head_hc, t.norm, n_rows);
+  return finish();
 }
 
 std::span<const float> V4Runner::logits(int64_t i) const {
