@@ -44,7 +44,9 @@ enum class KvCacheDtype { kF16, kF32 };
 //            over the outputs of earlier requests (Arctic's suffix decoding).
 //   kDraft   greedy tokens of a smaller model with the target's vocabulary
 //            (SpeculativeConfig::draft_model_path), run in the same engine on its own KV cache.
-enum class SpeculativeMethod { kNone, kNgram, kSuffix, kDraft };
+//   kMtp     greedy tokens of the model's own draft layers (DeepSeek V4's MTP layer), chained
+//            from the model's hidden states, on a KV cache of their own.
+enum class SpeculativeMethod { kNone, kNgram, kSuffix, kDraft, kMtp };
 // kFixed verifies every proposed draft token (up to num_tokens); kConfidence verifies, per
 // request and step, the draft prefix that maximises expected accepted tokens per second given
 // each position's estimated acceptance and the step time the batch's size costs (DSpark's
@@ -64,12 +66,13 @@ struct SpeculativeConfig {
   int64_t draft_kv_cache_tokens = 0;
 };
 
-// "none", "ngram", "suffix", "draft"; "fixed", "confidence".
+// "none", "ngram", "suffix", "draft", "mtp"; "fixed", "confidence".
 inline const char* speculative_method_name(SpeculativeMethod m) {
   switch (m) {
     case SpeculativeMethod::kNgram: return "ngram";
     case SpeculativeMethod::kSuffix: return "suffix";
     case SpeculativeMethod::kDraft: return "draft";
+    case SpeculativeMethod::kMtp: return "mtp";
     case SpeculativeMethod::kNone: break;
   }
   return "none";

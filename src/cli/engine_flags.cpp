@@ -104,18 +104,13 @@ Status read_kv_store_flags(const Args& args, EngineConfig& config) {
   return read_int(args, "--kv-store-page-tokens", 1, 1 << 16, &config.kv_store_page_tokens);
 }
 
-// mtp is named so that asking for it says why not.
 Result<SpeculativeMethod> parse_speculative_method(const std::string& name) {
   if (name == "ngram") return SpeculativeMethod::kNgram;
   if (name == "suffix") return SpeculativeMethod::kSuffix;
   if (name == "draft") return SpeculativeMethod::kDraft;
+  if (name == "mtp") return SpeculativeMethod::kMtp;
   if (name == "none") return SpeculativeMethod::kNone;
-  if (name == "mtp") {
-    return invalid_argument(
-        "--speculative-method mtp needs DeepSeek V4's MTP layers, which the V4 loader does not load yet; use ngram, "
-        "suffix or draft");
-  }
-  return invalid_argument("--speculative-method must be ngram, suffix, draft or none, got '" + name + "'");
+  return invalid_argument("--speculative-method must be ngram, suffix, draft, mtp or none, got '" + name + "'");
 }
 
 Status read_speculative_flags(const Args& args, EngineConfig& config) {

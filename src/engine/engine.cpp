@@ -47,6 +47,7 @@
 #include "engine/sampler.h"
 #include "engine/scheduler.h"
 #include "engine/speculative/draft_model.h"
+#include "engine/speculative/mtp_drafter.h"
 #include "engine/speculative/schedule.h"
 #include "engine/speculative/sequence_drafter.h"
 #include "engine/speculative/verify.h"
@@ -111,6 +112,9 @@ struct EngineParts {
   int64_t max_context = 0;
   std::unique_ptr<kvstore::PageStore> store;  // null: no KV store
   std::unique_ptr<speculative::DraftModel> draft;  // null: no draft model
+  // The model's own draft layers' KV (DeepSeek V4's MTP); null: the model has none.
+  std::unique_ptr<backend::KvCache> mtp_kv;
+  kv::KvCacheConfig mtp_kv_config;
 };
 
 // One sampling chunk of a step, and what sampling it produced. A chunk that verifies a draft
@@ -208,6 +212,11 @@ class EngineImpl final : public Engine {
       scheduler_.set_hook(store_connector_.get());
       stats_.kv_store.enabled = true;
     }
+    if (parts.mtp_kv) {
+      speculative::MtpDrafter::Parts p{model_->new_draft_head_runner(*runner_), std::move(parts.mtp_kv),
+                                       std::move(parts.mtp_kv_config)};
+      mtp_ = std::make_unique<speculative::MtpDrafter>(std::move(p), speculative::MtpDrafter::Limits{n_vocab()});
+    }
     if (config_.async_scheduling) worker_ = std::make_unique<ForwardWorker>();
     // Masks computed during the pass take a core the pass would use, unless one is spare: a CPU
     // backend whose pool holds every core loses more than it hides (measured, 2 threads on 2
@@ -296,6 +305,10 @@ class EngineImpl final : public Engine {
     if (r.speculative_method == SpeculativeMethod::kDraft && !draft_model_) {
       return invalid_argument("speculative method 'draft' needs a draft model, and this engine has none (start it "
                               "with --draft-model PATH)");
+    }
+    if (r.speculative_method == SpeculativeMethod::kMtp && !mtp_) {
+      return invalid_argument("speculative method 'mtp' needs the model's MTP layers, which this engine has not "
+                              "loaded (start it with --speculative-method mtp, on a model with MTP layers)");
     }
     return Sampler::validate(r.sampling, n_vocab());
   }
@@ -475,6 +488,7 @@ class EngineImpl final : public Engine {
       step_cost_.observe(step.plan.n_tokens, std::chrono::duration<double>(Clock::now() - t0).count());
     }
     finish(step, Clock::time_point{});
+    if (!step.plan.empty()) observe_mtp(step);
     return !step.plan.empty() || !step.plan.finished.empty();
   }
 
@@ -814,6 +828,7 @@ class EngineImpl final : public Engine {
     if (it->second.drafter) {
       --n_speculating_;
       if (it->second.drafter->method() == SpeculativeMethod::kDraft) draft_model_->release(id);
+      if (it->second.drafter->method() == SpeculativeMethod::kMtp) mtp_->release(id);
     }
     if (it->second.grammar_drafts) --n_grammar_drafting_;
     seqs_.erase(it);
@@ -828,6 +843,7 @@ class EngineImpl final : public Engine {
     if (!step_cost_profiled_) profile_step_cost();
     proposals_.clear();
     draft_jobs_.clear();
+    mtp_jobs_.clear();
     int64_t n_decoding = 0;
     for (auto& [id, seq] : seqs_) {
       const Request* r = scheduler_.find(id);
@@ -846,6 +862,9 @@ class EngineImpl final : public Engine {
           // Drafted below, all sequences in the same passes; `out` is set once proposals_ stops growing.
           draft_jobs_.push_back({id, r->tokens, static_cast<int32_t>(room), nullptr});
           p.draft_job = static_cast<int32_t>(draft_jobs_.size());
+        } else if (seq.drafter->method() == SpeculativeMethod::kMtp) {
+          mtp_jobs_.push_back({id, r->tokens, static_cast<int32_t>(room), nullptr});
+          p.draft_job = -static_cast<int32_t>(mtp_jobs_.size());
         } else {
           p.draft = seq.drafter->propose(r->tokens, static_cast<int32_t>(room), global_suffix_,
                                          pooled_[static_cast<size_t>(seq.drafter->method())]);
@@ -861,6 +880,12 @@ class EngineImpl final : public Engine {
       // reports a backend failure of its own.
       (void)draft_model_->propose(draft_jobs_);
     }
+    if (!mtp_jobs_.empty()) {
+      for (Proposal& p : proposals_) {
+        if (p.draft_job < 0) mtp_jobs_[static_cast<size_t>(-p.draft_job - 1)].out = &p.draft;
+      }
+      (void)mtp_->propose(mtp_jobs_);  // as above: a failed pass leaves fewer drafts
+    }
     // Nothing after a stop token can be kept: the sequence ends with it.
     for (Proposal& p : proposals_) cut_after_stop(p.draft, scheduler_.find(p.id)->stop_token_ids);
     std::sort(proposals_.begin(), proposals_.end(), [](const Proposal& a, const Proposal& b) { return a.id < b.id; });
@@ -870,6 +895,27 @@ class EngineImpl final : public Engine {
       scheduler_.set_draft(p.id, p.draft.view().first(static_cast<size_t>(lengths[i])));
       if (p.draft.n > 0 && lengths[i] == 0) forget_a_little(p.id);
     }
+  }
+
+  // After a synchronous step: the MTP rows of the positions its pass computed for sequences that
+  // draft with the MTP, while the runner still holds that pass's hidden states (mtp_drafter.h).
+  void observe_mtp(const Step& step) {
+    if (!mtp_) return;
+    mtp_chunks_.clear();
+    int64_t row = 0;
+    for (const ScheduledChunk& c : step.plan.chunks) {
+      const int64_t first_row = row;
+      row += c.n_tokens;
+      const Request* r = scheduler_.find(c.id);
+      auto it = seqs_.find(c.id);
+      if (r == nullptr || !r->live(c.epoch) || it == seqs_.end() || !it->second.drafter ||
+          it->second.drafter->method() != SpeculativeMethod::kMtp) {
+        continue;
+      }
+      mtp_chunks_.push_back({c.id, c.first_position, c.n_tokens, first_row, r->tokens});
+    }
+    // A failed pass leaves those sequences without MTP state: they draft again after their next chunk.
+    if (!mtp_chunks_.empty()) (void)mtp_->observe(mtp_chunks_);
   }
 
   static void cut_after_stop(speculative::Draft& d, std::span<const int32_t> stop_ids) {
@@ -1027,7 +1073,7 @@ class EngineImpl final : public Engine {
   static constexpr size_t kGrammarUsage = 2;
   static size_t method_usage_index(SpeculativeMethod m) {
     DI_ICHECK(m != SpeculativeMethod::kNone);
-    return m == SpeculativeMethod::kNgram ? 0 : m == SpeculativeMethod::kSuffix ? 1 : 3;
+    return m == SpeculativeMethod::kNgram ? 0 : m == SpeculativeMethod::kSuffix ? 1 : m == SpeculativeMethod::kDraft ? 3 : 4;
   }
 
   // stats_.speculative, its methods made on first use. Under stats_mutex_.
@@ -1039,6 +1085,7 @@ class EngineImpl final : public Engine {
       }
       u.methods.push_back({"grammar"});
       u.methods.push_back({speculative_method_name(SpeculativeMethod::kDraft)});
+      u.methods.push_back({speculative_method_name(SpeculativeMethod::kMtp)});
       u.verify_sizes.assign(kMaxSpeculativeTokens + 1, 0);
     }
     return u;
@@ -1178,7 +1225,7 @@ class EngineImpl final : public Engine {
   // Speculative decoding.
   struct Proposal {
     RequestId id = 0;
-    int32_t draft_job = 0;  // 1 + its index in draft_jobs_; 0: not the draft model's
+    int32_t draft_job = 0;  // 1 + its index in draft_jobs_, -(1 + its index) in mtp_jobs_; 0: neither
     speculative::Draft draft;
     std::array<float, kMaxSpeculativeTokens> survival{};
   };
@@ -1192,7 +1239,10 @@ class EngineImpl final : public Engine {
   speculative::AcceptanceStats grammar_pooled_;  // forced-text verifications of every sequence
   std::vector<Proposal> proposals_;  // propose_drafts' scratch
   std::vector<speculative::DraftModel::Job> draft_jobs_;  // propose_drafts' scratch
-  std::array<speculative::AcceptanceStats, 4> pooled_{};  // by SpeculativeMethod, over all sequences
+  std::unique_ptr<speculative::MtpDrafter> mtp_;  // null: the model has no MTP layers
+  std::vector<speculative::MtpDrafter::Job> mtp_jobs_;      // propose_drafts' scratch
+  std::vector<speculative::MtpDrafter::Chunk> mtp_chunks_;  // observe_mtp's scratch
+  std::array<speculative::AcceptanceStats, 5> pooled_{};  // by SpeculativeMethod, over all sequences
   speculative::StepCostModel step_cost_;
   bool step_cost_profiled_ = false;
   int64_t last_prompt_tokens_ = 0;
@@ -1351,6 +1401,27 @@ Result<std::unique_ptr<speculative::DraftModel>> load_draft_model(const EngineCo
   return std::make_unique<speculative::DraftModel>(std::move(d), limits);
 }
 
+// The KV of the model's draft layers (DeepSeek V4's MTP), when it has them: their windowed
+// groups keep what max_num_seqs windows need, as the model's own do.
+Status allocate_mtp_kv(const EngineConfig& config, int64_t n_blocks, EngineParts& parts) {
+  std::vector<KvGroupSpec> groups = parts.model->draft_kv_groups();
+  if (groups.empty()) {
+    if (config.speculative.method == SpeculativeMethod::kMtp) {
+      return invalid_argument("speculative method 'mtp' needs a model with MTP layers (DeepSeek V4's "
+                              "num_nextn_predict_layers and its mtp.* tensors), and " + parts.model->source().path() +
+                              " has none; use ngram, suffix or draft");
+    }
+    return Status::ok_status();
+  }
+  const DType kv_dtype = kv_element_type(config.kv_cache_dtype);
+  DI_ASSIGN_OR_RETURN(parts.mtp_kv, parts.model->new_draft_kv_cache(config.block_size, kv_dtype,
+                                                                     kv_pool_blocks(config, groups, n_blocks)));
+  if (config.prefault_kv_cache) parts.mtp_kv->prefault();
+  parts.mtp_kv_config.groups = parts.mtp_kv->groups();
+  parts.mtp_kv_config.enable_prefix_caching = false;  // its rows follow each sequence's drafts
+  return kv::KvCacheManager::validate(parts.mtp_kv_config);
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
@@ -1386,7 +1457,9 @@ Result<std::unique_ptr<Engine>> create_engine(const EngineConfig& config, std::s
   parts.pool = std::make_unique<ThreadPool>(config.threads > 0 ? config.threads : ThreadPool::default_threads());
   DI_ASSIGN_OR_RETURN(parts.backend, backend::create_backend(config.backend, backend::BackendOptions{parts.pool.get()}));
   if (wrap) parts.backend = wrap(std::move(parts.backend));
-  DI_ASSIGN_OR_RETURN(parts.model, Model::load(config.model_path, *parts.backend));
+  // The model's draft layers only for the engine's mtp method: FP8 / FP4 ones cost BF16 memory.
+  const LoadOptions load_options{.draft_layers = config.speculative.method == SpeculativeMethod::kMtp};
+  DI_ASSIGN_OR_RETURN(parts.model, Model::load(config.model_path, *parts.backend, load_options));
   parts.tokenizer = std::move(tokenizer);
   const ModelConfig& c = parts.model->config();
   const DType kv_dtype = kv_element_type(config.kv_cache_dtype);
@@ -1410,6 +1483,7 @@ Result<std::unique_ptr<Engine>> create_engine(const EngineConfig& config, std::s
   DI_RETURN_IF_ERROR(kv::KvCacheManager::validate(parts.kv_config));
   DI_ASSIGN_OR_RETURN(parts.store, open_kv_store(config, parts.kv_config));
   DI_ASSIGN_OR_RETURN(parts.draft, load_draft_model(config, parts, n_blocks * config.block_size));
+  DI_RETURN_IF_ERROR(allocate_mtp_kv(config, n_blocks, parts));
   return std::unique_ptr<Engine>(new EngineImpl(config, std::move(parts)));
 }
 

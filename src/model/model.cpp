@@ -16,8 +16,9 @@
 
 namespace deepinfer {
 
-Result<std::unique_ptr<Model>> Model::load(const std::string& path, backend::Backend& backend) {
-  DI_ASSIGN_OR_RETURN(std::unique_ptr<TensorSource> source, open_tensor_source(path));
+Result<std::unique_ptr<Model>> Model::load(const std::string& path, backend::Backend& backend,
+                                           const LoadOptions& options) {
+  DI_ASSIGN_OR_RETURN(std::unique_ptr<TensorSource> source, open_tensor_source(path, options));
   DI_ASSIGN_OR_RETURN(std::string arch, source->metadata().get_string("general.architecture"));
   const ArchEntry* entry = find_architecture(arch);
   if (entry == nullptr) {
@@ -199,13 +200,18 @@ std::string computation_metadata(const Metadata& md) {
 std::string model_fingerprint(const TensorSource& source, ThreadPool& pool) {
   // Tensors in chunks of 16 MiB, each hashed on its own so that the pool's threads share the
   // work; the fingerprint hashes the chunks' digests with each tensor's name, type and shape.
+  // Draft layers (loaded or not) do not shape the model's own KV: they are left out.
   constexpr size_t kChunk = size_t{16} << 20;
   struct Chunk {
     const uint8_t* data;
     size_t n;
   };
+  const Result<std::string> arch_or = source.metadata().get_string_or("general.architecture", "");
+  const std::string arch = arch_or.ok() ? *arch_or : std::string();
   std::vector<const TensorView*> tensors;
-  for (const TensorView& t : source.tensors()) tensors.push_back(&t);
+  for (const TensorView& t : source.tensors()) {
+    if (!is_draft_layer_tensor(arch, t.name)) tensors.push_back(&t);
+  }
   std::sort(tensors.begin(), tensors.end(), [](const TensorView* a, const TensorView* b) { return a->name < b->name; });
   std::vector<Chunk> chunks;
   for (const TensorView* t : tensors) {

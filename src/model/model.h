@@ -71,7 +71,8 @@ class Model {
   // tensor's presence, type and shape, checks that `backend` has every op the forward pass
   // enqueues, and binds the weights on it in their stored format. `backend` must outlive the
   // model.
-  static Result<std::unique_ptr<Model>> load(const std::string& path, backend::Backend& backend);
+  static Result<std::unique_ptr<Model>> load(const std::string& path, backend::Backend& backend,
+                                             const LoadOptions& options = {});
 
   virtual const ModelConfig& config() const = 0;
   virtual const TensorSource& source() const = 0;

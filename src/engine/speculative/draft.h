@@ -3,9 +3,12 @@
 // (a conditional acceptance, as DSpark's confidence head estimates it).
 #pragma once
 
+#include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstdint>
 #include <span>
+#include <utility>
 
 #include "deepinfer/engine.h"
 
@@ -23,5 +26,14 @@ struct Draft {
     ++n;
   }
 };
+
+// A greedy drafter's token at one logits row and its probability (the row's softmax at it).
+inline std::pair<int32_t, float> best_token(std::span<const float> logits) {
+  const auto it = std::max_element(logits.begin(), logits.end());
+  const float best = *it;
+  double sum = 0.0;
+  for (float l : logits) sum += std::exp(static_cast<double>(l - best));
+  return {static_cast<int32_t>(it - logits.begin()), static_cast<float>(1.0 / sum)};
+}
 
 }  // namespace deepinfer::speculative

@@ -5,19 +5,6 @@
 
 namespace deepinfer::speculative {
 
-namespace {
-
-// The draft's token at one logits row and its probability (softmax of the row at it).
-std::pair<int32_t, float> best_token(std::span<const float> logits) {
-  const auto it = std::max_element(logits.begin(), logits.end());
-  const float best = *it;
-  double sum = 0.0;
-  for (float l : logits) sum += std::exp(static_cast<double>(l - best));
-  return {static_cast<int32_t>(it - logits.begin()), static_cast<float>(1.0 / sum)};
-}
-
-}  // namespace
-
 DraftModel::DraftModel(Parts parts, Limits limits)
     : model_(std::move(parts.model)),
       kv_(std::move(parts.kv)),

@@ -80,7 +80,7 @@ Result<uint64_t> non_negative(const json& v, const std::string& file, const std:
 
 class SafetensorsSource final : public TensorSource {
  public:
-  explicit SafetensorsSource(std::string dir) : dir_(std::move(dir)) {}
+  SafetensorsSource(std::string dir, const LoadOptions& options) : dir_(std::move(dir)), options_(options) {}
 
   const std::string& path() const override { return dir_; }
   const Metadata& metadata() const override { return metadata_; }
@@ -97,6 +97,10 @@ class SafetensorsSource final : public TensorSource {
   Status apply_tied_embeddings(const fs::path& config_path);
   // Appends a view under the tensor's GGUF-style name, refusing a name seen before.
   Status add_view(const std::string& hf_name, TensorView view);
+  // Draft layers' tensors when the options leave them out (LoadOptions::draft_layers).
+  bool left_out(const std::string& gguf_name) const {
+    return !options_.draft_layers && is_draft_layer_tensor(architecture_, gguf_name);
+  }
   // A tensor add_file held back: block-scaled codes, or a possible scale.
   struct Held {
     TensorView view;  // name: the Hugging Face name; dtype: plain tensors' only (dtype_name says the rest)
@@ -109,6 +113,7 @@ class SafetensorsSource final : public TensorSource {
   Status dequantize_pair(const Held& codes, const Held& scales);
 
   std::string dir_;
+  LoadOptions options_;
   Metadata metadata_;
   std::string architecture_;
   std::vector<TensorView> tensors_;
@@ -309,7 +314,7 @@ Status SafetensorsSource::add_file(const fs::path& path, std::set<std::string>* 
 
 Status SafetensorsSource::add_view(const std::string& hf_name, TensorView view) {
   std::optional<std::string> gguf_name = hf_to_gguf_tensor_name(hf_name, architecture_);
-  if (!gguf_name) return {};
+  if (!gguf_name || left_out(*gguf_name)) return {};
   if (auto it = origin_.find(*gguf_name); it != origin_.end()) {
     return invalid_argument(view.file + ": tensor '" + hf_name + "' appears again (also in " + it->second + ")");
   }
@@ -367,10 +372,10 @@ Status SafetensorsSource::dequantize_pair(const Held& codes_held, const Held& sc
   const TensorView& codes = codes_held.view;
   const TensorView& scales = scales_held.view;
   const std::string what = codes.file + ": tensor '" + codes.name + "'";
-  // A tensor no model binds is not multiplied out (DeepSeek V4's MTP layer: gigabytes of BF16
-  // nothing reads).
+  // A tensor no model binds is not multiplied out (DeepSeek V4's MTP layer unless asked for:
+  // gigabytes of BF16 nothing reads).
   const std::optional<std::string> gguf_name = hf_to_gguf_tensor_name(codes.name, architecture_);
-  if (!gguf_name || (architecture_ == "deepseek_v4" && gguf_name->starts_with("mtp."))) return {};
+  if (!gguf_name || left_out(*gguf_name)) return {};
   if (codes.shape.size() != 2 || scales.shape.size() != 2) {
     return invalid_argument(what + " and its scales '" + scales.name + "' must both be matrices; they have shapes " +
                             codes.shape_string() + " and " + scales.shape_string());
@@ -448,14 +453,14 @@ Status SafetensorsSource::apply_tied_embeddings(const fs::path& config_path) {
 
 }  // namespace
 
-Result<std::unique_ptr<TensorSource>> open_safetensors(const std::string& dir) {
+Result<std::unique_ptr<TensorSource>> open_safetensors(const std::string& dir, const LoadOptions& options) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) return not_found(dir + ": not a directory (a Hugging Face model directory was expected)");
   const fs::path config = fs::path(dir) / "config.json";
   if (!fs::exists(config, ec)) {
     return not_found(dir + ": config.json is missing (a Hugging Face model directory needs config.json and *.safetensors)");
   }
-  auto source = std::make_unique<SafetensorsSource>(dir);
+  auto source = std::make_unique<SafetensorsSource>(dir, options);
   DI_RETURN_IF_ERROR(source->load(config));
   return std::unique_ptr<TensorSource>(std::move(source));
 }

@@ -15,6 +15,6 @@ namespace deepinfer {
 
 // `dir` holds config.json. Errors name the file and the problem (missing config.json,
 // truncated header, offsets past the end, unsupported dtype, unknown architecture).
-Result<std::unique_ptr<TensorSource>> open_safetensors(const std::string& dir);
+Result<std::unique_ptr<TensorSource>> open_safetensors(const std::string& dir, const LoadOptions& options = {});
 
 }  // namespace deepinfer

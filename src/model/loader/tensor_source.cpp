@@ -40,14 +40,18 @@ Result<const TensorView*> TensorSource::get(std::string_view name) const {
   return not_found("tensor '" + std::string(name) + "' is missing from '" + path() + "'");
 }
 
-Result<std::unique_ptr<TensorSource>> open_tensor_source(const std::string& path) {
+bool is_draft_layer_tensor(std::string_view architecture, std::string_view name) {
+  return architecture == "deepseek_v4" && name.starts_with("mtp.");
+}
+
+Result<std::unique_ptr<TensorSource>> open_tensor_source(const std::string& path, const LoadOptions& options) {
   namespace fs = std::filesystem;
   std::error_code ec;
   if (!fs::exists(path, ec)) return not_found("model path '" + path + "' does not exist");
-  if (fs::is_directory(path, ec)) return open_safetensors(path);
+  if (fs::is_directory(path, ec)) return open_safetensors(path, options);
   const std::string ext = fs::path(path).extension().string();
   if (ext == ".safetensors" || fs::path(path).filename() == "config.json") {
-    return open_safetensors(fs::path(path).parent_path().string());
+    return open_safetensors(fs::path(path).parent_path().string(), options);
   }
   return open_gguf(path);
 }

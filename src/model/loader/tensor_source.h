@@ -54,8 +54,19 @@ class TensorSource {
   Result<const TensorView*> get(std::string_view name) const;
 };
 
+struct LoadOptions {
+  // The tensors of the draft layers a checkpoint carries (DeepSeek V4's mtp.*). Left out unless
+  // asked for: only speculative decoding with them reads them, and FP8 / FP4 ones would be
+  // multiplied out to BF16 (V4-Flash's MTP layer: about 13 GB).
+  bool draft_layers = false;
+};
+
+// Whether a tensor (by its loaded name) belongs to the draft layers LoadOptions::draft_layers
+// controls: DeepSeek V4's mtp.*.
+bool is_draft_layer_tensor(std::string_view architecture, std::string_view name);
+
 // Opens a GGUF file, or a Hugging Face directory (config.json + *.safetensors), or a single
 // .safetensors file whose directory holds config.json. Errors name the file and the problem.
-Result<std::unique_ptr<TensorSource>> open_tensor_source(const std::string& path);
+Result<std::unique_ptr<TensorSource>> open_tensor_source(const std::string& path, const LoadOptions& options = {});
 
 }  // namespace deepinfer

@@ -195,7 +195,9 @@ using GgufFile = TempDir;
 
 TEST_F(GgufFile, OpensThroughTensorSource) {
   const std::string path = write("tiny.gguf", sample_gguf_writer().bytes());
-  for (auto open : {open_gguf, open_tensor_source}) {
+  using Open = Result<std::unique_ptr<TensorSource>> (*)(const std::string&);
+  const Open through_source = [](const std::string& p) { return open_tensor_source(p); };
+  for (Open open : {Open{open_gguf}, through_source}) {
     auto src = open(path);
     ASSERT_TRUE(src.ok()) << src.status().to_string();
     EXPECT_EQ((*src)->path(), path);

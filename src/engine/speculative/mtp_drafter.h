@@ -1,0 +1,113 @@
+// Drafts from the target model's own draft layers (DeepSeek V4's MTP layer; vLLM's `mtp`
+// method), run in the same engine on a KV cache of their own.
+//
+// The MTP row at position p reads the target's hidden state at p and the token at p + 1, and
+// predicts the token at p + 2 (model.h, DraftHeadRunner). So after each target pass the rows of
+// every position it computed whose next token is known can run, with no hidden state kept
+// across steps: observe() runs them right after the pass and its sampling, while the target
+// runner still holds that pass's hidden states. A verification pass computed the accepted
+// positions and the rejected ones; only the accepted ones have a next token, so rejected drafts
+// never reach the MTP's KV. A sequence whose chunk reached its last token gets its first draft
+// from that pass's last row; propose() then chains the rest, one pass per draft position over
+// all drafting sequences, each row on its own previous row's output and draft token. Chained
+// rows' KV sits past the true rows and is overwritten by the next observe.
+//
+// Where the MTP did not see the positions before a chunk (a prefix-cache hit, a preemption), its
+// window starts at the chunk (BatchSequence::replay_start): drafts then see less context, and
+// verification keeps the output exact whatever they are.
+//
+// Drafts are greedy (the MTP's argmax), so each is one-hot and verify.h's rule stays lossless at
+// any temperature; the confidence of a position is the MTP's probability of its token. Running
+// out of MTP KV blocks is normal: that sequence drafts nothing until its next chunk.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "backend/backend.h"
+#include "deepinfer/status.h"
+#include "engine/speculative/draft.h"
+#include "kv/kv_cache_manager.h"
+#include "model/model.h"
+
+namespace deepinfer::speculative {
+
+class MtpDrafter {
+ public:
+  struct Parts {
+    std::unique_ptr<DraftHeadRunner> runner;  // over the engine's target runner
+    std::unique_ptr<backend::KvCache> kv;
+    kv::KvCacheConfig kv_config;  // validated
+  };
+  struct Limits {
+    int64_t n_vocab = 0;         // draft tokens are ids below it
+    float min_survival = 0.05f;  // a draft stops where its survival falls below this
+  };
+  MtpDrafter(Parts parts, Limits limits);
+
+  // One chunk of the target's last pass: positions [first, first + n) of sequence `id` at rows
+  // [row, row + n) of the pass; `tokens` is the sequence after the step (sampled tokens
+  // included), so positions up to tokens.size() - 2 have a next token.
+  struct Chunk {
+    kv::RequestId id = 0;
+    int64_t first = 0;
+    int64_t n = 0;
+    int64_t row = 0;
+    std::span<const int32_t> tokens;
+  };
+  // Right after the target's pass: the MTP rows of all chunks in one pass. A failed pass is
+  // returned; those sequences' MTP state starts over.
+  Status observe(std::span<const Chunk> chunks);
+
+  // Drafts after `context` for sequences whose last observed chunk reached their last token in
+  // the pass just observed (others get none this step).
+  struct Job {
+    kv::RequestId id = 0;
+    std::span<const int32_t> context;
+    int32_t max_tokens = 0;
+    Draft* out = nullptr;
+  };
+  Status propose(std::span<const Job> jobs);
+
+  // The sequence ended: its MTP KV blocks go back.
+  void release(kv::RequestId id);
+
+ private:
+  struct SequenceState {
+    int64_t base = 0;  // the MTP's window starts here (positions it saw from the start of)
+    int64_t end = 0;   // rows [base, end) hold the target's hidden states (true rows)
+    // From the pass that last ran, when it was an observe that reached the last token:
+    uint64_t ready_pass = 0;  // that pass's serial (0: none)
+    int64_t ready_context = 0;
+    int32_t row = 0;          // the row whose output streams the next draft reads
+    int32_t token = 0;        // the first draft and its probability
+    float p = 0.0f;
+  };
+  struct Active {
+    const Job* job = nullptr;
+    SequenceState* state = nullptr;
+    float survival = 1.0f;
+    int32_t row = 0;  // its row in the last pass
+  };
+
+  BatchSequence sequence(kv::RequestId id, const SequenceState& st, int64_t first, int64_t n, LogitsMode mode) const;
+  void forget(kv::RequestId id);
+
+  std::unique_ptr<DraftHeadRunner> runner_;
+  std::unique_ptr<backend::KvCache> kv_;
+  kv::KvCacheManager kv_manager_;
+  Limits limits_;
+  uint64_t pass_ = 0;  // serial of the runner's last pass
+  std::unordered_map<kv::RequestId, SequenceState> states_;
+  // Scratch of one pass.
+  std::vector<int32_t> tokens_, rows_;
+  std::vector<BatchSequence> batch_;
+  std::vector<std::pair<SequenceState*, int64_t>> observed_;  // (state, last row's position)
+  std::vector<kv::RequestId> ids_;                               // observed_'s sequences
+  std::vector<Active> active_;
+};
+
+}  // namespace deepinfer::speculative
