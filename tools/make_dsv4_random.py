@@ -4,7 +4,7 @@
 No torch, numpy or network: struct and a seeded random generator, so the end-to-end tests and
 the benchmarks make their model at set-up time instead of storing megabytes in the repository.
 
-  make_dsv4_random.py OUT_DIR [--preset e2e|bench] [--tokenizer DIR] [--seed N]
+  make_dsv4_random.py OUT_DIR [--preset e2e|bench] [--tokenizer DIR] [--seed N] [--mtp]
 
   e2e    a tiny model with the real DeepSeek V4 vocabulary (129280 ids): hidden 32, layers
          sliding, CSA, HCA with a hash-routed first layer, window 8, compress rates 4 and 8.
@@ -13,6 +13,10 @@ the benchmarks make their model at set-up time instead of storing megabytes in t
          16 heads of 512 with rope on 64, q rank 384, 4 output groups of rank 256, 32 experts
          of 256 with 6 used and one shared, indexer 16 heads of 128 keeping 128, window 128,
          the real compress rates 4 and 128, mHC with 4 streams. About 0.7 GB.
+
+--mtp adds one MTP layer (num_nextn_predict_layers 1, the release's mtp.0.* names: a sliding
+block with a biased router, e_proj / h_proj, enorm / hnorm, its own hyper head and norm), drawn
+after every other tensor so the main model's weights stay the same.
 
 --tokenizer copies tokenizer.json and tokenizer_config.json from DIR into OUT_DIR, so that the
 directory is a servable model. Weights are bfloat16 (vectors too: the loader widens them).
@@ -95,7 +99,7 @@ class Writer:
                 f.write(data)
 
 
-def config_json(p):
+def config_json(p, mtp):
     n = len(p["layers"])
     return {
         "architectures": ["DeepseekV4ForCausalLM"],
@@ -135,7 +139,7 @@ def config_json(p):
         "hc_eps": 1e-6,
         "rms_norm_eps": 1e-6,
         "max_position_embeddings": p["context"],
-        "num_nextn_predict_layers": 0,
+        "num_nextn_predict_layers": 1 if mtp else 0,
         "rope_theta": 10000.0,
         "compress_rope_theta": 160000.0,
         "rope_parameters": {
@@ -163,53 +167,67 @@ def hyper(w, prefix, fn, base, scale, n_mix, n_scale, width):
 
 
 def weights(w, p):
-    D, H, hd, hc = p["hidden"], p["heads"], p["head_dim"], p["hc"]
-    n_mix = (2 + hc) * hc
+    D, hc = p["hidden"], p["hc"]
     w.randn("model.embed_tokens.weight", [p["vocab"], D], std=1.0)
     w.randn("lm_head.weight", [p["vocab"], D])
     w.randn("model.norm.weight", [D], mean=1.0, std=0.1)
     hyper(w, "model.hc_head.", "hc_fn", "hc_base", "hc_scale", hc, 1, hc * D)
     for l, kind in enumerate(p["layers"]):
-        b = f"model.layers.{l}."
-        a = b + "attn."
-        hyper(w, b, "hc_attn_fn", "hc_attn_base", "hc_attn_scale", n_mix, 3, hc * D)
-        hyper(w, b, "hc_ffn_fn", "hc_ffn_base", "hc_ffn_scale", n_mix, 3, hc * D)
-        w.randn(b + "attn_norm.weight", [D], mean=1.0, std=0.1)
-        w.randn(b + "ffn_norm.weight", [D], mean=1.0, std=0.1)
-        w.randn(a + "wq_a.weight", [p["q_lora"], D])
-        w.randn(a + "q_norm.weight", [p["q_lora"]], mean=1.0, std=0.1)
-        w.randn(a + "wq_b.weight", [H * hd, p["q_lora"]])
-        w.randn(a + "wkv.weight", [hd, D])
-        w.randn(a + "norm.weight", [hd], mean=1.0, std=0.1)
-        w.randn(a + "attn_sink", [H], std=0.1)
-        w.randn(a + "wo_a.weight", [p["o_groups"] * p["o_lora"], H * hd // p["o_groups"]])
-        w.randn(a + "wo_b.weight", [D, p["o_groups"] * p["o_lora"]])
-        if kind == 1:
-            compressor(w, a + "compressor.", 2 * hd, p["rate_csa"], hd, D)
-            compressor(w, a + "indexer.compressor.", 2 * p["index_dim"], p["rate_csa"], p["index_dim"], D)
-            w.randn(a + "indexer.wq_b.weight", [p["index_heads"] * p["index_dim"], p["q_lora"]])
-            w.randn(a + "indexer.weights_proj.weight", [p["index_heads"], D])
-        elif kind == 2:
-            compressor(w, a + "compressor.", hd, p["rate_hca"], hd, D)
-        f = b + "ffn."
-        w.randn(f + "gate.weight", [p["experts"], D])
-        if l < p["hash_layers"]:
-            # Distinct experts per token: consecutive ones from a random first.
-            ids = []
-            for _ in range(p["vocab"]):
-                first = w.rng.randrange(p["experts"])
-                ids.extend((first + k) % p["experts"] for k in range(p["used"]))
-            w.ints(f + "gate.tid2eid", [p["vocab"], p["used"]], ids)
-        else:
-            w.randn(f + "gate.bias", [p["experts"]], std=0.1)
-        for e in range(p["experts"]):
-            x = f"{f}experts.{e}."
-            w.randn(x + "w1.weight", [p["ff"], D])
-            w.randn(x + "w3.weight", [p["ff"], D])
-            w.randn(x + "w2.weight", [D, p["ff"]])
-        w.randn(f + "shared_experts.w1.weight", [p["ff"], D])
-        w.randn(f + "shared_experts.w3.weight", [p["ff"], D])
-        w.randn(f + "shared_experts.w2.weight", [D, p["ff"]])
+        block(w, p, f"model.layers.{l}.", kind, l < p["hash_layers"])
+
+
+def mtp_layer(w, p):
+    D, hc = p["hidden"], p["hc"]
+    block(w, p, "mtp.0.", 0, False)
+    w.randn("mtp.0.e_proj.weight", [D, D])
+    w.randn("mtp.0.h_proj.weight", [D, D])
+    for norm in ("enorm", "hnorm", "norm"):
+        w.randn(f"mtp.0.{norm}.weight", [D], mean=1.0, std=0.1)
+    hyper(w, "mtp.0.", "hc_head_fn", "hc_head_base", "hc_head_scale", hc, 1, hc * D)
+
+
+def block(w, p, b, kind, hashed):
+    D, H, hd, hc = p["hidden"], p["heads"], p["head_dim"], p["hc"]
+    n_mix = (2 + hc) * hc
+    a = b + "attn."
+    hyper(w, b, "hc_attn_fn", "hc_attn_base", "hc_attn_scale", n_mix, 3, hc * D)
+    hyper(w, b, "hc_ffn_fn", "hc_ffn_base", "hc_ffn_scale", n_mix, 3, hc * D)
+    w.randn(b + "attn_norm.weight", [D], mean=1.0, std=0.1)
+    w.randn(b + "ffn_norm.weight", [D], mean=1.0, std=0.1)
+    w.randn(a + "wq_a.weight", [p["q_lora"], D])
+    w.randn(a + "q_norm.weight", [p["q_lora"]], mean=1.0, std=0.1)
+    w.randn(a + "wq_b.weight", [H * hd, p["q_lora"]])
+    w.randn(a + "wkv.weight", [hd, D])
+    w.randn(a + "norm.weight", [hd], mean=1.0, std=0.1)
+    w.randn(a + "attn_sink", [H], std=0.1)
+    w.randn(a + "wo_a.weight", [p["o_groups"] * p["o_lora"], H * hd // p["o_groups"]])
+    w.randn(a + "wo_b.weight", [D, p["o_groups"] * p["o_lora"]])
+    if kind == 1:
+        compressor(w, a + "compressor.", 2 * hd, p["rate_csa"], hd, D)
+        compressor(w, a + "indexer.compressor.", 2 * p["index_dim"], p["rate_csa"], p["index_dim"], D)
+        w.randn(a + "indexer.wq_b.weight", [p["index_heads"] * p["index_dim"], p["q_lora"]])
+        w.randn(a + "indexer.weights_proj.weight", [p["index_heads"], D])
+    elif kind == 2:
+        compressor(w, a + "compressor.", hd, p["rate_hca"], hd, D)
+    f = b + "ffn."
+    w.randn(f + "gate.weight", [p["experts"], D])
+    if hashed:
+        # Distinct experts per token: consecutive ones from a random first.
+        ids = []
+        for _ in range(p["vocab"]):
+            first = w.rng.randrange(p["experts"])
+            ids.extend((first + k) % p["experts"] for k in range(p["used"]))
+        w.ints(f + "gate.tid2eid", [p["vocab"], p["used"]], ids)
+    else:
+        w.randn(f + "gate.bias", [p["experts"]], std=0.1)
+    for e in range(p["experts"]):
+        x = f"{f}experts.{e}."
+        w.randn(x + "w1.weight", [p["ff"], D])
+        w.randn(x + "w3.weight", [p["ff"], D])
+        w.randn(x + "w2.weight", [D, p["ff"]])
+    w.randn(f + "shared_experts.w1.weight", [p["ff"], D])
+    w.randn(f + "shared_experts.w3.weight", [p["ff"], D])
+    w.randn(f + "shared_experts.w2.weight", [D, p["ff"]])
 
 
 def main():
@@ -218,6 +236,7 @@ def main():
     ap.add_argument("--preset", choices=sorted(PRESETS), default="e2e")
     ap.add_argument("--tokenizer", help="directory with tokenizer.json and tokenizer_config.json to copy")
     ap.add_argument("--seed", type=int, default=4)
+    ap.add_argument("--mtp", action="store_true", help="add one MTP layer (mtp.0.*)")
     args = ap.parse_args()
     p = PRESETS[args.preset]
     os.makedirs(args.out, exist_ok=True)
@@ -229,12 +248,14 @@ def main():
             shutil.copyfile(src, os.path.join(args.out, name))
     w = Writer(args.seed)
     weights(w, p)
+    if args.mtp:
+        mtp_layer(w, p)
     # Written under a temporary name and renamed: an interrupted run leaves no half model.
     tmp = os.path.join(args.out, "model.safetensors.partial")
     w.save(tmp)
     os.replace(tmp, os.path.join(args.out, "model.safetensors"))
     with open(os.path.join(args.out, "config.json"), "w") as f:
-        json.dump(config_json(p), f, indent=2)
+        json.dump(config_json(p, args.mtp), f, indent=2)
 
 
 if __name__ == "__main__":

