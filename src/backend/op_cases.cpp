@@ -42,7 +42,7 @@ const Tolerance kWeightedSum = Tolerance::numeric(1e-12, 1e-5);
 
 constexpr DType kWeightFormats[] = {DType::kF32,  DType::kF16,  DType::kBF16, DType::kQ4_0, DType::kQ4_1,
                                     DType::kQ5_0, DType::kQ5_1, DType::kQ8_0, DType::kQ2_K, DType::kQ3_K,
-                                    DType::kQ4_K, DType::kQ5_K, DType::kQ6_K};
+                                    DType::kQ4_K, DType::kQ5_K, DType::kQ6_K, DType::kMXFP4};
 
 std::string strf(const char* fmt, auto... args) {
   char buf[256];
@@ -894,7 +894,8 @@ void add_products(std::vector<OpCase>& cases, bool full) {
   cases.push_back(matmul_group_case({DType::kQ4_K, DType::kQ4_K, DType::kQ6_K}, {48, 16, 16}, 512, 5));
   cases.push_back(matmul_group_case({DType::kQ4_0, DType::kQ8_0, DType::kQ5_0}, {32, 32, 16}, 96, 67));
   cases.push_back(matmul_group_case({DType::kQ4_0, DType::kQ4_K, DType::kF16}, {16, 32, 16}, 256, 2));
-  for (DType type : {DType::kF32, DType::kF16, DType::kQ4_0, DType::kQ5_1, DType::kQ8_0, DType::kQ4_K, DType::kQ6_K}) {
+  for (DType type :
+       {DType::kF32, DType::kF16, DType::kQ4_0, DType::kQ5_1, DType::kQ8_0, DType::kQ4_K, DType::kQ6_K, DType::kMXFP4}) {
     const int64_t n_in = inner(type, 4, 1, 40);
     cases.push_back(grouped_matmul_case(type, {3, 0, 1, 7, 0, 2}, n_in, {32, 32}));
     cases.push_back(grouped_matmul_case(type, {0, 5, 1, 0}, n_in, {37}));

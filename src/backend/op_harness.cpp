@@ -100,6 +100,11 @@ std::vector<uint8_t> random_weights(DType type, int64_t n_out, int64_t n_in, Rng
     std::memcpy(&w[i], &r, 8);
   }
   for (size_t i = w.size() / 8 * 8; i < w.size(); ++i) w[i] = static_cast<uint8_t>(rng.next());
+  if (type == DType::kMXFP4) {
+    // The scale is one byte, 2^(e - 127): 2^-10 .. 2^-2 as for the half-float scales below.
+    for (size_t b = 0; b < w.size(); b += dtype_traits(type)->block_bytes) w[b] = static_cast<uint8_t>(117 + rng.next() % 9);
+    return w;
+  }
   const std::vector<ScaleField> fields = scale_fields(type);
   DI_ICHECK(!fields.empty());
   const size_t block_bytes = dtype_traits(type)->block_bytes;

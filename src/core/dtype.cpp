@@ -36,6 +36,7 @@ std::optional<DTypeTraits> dtype_traits(DType type) {
     case DType::kQ5_K: return DTypeTraits{"q5_K", kQKK, 4 + 12 + kQKK / 8 + kQKK / 2, true};
     case DType::kQ6_K: return DTypeTraits{"q6_K", kQKK, kQKK / 2 + kQKK / 4 + kQKK / 16 + 2, true};
     case DType::kQ8_K: return DTypeTraits{"q8_K", kQKK, 4 + kQKK + kQKK / 16 * 2, true};
+    case DType::kMXFP4: return DTypeTraits{"mxfp4", kQK, 1 + kQK / 2, true};
   }
   return std::nullopt;
 }

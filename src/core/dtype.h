@@ -30,6 +30,7 @@ enum class DType : uint32_t {
   kI64 = 27,
   kF64 = 28,
   kBF16 = 30,
+  kMXFP4 = 39,  // OCP microscaling FP4: e2m1 codes, one power-of-two scale per 32 (ggml's id)
 };
 
 struct DTypeTraits {

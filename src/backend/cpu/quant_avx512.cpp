@@ -94,6 +94,16 @@ inline __m512 spread_once(__m128 h) {
 
 // ---- 32-element formats ------------------------------------------------------------------------
 
+// MXFP4's scale byte as 2^(e - 128) (quant_blocks.h's mxfp4_scale, kept here so that no inline
+// function of a shared header is compiled with this file's flags).
+inline float e8m0_half(uint8_t e) {
+  if (e == 255) return __builtin_nanf("");
+  const uint32_t bits = e >= 2 ? static_cast<uint32_t>(e - 1) << 23 : (e == 1 ? 0x00400000u : 0x00200000u);
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
 struct FmtQ4_0 {
   using Block = BlockQ4_0;
   using ActBlock = BlockQ8_0;
@@ -121,6 +131,25 @@ struct FmtQ5_0 {
     return _mm512_or_si512(nib, _mm512_maskz_mov_epi8(bits, _mm512_set1_epi8(0x10)));
   }
 };
+
+// MXFP4: the doubled e2m1 values (-12..12) plus 12 as unsigned codes, offset 12; the scale is a
+// byte per block (scales()), not a half-float header.
+struct FmtMXFP4 {
+  using Block = BlockMXFP4;
+  using ActBlock = BlockQ8_0;
+  static constexpr int kOffset = 12;
+  static constexpr bool kMin = false;
+  static __m512i codes(const Block* b, bool two) {
+    const __m512i lut = _mm512_broadcast_i32x4(_mm_setr_epi8(12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0));
+    return _mm512_shuffle_epi8(lut, nibble_pair(b[0].qs, two ? b[1].qs : nullptr));
+  }
+  static __m512 scales(const Block* b, bool two) {
+    return _mm512_mask_blend_ps(0xFF00, _mm512_set1_ps(e8m0_half(b[0].e)), _mm512_set1_ps(two ? e8m0_half(b[1].e) : 0.0f));
+  }
+};
+
+template <typename F>
+constexpr bool kByteScales = requires(const typename F::Block* b) { F::scales(b, true); };
 
 // How far ahead in each weight row to prefetch: 256, 512 and 1024 bytes were tried on
 // one-token products; 1024 was best or tied for every format.
@@ -156,10 +185,14 @@ void tile32(const uint8_t* w, size_t w_stride, const uint8_t* a, size_t a_stride
       // one (one-token Q5_0 products ran at half the avx2 tier's speed without this).
       _mm_prefetch(reinterpret_cast<const char*>(b) + kPrefetchBytes, _MM_HINT_T0);
       const __m512i q = F::codes(b, two);
-      const __m128 h = header_pair(&b[0], two ? &b[1] : nullptr);
-      const __m512 xd = spread(h, 0);
-      __m512 xm;
-      if constexpr (F::kMin) xm = spread_once(h);
+      __m512 xd, xm;
+      if constexpr (kByteScales<F>) {
+        xd = F::scales(b, two);
+      } else {
+        const __m128 h = header_pair(&b[0], two ? &b[1] : nullptr);
+        xd = spread(h, 0);
+        if constexpr (F::kMin) xm = spread_once(h);
+      }
       for (int c = 0; c < C; ++c) {
         __m512i p;
         if constexpr (F::kOffset != 0) {
@@ -394,6 +427,7 @@ GemmFn gemm_fn(DType weight_type) {
     case DType::kQ4_0: return gemm32<FmtQ4_0>;
     case DType::kQ4_1: return gemm32<FmtQ4_1>;
     case DType::kQ5_0: return gemm32<FmtQ5_0>;
+    case DType::kMXFP4: return gemm32<FmtMXFP4>;
     case DType::kQ4_K: return gemm_k<FmtQ4_K>;
     case DType::kQ6_K: return gemm_k<FmtQ6_K>;
     default: break;
@@ -408,6 +442,7 @@ VecDotFn vec_dot_fn(DType weight_type) {
     case DType::kQ4_0: return one_dot<gemm32<FmtQ4_0>>;
     case DType::kQ4_1: return one_dot<gemm32<FmtQ4_1>>;
     case DType::kQ5_0: return one_dot<gemm32<FmtQ5_0>>;
+    case DType::kMXFP4: return one_dot<gemm32<FmtMXFP4>>;
     case DType::kQ4_K: return one_dot<gemm_k<FmtQ4_K>>;
     case DType::kQ6_K: return one_dot<gemm_k<FmtQ6_K>>;
     default: break;
@@ -422,6 +457,7 @@ VecDot4Fn vec_dot4_fn(DType weight_type) {
     case DType::kQ4_0: return four_dots<gemm32<FmtQ4_0>>;
     case DType::kQ4_1: return four_dots<gemm32<FmtQ4_1>>;
     case DType::kQ5_0: return four_dots<gemm32<FmtQ5_0>>;
+    case DType::kMXFP4: return four_dots<gemm32<FmtMXFP4>>;
     case DType::kQ4_K: return four_dots<gemm_k<FmtQ4_K>>;
     case DType::kQ6_K: return four_dots<gemm_k<FmtQ6_K>>;
     default: break;

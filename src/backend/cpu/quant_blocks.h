@@ -47,6 +47,25 @@ struct BlockQ5_1 {
   uint8_t qs[kQK / 2];
 };
 
+// MXFP4 (ggml's block_mxfp4): x = 2^(e - 127) * e2m1(q), q a 4-bit code (sign, then exponent
+// and mantissa 2 + 1 bits); nibbles as in Q4_0. As integers: e2m1(q) = kMxfp4Doubled[q] / 2, so
+// x = 2^(e - 128) * kMxfp4Doubled[q] (mxfp4_scale), which keeps products with int8 activations
+// exact in integers.
+struct BlockMXFP4 {
+  uint8_t e;
+  uint8_t qs[kQK / 2];
+};
+inline constexpr int8_t kMxfp4Doubled[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
+// 2^(e - 128) as a float (e = 255, the NaN code, gives NaN); e < 2 gives a subnormal.
+inline float mxfp4_scale(uint8_t e) {
+  if (e == 255) return __builtin_nanf("");
+  const uint32_t bits = e >= 2 ? static_cast<uint32_t>(e - 1) << 23 : (e == 1 ? 0x00400000u : 0x00200000u);
+  float f;
+  __builtin_memcpy(&f, &bits, 4);
+  return f;
+}
+
 // Q8_0: x = d * q, q a signed byte per element.
 struct BlockQ8_0 {
   uint16_t d;
@@ -130,6 +149,7 @@ static_assert(sizeof(BlockQ4_1) == 20);
 static_assert(sizeof(BlockQ5_0) == 22);
 static_assert(sizeof(BlockQ5_1) == 24);
 static_assert(sizeof(BlockQ8_0) == 34);
+static_assert(sizeof(BlockMXFP4) == 17);
 static_assert(sizeof(BlockQ8_1) == 36);
 static_assert(sizeof(BlockQ2_K) == 84);
 static_assert(sizeof(BlockQ3_K) == 110);

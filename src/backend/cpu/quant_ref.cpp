@@ -66,6 +66,12 @@ void decode(const BlockQ5_1& b, Decoded32& out) {
   add_fifth_bit(b.qh, out.q);
 }
 
+void decode(const BlockMXFP4& b, Decoded32& out) {
+  out.d = mxfp4_scale(b.e);
+  split_nibbles(b.qs, out.q);
+  for (int8_t& v : out.q) v = kMxfp4Doubled[v];
+}
+
 void decode(const BlockQ8_0& b, Decoded32& out) {
   out.d = fp16_to_fp32(b.d);
   std::memcpy(out.q, b.qs, kQK);
@@ -414,6 +420,7 @@ DequantizeRowFn dequantize_row_fn(DType type) {
     case DType::kQ5_1: return dequantize_32<BlockQ5_1>;
     case DType::kQ8_0: return dequantize_32<BlockQ8_0>;
     case DType::kQ8_1: return dequantize_32<BlockQ8_1>;
+    case DType::kMXFP4: return dequantize_32<BlockMXFP4>;
     case DType::kQ2_K: return dequantize_k<BlockQ2_K>;
     case DType::kQ3_K: return dequantize_k<BlockQ3_K>;
     case DType::kQ4_K: return dequantize_k<BlockQ4_K>;
@@ -444,6 +451,7 @@ VecDotFn vec_dot_fn(DType weight_type) {
     case DType::kQ4_0: return vec_dot_32_q8_0<BlockQ4_0>;
     case DType::kQ5_0: return vec_dot_32_q8_0<BlockQ5_0>;
     case DType::kQ8_0: return vec_dot_32_q8_0<BlockQ8_0>;
+    case DType::kMXFP4: return vec_dot_32_q8_0<BlockMXFP4>;
     case DType::kQ4_1: return vec_dot_32_q8_1<BlockQ4_1>;
     case DType::kQ5_1: return vec_dot_32_q8_1<BlockQ5_1>;
     case DType::kQ2_K: return vec_dot_k<BlockQ2_K>;

@@ -69,6 +69,21 @@ inline __m256i dot_i8_i8(__m256i a, __m256i b) {
 
 // ---- 32-element formats --------------------------------------------------------------------
 
+// A block's scale: the half-float d, or MXFP4's byte as 2^(e - 128) (quant_blocks.h's
+// mxfp4_scale, kept here so that no inline function of a shared header is compiled with this
+// file's flags).
+template <typename Block>
+inline float block_scale(const Block& b) {
+  return fp16_to_fp32(b.d);
+}
+inline float block_scale(const BlockMXFP4& b) {
+  if (b.e == 255) return __builtin_nanf("");
+  const uint32_t bits = b.e >= 2 ? static_cast<uint32_t>(b.e - 1) << 23 : (b.e == 1 ? 0x00400000u : 0x00200000u);
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
 // Shared loop over C activation rows at once: block i adds dx * dy_c * sum(codes(x[i]) * y_c[i].qs)
 // to row c's sum, two blocks per iteration for two independent FMA chains. The weight block is
 // unpacked once for all C rows; each row's arithmetic is exactly the single-row kernel's, so
@@ -79,7 +94,7 @@ inline void dot_blocks_32(const XBlock* x, const YBlock* const* y, int64_t nb, C
                           float* out) {
   auto block = [&](int64_t i, __m256* acc) {
     const __m256i qx = codes(x[i]);
-    const float dx = fp16_to_fp32(x[i].d);
+    const float dx = block_scale(x[i]);
     for (int c = 0; c < C; ++c) {
       const __m256i qy = load256(y[c][i].qs);
       const __m256i p = kSigned ? dot_i8_i8<Dot>(qx, qy) : Dot::dot_u8_i8(qx, qy);
@@ -118,6 +133,16 @@ void dot_q5_0(const void* w, const void* const* a, int64_t n, float* out) {
         return _mm256_or_si256(unpack_nibbles(b.qs), _mm256_andnot_si256(expand_bits(b.qh), high));
       },
       zero, out);
+}
+
+template <int C, typename Dot>
+void dot_mxfp4(const void* w, const void* const* a, int64_t n, float* out) {
+  const __m256i lut = _mm256_setr_epi8(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12,  //
+                                       0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12);
+  const float zero[C] = {};
+  dot_blocks_32<C, Dot, true>(
+      static_cast<const BlockMXFP4*>(w), reinterpret_cast<const BlockQ8_0* const*>(a), n / kQK,
+      [&](const BlockMXFP4& b) { return _mm256_shuffle_epi8(lut, unpack_nibbles(b.qs)); }, zero, out);
 }
 
 template <int C, typename Dot>
@@ -438,6 +463,7 @@ VecDotFn vec_dot_fn(DType weight_type) {
     case DType::kQ5_0: return one_row<dot_q5_0<1, MaddubsDot>>;
     case DType::kQ5_1: return one_row<dot_q5_1<1, MaddubsDot>>;
     case DType::kQ8_0: return one_row<dot_q8_0<1, MaddubsDot>>;
+    case DType::kMXFP4: return one_row<dot_mxfp4<1, MaddubsDot>>;
     case DType::kQ4_K: return vec_dot_q45_k<false, BlockQ4_K>;
     case DType::kQ5_K: return vec_dot_q45_k<true, BlockQ5_K>;
     case DType::kQ6_K: return vec_dot_q6_k;
@@ -455,6 +481,7 @@ VecDot4Fn vec_dot4_fn(DType weight_type) {
     case DType::kQ5_0: return dot_q5_0<4, MaddubsDot>;
     case DType::kQ5_1: return dot_q5_1<4, MaddubsDot>;
     case DType::kQ8_0: return dot_q8_0<4, MaddubsDot>;
+    case DType::kMXFP4: return dot_mxfp4<4, MaddubsDot>;
     default: break;
   }
 #endif

@@ -39,10 +39,12 @@ TEST(QuantLayout, BlockStructsMatchTheDtypeTable) {
       {DType::kQ5_1, sizeof(BlockQ5_1)}, {DType::kQ8_0, sizeof(BlockQ8_0)}, {DType::kQ8_1, sizeof(BlockQ8_1)},
       {DType::kQ2_K, sizeof(BlockQ2_K)}, {DType::kQ3_K, sizeof(BlockQ3_K)}, {DType::kQ4_K, sizeof(BlockQ4_K)},
       {DType::kQ5_K, sizeof(BlockQ5_K)}, {DType::kQ6_K, sizeof(BlockQ6_K)}, {DType::kQ8_K, sizeof(BlockQ8_K)},
+      {DType::kMXFP4, sizeof(BlockMXFP4)},
   };
   for (const auto& [type, size] : sizes) {
     EXPECT_EQ(dtype_traits(type)->block_bytes, size) << dtype_name(type);
-    EXPECT_EQ(dtype_traits(type)->block_size, type >= DType::kQ2_K ? kQKK : kQK) << dtype_name(type);
+    const bool k_quant = type >= DType::kQ2_K && type <= DType::kQ8_K;
+    EXPECT_EQ(dtype_traits(type)->block_size, k_quant ? kQKK : kQK) << dtype_name(type);
   }
 }
 
@@ -50,6 +52,7 @@ TEST(QuantLayout, VecDotTypesAndSupport) {
   EXPECT_EQ(vec_dot_type(DType::kQ4_0), DType::kQ8_0);
   EXPECT_EQ(vec_dot_type(DType::kQ5_0), DType::kQ8_0);
   EXPECT_EQ(vec_dot_type(DType::kQ8_0), DType::kQ8_0);
+  EXPECT_EQ(vec_dot_type(DType::kMXFP4), DType::kQ8_0);
   EXPECT_EQ(vec_dot_type(DType::kQ4_1), DType::kQ8_1);
   EXPECT_EQ(vec_dot_type(DType::kQ5_1), DType::kQ8_1);
   for (DType t : {DType::kQ2_K, DType::kQ3_K, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}) {
@@ -69,6 +72,26 @@ TEST(QuantLayout, VecDotTypesAndSupport) {
 // qs[j] = j | (15 - j) << 4: elements 0..15 hold codes 0..15, elements 16..31 codes 15..0.
 void fill_ramp_nibbles(uint8_t* qs) {
   for (int j = 0; j < 16; ++j) qs[j] = static_cast<uint8_t>(j | ((15 - j) << 4));
+}
+
+// MXFP4: e2m1 codes (sign bit 3; exponent and mantissa: 0, 0.5, 1, 1.5, 2, 3, 4, 6) times
+// 2^(e - 127).
+TEST(QuantRef, Mxfp4HandBuilt) {
+  const std::vector<float> e2m1 = {0, 0.5, 1, 1.5, 2, 3, 4, 6, -0.0f, -0.5, -1, -1.5, -2, -3, -4, -6};
+  BlockMXFP4 b{};
+  fill_ramp_nibbles(b.qs);
+  for (const auto& [e, scale] : std::vector<std::pair<uint8_t, float>>{{127, 1.0f}, {130, 8.0f}, {125, 0.25f},
+                                                                      {1, 0x1p-126f}, {0, 0x1p-127f}}) {
+    b.e = e;
+    std::vector<float> want;
+    for (int j = 0; j < 16; ++j) want.push_back(e2m1[static_cast<size_t>(j)] * scale);
+    for (int j = 0; j < 16; ++j) want.push_back(e2m1[static_cast<size_t>(15 - j)] * scale);
+    EXPECT_EQ(dequant(DType::kMXFP4, b, 32), want) << "e = " << int{e};
+  }
+  b.e = 255;  // the NaN code
+  float out[32];
+  ref::dequantize_row(DType::kMXFP4, &b, out, 32);
+  EXPECT_TRUE(std::isnan(out[1]));
 }
 
 TEST(QuantRef, Q4_0HandBuilt) {

@@ -15,7 +15,7 @@ namespace deepinfer::cpu::testing {
 
 inline constexpr DType kWeightTypes[] = {
     DType::kF32,  DType::kF16,  DType::kBF16, DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1,
-    DType::kQ8_0, DType::kQ2_K, DType::kQ3_K, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K,
+    DType::kQ8_0, DType::kQ2_K, DType::kQ3_K, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K, DType::kMXFP4,
 };
 
 inline int64_t block_size(DType type) { return dtype_traits(type)->block_size; }
@@ -48,6 +48,7 @@ inline std::vector<uint8_t> random_row(DType type, int64_t n, std::mt19937& rng)
     void* p = row.data() + i * dtype_traits(type)->block_bytes;
     switch (type) {
       case DType::kQ4_0: static_cast<BlockQ4_0*>(p)->d = random_scale(rng); break;
+      case DType::kMXFP4: static_cast<BlockMXFP4*>(p)->e = static_cast<uint8_t>(117 + rng() % 9); break;
       case DType::kQ4_1:
         static_cast<BlockQ4_1*>(p)->d = random_scale(rng);
         static_cast<BlockQ4_1*>(p)->m = random_scale(rng, true);
