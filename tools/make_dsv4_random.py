@@ -18,6 +18,9 @@ the benchmarks make their model at set-up time instead of storing megabytes in t
 block with a biased router, e_proj / h_proj, enorm / hnorm, its own hyper head and norm), drawn
 after every other tensor so the main model's weights stay the same.
 
+--fp4-experts writes the routed experts as the release does (FP4 e2m1 codes two a byte with an
+F8_E8M0 scale per 32 inputs), which deepinfer keeps as MXFP4.
+
 --tokenizer copies tokenizer.json and tokenizer_config.json from DIR into OUT_DIR, so that the
 directory is a servable model. Weights are bfloat16 (vectors too: the loader widens them).
 
@@ -81,6 +84,15 @@ class Writer:
             parts.append(pool[at:at + 2 * take])
             left -= take
         self.tensors.append((name, "BF16", list(shape), b"".join(parts)))
+
+    def fp4(self, name, shape):
+        """The release's FP4 experts: e2m1 codes two a byte (I8) and an F8_E8M0 scale per 32
+        inputs, sized like randn's N(0, 1/n_in) (e2m1 codes of random bits have RMS 2.9)."""
+        n_out, n_in = shape
+        self.tensors.append((name, "I8", [n_out, n_in // 2], self.rng.randbytes(n_out * n_in // 2)))
+        e = 127 + round(math.log2(1.0 / (2.93 * math.sqrt(n_in))))
+        scale = name[:-len(".weight")] + ".scale"
+        self.tensors.append((scale, "F8_E8M0", [n_out, n_in // 32], bytes([e]) * (n_out * n_in // 32)))
 
     def ints(self, name, shape, values):
         self.tensors.append((name, "I32", list(shape), struct.pack(f"<{len(values)}i", *values)))
@@ -222,9 +234,10 @@ def block(w, p, b, kind, hashed):
         w.randn(f + "gate.bias", [p["experts"]], std=0.1)
     for e in range(p["experts"]):
         x = f"{f}experts.{e}."
-        w.randn(x + "w1.weight", [p["ff"], D])
-        w.randn(x + "w3.weight", [p["ff"], D])
-        w.randn(x + "w2.weight", [D, p["ff"]])
+        expert = w.fp4 if p.get("fp4_experts") else w.randn
+        expert(x + "w1.weight", [p["ff"], D])
+        expert(x + "w3.weight", [p["ff"], D])
+        expert(x + "w2.weight", [D, p["ff"]])
     w.randn(f + "shared_experts.w1.weight", [p["ff"], D])
     w.randn(f + "shared_experts.w3.weight", [p["ff"], D])
     w.randn(f + "shared_experts.w2.weight", [D, p["ff"]])
@@ -237,8 +250,10 @@ def main():
     ap.add_argument("--tokenizer", help="directory with tokenizer.json and tokenizer_config.json to copy")
     ap.add_argument("--seed", type=int, default=4)
     ap.add_argument("--mtp", action="store_true", help="add one MTP layer (mtp.0.*)")
+    ap.add_argument("--fp4-experts", action="store_true",
+                    help="routed experts as the release stores them: FP4 codes with a UE8M0 scale per 32")
     args = ap.parse_args()
-    p = PRESETS[args.preset]
+    p = dict(PRESETS[args.preset], fp4_experts=args.fp4_experts)
     os.makedirs(args.out, exist_ok=True)
     if args.tokenizer:
         for name in ("tokenizer.json", "tokenizer_config.json"):

@@ -13,8 +13,9 @@
 // view outside its range or outside the file fails here (reading outside the map faults).
 // Each view's byte count must also equal its shape times its element size. A block-scaled
 // weight (F8_E4M3, F4, I8 / U8 codes with their scales) is the exception: the loader multiplies it
-// out into BF16 memory of its own, so its view must hold n_out x n_in BF16 values outside the
-// file, every byte readable. Built and run by scripts/fuzz.
+// out into BF16 memory of its own (or repacks FP4 on blocks of 32 as MXFP4), so its view must hold
+// an n_out x n_in matrix of that type outside the file, every byte readable. Built and run by
+// scripts/fuzz.
 #include <unistd.h>
 
 #include <cstdint>
@@ -124,10 +125,12 @@ void check_view(const TensorView& view, std::string_view file, const Ranges& ran
   const auto& [begin, end, dtype] = first->second;
   if (begin > end || end > file.size()) fail("a view outside the file was accepted", view.name);
   if (block_scaled_codes(dtype)) {
-    if (view.dtype != deepinfer::DType::kBF16 || view.shape.size() != 2) {
-      fail("block-scaled codes loaded as something other than a BF16 matrix", view.name);
+    if ((view.dtype != deepinfer::DType::kBF16 && view.dtype != deepinfer::DType::kMXFP4) || view.shape.size() != 2) {
+      fail("block-scaled codes loaded as something other than a BF16 or MXFP4 matrix", view.name);
     }
-    if (view.n_bytes != 2 * static_cast<size_t>(view.n_elements())) fail("a dequantized view of the wrong size", view.name);
+    if (view.n_bytes != deepinfer::dtype_row_bytes(view.dtype, view.n_elements())) {
+      fail("a dequantized view of the wrong size", view.name);
+    }
     volatile uint8_t sink = 0;
     for (size_t i = 0; i < view.n_bytes; ++i) sink = sink ^ view.data[i];
     return;

@@ -28,6 +28,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "backend/cpu/quant.h"
+#include "core/half.h"
 #include "engine/sampler.h"
 #include "model/model.h"
 #include "golden_logits.h"
@@ -247,20 +249,53 @@ bool same_logits(const InferenceContext& a, const InferenceContext& b, int64_t r
 // The release format (tests/golden/dsv4_fp8/, from tools/golden/make_dsv4_fp8.py): this model's
 // weights as DeepSeek ships V4, FP8 e4m3 projections with UE8M0 block scales, FP4 e2m1 experts
 // packed two a byte with a scale per 32 inputs, official tensor names. dequantized/ holds the
-// same weights multiplied out by the script (exact in BF16). Loading the release must give the
-// dequantized model's logits bit for bit: a code read wrong, a nibble swapped or a scale applied
-// to the wrong block changes them.
+// same weights multiplied out by the script (exact in BF16). The FP8 projections are multiplied
+// out to BF16 and the FP4 experts kept as MXFP4 (17 bytes per 32 weights); both must hold exactly
+// the twin's weights: a code read wrong, a nibble swapped or a scale applied to the wrong block
+// changes them.
 const fs::path kReleaseDir = fs::path(DEEPINFER_TEST_DATA) / "golden" / "dsv4_fp8";
 
-TEST(DeepseekV4Release, Fp8AndFp4WeightsGiveTheDequantizedModelsLogits) {
-  const auto g = golden();
+TEST(DeepseekV4Release, Fp8AndFp4WeightsHoldTheDequantizedModelsWeights) {
   auto release = testing::load_model(kReleaseDir.string());
   ASSERT_TRUE(release.ok()) << release.status().to_string();
   auto reference = testing::load_model((kReleaseDir / "dequantized").string());
   ASSERT_TRUE(reference.ok()) << reference.status().to_string();
   EXPECT_EQ((*release)->source().find("layers.1.attn.wq_a.weight")->dtype, DType::kBF16);
   EXPECT_EQ((*release)->source().find("layers.1.attn.wq_a.scale"), nullptr);
+  int n_bf16 = 0, n_mxfp4 = 0;
+  for (const TensorView& t : (*release)->source().tensors()) {
+    const TensorView* twin = (*reference)->source().find(t.name);
+    ASSERT_NE(twin, nullptr) << t.name;
+    if (t.dtype == DType::kBF16 && twin->dtype == DType::kBF16) {
+      ASSERT_EQ(t.n_bytes, twin->n_bytes) << t.name;
+      EXPECT_EQ(std::memcmp(t.data, twin->data, t.n_bytes), 0) << t.name;
+      ++n_bf16;
+    } else if (t.dtype == DType::kMXFP4) {
+      ASSERT_EQ(twin->dtype, DType::kBF16) << t.name;
+      const int64_t n = t.n_elements();
+      std::vector<float> values(static_cast<size_t>(n));
+      cpu::dequantize_row(DType::kMXFP4, t.data, values.data(), n);
+      std::vector<uint16_t> want(static_cast<size_t>(n));
+      std::memcpy(want.data(), twin->data, want.size() * 2);
+      for (int64_t i = 0; i < n; ++i) {
+        ASSERT_EQ(fp32_to_bits(values[static_cast<size_t>(i)]), fp32_to_bits(bf16_to_fp32(want[static_cast<size_t>(i)])))
+            << t.name << " element " << i;
+      }
+      ++n_mxfp4;
+    }
+  }
+  EXPECT_EQ(n_mxfp4, 72);  // the routed experts' gate, up and down
+  EXPECT_GE(n_bf16, 50);   // the FP8 projections, and the BF16 tensors as stored
+}
 
+// MXFP4 products take float activations (each product exact, as the BF16 twin's) and are summed
+// as the plain types are, so the logits are the twin's bit for bit.
+TEST(DeepseekV4Release, Fp8AndFp4WeightsGiveTheDequantizedModelsLogits) {
+  const auto g = golden();
+  auto release = testing::load_model(kReleaseDir.string());
+  ASSERT_TRUE(release.ok()) << release.status().to_string();
+  auto reference = testing::load_model((kReleaseDir / "dequantized").string());
+  ASSERT_TRUE(reference.ok()) << reference.status().to_string();
   const auto prompt = g["prompt_ids"].get<std::vector<int32_t>>();
   auto a = prefilled(**release, prompt), b = prefilled(**reference, prompt);
   ASSERT_TRUE(a && b);

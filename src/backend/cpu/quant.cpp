@@ -135,11 +135,11 @@ DType vec_dot_type(DType weight_type) {
   switch (weight_type) {
     case DType::kF32:
     case DType::kF16:
-    case DType::kBF16: return DType::kF32;
+    case DType::kBF16:
+    case DType::kMXFP4: return DType::kF32;  // products exact: the BF16 path's, in other sums
     case DType::kQ4_0:
     case DType::kQ5_0:
-    case DType::kQ8_0:
-    case DType::kMXFP4: return DType::kQ8_0;
+    case DType::kQ8_0: return DType::kQ8_0;
     case DType::kQ4_1:
     case DType::kQ5_1: return DType::kQ8_1;
     case DType::kQ2_K:

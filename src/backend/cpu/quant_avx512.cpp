@@ -94,16 +94,6 @@ inline __m512 spread_once(__m128 h) {
 
 // ---- 32-element formats ------------------------------------------------------------------------
 
-// MXFP4's scale byte as 2^(e - 128) (quant_blocks.h's mxfp4_scale, kept here so that no inline
-// function of a shared header is compiled with this file's flags).
-inline float e8m0_half(uint8_t e) {
-  if (e == 255) return __builtin_nanf("");
-  const uint32_t bits = e >= 2 ? static_cast<uint32_t>(e - 1) << 23 : (e == 1 ? 0x00400000u : 0x00200000u);
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
-
 struct FmtQ4_0 {
   using Block = BlockQ4_0;
   using ActBlock = BlockQ8_0;
@@ -131,25 +121,6 @@ struct FmtQ5_0 {
     return _mm512_or_si512(nib, _mm512_maskz_mov_epi8(bits, _mm512_set1_epi8(0x10)));
   }
 };
-
-// MXFP4: the doubled e2m1 values (-12..12) plus 12 as unsigned codes, offset 12; the scale is a
-// byte per block (scales()), not a half-float header.
-struct FmtMXFP4 {
-  using Block = BlockMXFP4;
-  using ActBlock = BlockQ8_0;
-  static constexpr int kOffset = 12;
-  static constexpr bool kMin = false;
-  static __m512i codes(const Block* b, bool two) {
-    const __m512i lut = _mm512_broadcast_i32x4(_mm_setr_epi8(12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0));
-    return _mm512_shuffle_epi8(lut, nibble_pair(b[0].qs, two ? b[1].qs : nullptr));
-  }
-  static __m512 scales(const Block* b, bool two) {
-    return _mm512_mask_blend_ps(0xFF00, _mm512_set1_ps(e8m0_half(b[0].e)), _mm512_set1_ps(two ? e8m0_half(b[1].e) : 0.0f));
-  }
-};
-
-template <typename F>
-constexpr bool kByteScales = requires(const typename F::Block* b) { F::scales(b, true); };
 
 // How far ahead in each weight row to prefetch: 256, 512 and 1024 bytes were tried on
 // one-token products; 1024 was best or tied for every format.
@@ -185,14 +156,10 @@ void tile32(const uint8_t* w, size_t w_stride, const uint8_t* a, size_t a_stride
       // one (one-token Q5_0 products ran at half the avx2 tier's speed without this).
       _mm_prefetch(reinterpret_cast<const char*>(b) + kPrefetchBytes, _MM_HINT_T0);
       const __m512i q = F::codes(b, two);
-      __m512 xd, xm;
-      if constexpr (kByteScales<F>) {
-        xd = F::scales(b, two);
-      } else {
-        const __m128 h = header_pair(&b[0], two ? &b[1] : nullptr);
-        xd = spread(h, 0);
-        if constexpr (F::kMin) xm = spread_once(h);
-      }
+      const __m128 h = header_pair(&b[0], two ? &b[1] : nullptr);
+      const __m512 xd = spread(h, 0);
+      __m512 xm;
+      if constexpr (F::kMin) xm = spread_once(h);
       for (int c = 0; c < C; ++c) {
         __m512i p;
         if constexpr (F::kOffset != 0) {
@@ -402,6 +369,62 @@ void gemm_k(const void* w, size_t w_stride, int64_t n_rows, const void* a, size_
       w, w_stride, n_rows, a, a_stride, n_tok, n / kQKK, y, ldy);
 }
 
+// ---- MXFP4 against float activations ----------------------------------------------------------
+//
+// Each block's 32 weights are decoded to floats (doubled e2m1 values through a byte shuffle,
+// times 2^(e - 128): exact) and multiplied into float activations. The sums follow the avx2
+// tier's plain-type order exactly: four 8-lane chains over elements 0-7, 8-15, 16-23 and 24-31 of
+// every block (here the first two and the last two share a zmm), reduced as that tier reduces
+// them. So an MXFP4 row gives bit for bit the result of the same weights stored as BF16.
+
+inline float e8m0_half(uint8_t e) {
+  if (e == 255) return __builtin_nanf("");
+  const uint32_t bits = e >= 2 ? static_cast<uint32_t>(e - 1) << 23 : (e == 1 ? 0x00400000u : 0x00200000u);
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+inline float hsum_like_avx2(__m512 a, __m512 b) {
+  const __m256 v = _mm256_add_ps(_mm256_add_ps(_mm512_castps512_ps256(a), _mm512_extractf32x8_ps(a, 1)),
+                                 _mm256_add_ps(_mm512_castps512_ps256(b), _mm512_extractf32x8_ps(b, 1)));
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+// C activation rows at once: each block is decoded once for all of them.
+template <int C>
+void mxfp4_dots(const void* w, const void* const* a, int64_t n, float* out) {
+  const auto* x = static_cast<const BlockMXFP4*>(w);
+  const __m128i lut = _mm_setr_epi8(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12);
+  const __m128i low4 = _mm_set1_epi8(0x0F);
+  __m512 lo[C], hi[C];
+  for (int c = 0; c < C; ++c) lo[c] = hi[c] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < n / kQK; ++b) {
+    _mm_prefetch(reinterpret_cast<const char*>(x + b) + kPrefetchBytes, _MM_HINT_T0);
+    const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x[b].qs));
+    const __m512 d = _mm512_set1_ps(e8m0_half(x[b].e));
+    const __m128i codes_lo = _mm_shuffle_epi8(lut, _mm_and_si128(raw, low4));
+    const __m128i codes_hi = _mm_shuffle_epi8(lut, _mm_and_si128(_mm_srli_epi16(raw, 4), low4));
+    const __m512 w_lo = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(codes_lo)), d);
+    const __m512 w_hi = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(codes_hi)), d);
+    for (int c = 0; c < C; ++c) {
+      const float* y = static_cast<const float*>(a[c]) + b * kQK;
+      lo[c] = _mm512_fmadd_ps(w_lo, _mm512_loadu_ps(y), lo[c]);
+      hi[c] = _mm512_fmadd_ps(w_hi, _mm512_loadu_ps(y + 16), hi[c]);
+    }
+  }
+  for (int c = 0; c < C; ++c) out[c] = hsum_like_avx2(lo[c], hi[c]);
+}
+
+float mxfp4_dot(const void* w, const void* a, int64_t n) {
+  float out;
+  mxfp4_dots<1>(w, &a, n, &out);
+  return out;
+}
+
 template <GemmFn kGemm>
 float one_dot(const void* w, const void* a, int64_t n) {
   float out;
@@ -427,7 +450,6 @@ GemmFn gemm_fn(DType weight_type) {
     case DType::kQ4_0: return gemm32<FmtQ4_0>;
     case DType::kQ4_1: return gemm32<FmtQ4_1>;
     case DType::kQ5_0: return gemm32<FmtQ5_0>;
-    case DType::kMXFP4: return gemm32<FmtMXFP4>;
     case DType::kQ4_K: return gemm_k<FmtQ4_K>;
     case DType::kQ6_K: return gemm_k<FmtQ6_K>;
     default: break;
@@ -442,7 +464,7 @@ VecDotFn vec_dot_fn(DType weight_type) {
     case DType::kQ4_0: return one_dot<gemm32<FmtQ4_0>>;
     case DType::kQ4_1: return one_dot<gemm32<FmtQ4_1>>;
     case DType::kQ5_0: return one_dot<gemm32<FmtQ5_0>>;
-    case DType::kMXFP4: return one_dot<gemm32<FmtMXFP4>>;
+    case DType::kMXFP4: return mxfp4_dot;
     case DType::kQ4_K: return one_dot<gemm_k<FmtQ4_K>>;
     case DType::kQ6_K: return one_dot<gemm_k<FmtQ6_K>>;
     default: break;
@@ -457,7 +479,7 @@ VecDot4Fn vec_dot4_fn(DType weight_type) {
     case DType::kQ4_0: return four_dots<gemm32<FmtQ4_0>>;
     case DType::kQ4_1: return four_dots<gemm32<FmtQ4_1>>;
     case DType::kQ5_0: return four_dots<gemm32<FmtQ5_0>>;
-    case DType::kMXFP4: return four_dots<gemm32<FmtMXFP4>>;
+    case DType::kMXFP4: return mxfp4_dots<4>;
     case DType::kQ4_K: return four_dots<gemm_k<FmtQ4_K>>;
     case DType::kQ6_K: return four_dots<gemm_k<FmtQ6_K>>;
     default: break;

@@ -338,6 +338,17 @@ float vec_dot_bf16(const void* w, const void* a, int64_t n) {
   for (int64_t i = 0; i < n; ++i) sum += bf16_to_fp32(x[i]) * y[i];
   return sum;
 }
+// MXFP4 against float activations (vec_dot_type: F32), as the plain types: each weight exact.
+float vec_dot_mxfp4(const void* w, const void* a, int64_t n) {
+  const auto* y = static_cast<const float*>(a);
+  float values[kQK];
+  float sum = 0.0f;
+  for (int64_t i = 0; i < n; i += kQK) {
+    dequantize_32<BlockMXFP4>(static_cast<const BlockMXFP4*>(w) + i / kQK, values, kQK);
+    for (int j = 0; j < kQK; ++j) sum += values[j] * y[i + j];
+  }
+  return sum;
+}
 
 // ---- activation quantizers -----------------------------------------------------------------
 
@@ -451,7 +462,7 @@ VecDotFn vec_dot_fn(DType weight_type) {
     case DType::kQ4_0: return vec_dot_32_q8_0<BlockQ4_0>;
     case DType::kQ5_0: return vec_dot_32_q8_0<BlockQ5_0>;
     case DType::kQ8_0: return vec_dot_32_q8_0<BlockQ8_0>;
-    case DType::kMXFP4: return vec_dot_32_q8_0<BlockMXFP4>;
+    case DType::kMXFP4: return vec_dot_mxfp4;
     case DType::kQ4_1: return vec_dot_32_q8_1<BlockQ4_1>;
     case DType::kQ5_1: return vec_dot_32_q8_1<BlockQ5_1>;
     case DType::kQ2_K: return vec_dot_k<BlockQ2_K>;

@@ -69,21 +69,6 @@ inline __m256i dot_i8_i8(__m256i a, __m256i b) {
 
 // ---- 32-element formats --------------------------------------------------------------------
 
-// A block's scale: the half-float d, or MXFP4's byte as 2^(e - 128) (quant_blocks.h's
-// mxfp4_scale, kept here so that no inline function of a shared header is compiled with this
-// file's flags).
-template <typename Block>
-inline float block_scale(const Block& b) {
-  return fp16_to_fp32(b.d);
-}
-inline float block_scale(const BlockMXFP4& b) {
-  if (b.e == 255) return __builtin_nanf("");
-  const uint32_t bits = b.e >= 2 ? static_cast<uint32_t>(b.e - 1) << 23 : (b.e == 1 ? 0x00400000u : 0x00200000u);
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
-
 // Shared loop over C activation rows at once: block i adds dx * dy_c * sum(codes(x[i]) * y_c[i].qs)
 // to row c's sum, two blocks per iteration for two independent FMA chains. The weight block is
 // unpacked once for all C rows; each row's arithmetic is exactly the single-row kernel's, so
@@ -94,7 +79,7 @@ inline void dot_blocks_32(const XBlock* x, const YBlock* const* y, int64_t nb, C
                           float* out) {
   auto block = [&](int64_t i, __m256* acc) {
     const __m256i qx = codes(x[i]);
-    const float dx = block_scale(x[i]);
+    const float dx = fp16_to_fp32(x[i].d);
     for (int c = 0; c < C; ++c) {
       const __m256i qy = load256(y[c][i].qs);
       const __m256i p = kSigned ? dot_i8_i8<Dot>(qx, qy) : Dot::dot_u8_i8(qx, qy);
@@ -133,16 +118,6 @@ void dot_q5_0(const void* w, const void* const* a, int64_t n, float* out) {
         return _mm256_or_si256(unpack_nibbles(b.qs), _mm256_andnot_si256(expand_bits(b.qh), high));
       },
       zero, out);
-}
-
-template <int C, typename Dot>
-void dot_mxfp4(const void* w, const void* const* a, int64_t n, float* out) {
-  const __m256i lut = _mm256_setr_epi8(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12,  //
-                                       0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12);
-  const float zero[C] = {};
-  dot_blocks_32<C, Dot, true>(
-      static_cast<const BlockMXFP4*>(w), reinterpret_cast<const BlockQ8_0* const*>(a), n / kQK,
-      [&](const BlockMXFP4& b) { return _mm256_shuffle_epi8(lut, unpack_nibbles(b.qs)); }, zero, out);
 }
 
 template <int C, typename Dot>
@@ -332,6 +307,42 @@ float vec_dot_bf16(const void* w, const void* a, int64_t n) {
       [x](int64_t i) { return bf16_to_fp32(x[i]); });
 }
 
+// MXFP4 against float activations: each run of 8 weights decoded to floats (the doubled e2m1
+// values through a byte shuffle, times the block's 2^(e - 128)), exact, then the fma chains of
+// the plain types. The scale conversion is written out here rather than taken from
+// quant_blocks.h, so that no inline function of a shared header is compiled with this file's
+// flags.
+inline float e8m0_half(uint8_t e) {
+  if (e == 255) return __builtin_nanf("");
+  const uint32_t bits = e >= 2 ? static_cast<uint32_t>(e - 1) << 23 : (e == 1 ? 0x00400000u : 0x00200000u);
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+float vec_dot_mxfp4(const void* w, const void* a, int64_t n) {
+  const auto* x = static_cast<const BlockMXFP4*>(w);
+  const __m128i lut = _mm_setr_epi8(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12);
+  return dot_plain(
+      static_cast<const float*>(a), n,
+      [x, lut](int64_t i) {
+        const BlockMXFP4& b = x[i / kQK];
+        const int o = static_cast<int>(i % kQK);  // 0, 8, 16 or 24: runs never straddle blocks
+        uint64_t bytes;
+        std::memcpy(&bytes, b.qs + (o & 15), 8);
+        if (o >= 16) bytes >>= 4;  // elements 16..31 are the high nibbles
+        const __m128i codes = _mm_and_si128(_mm_cvtsi64_si128(static_cast<int64_t>(bytes)), _mm_set1_epi8(0x0F));
+        const __m256 v = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_shuffle_epi8(lut, codes)));
+        return _mm256_mul_ps(v, _mm256_set1_ps(e8m0_half(b.e)));
+      },
+      [x](int64_t i) {
+        const BlockMXFP4& b = x[i / kQK];
+        const int o = static_cast<int>(i % kQK);
+        const int code = o < 16 ? b.qs[o] & 15 : b.qs[o - 16] >> 4;
+        return static_cast<float>(kMxfp4Doubled[code]) * e8m0_half(b.e);
+      });
+}
+
 // ---- activation quantizers -------------------------------------------------------------------
 
 inline float hmax(__m256 v) {
@@ -458,12 +469,12 @@ VecDotFn vec_dot_fn(DType weight_type) {
     case DType::kF32: return vec_dot_f32;
     case DType::kF16: return vec_dot_f16;
     case DType::kBF16: return vec_dot_bf16;
+    case DType::kMXFP4: return vec_dot_mxfp4;
     case DType::kQ4_0: return one_row<dot_q4_0<1, MaddubsDot>>;
     case DType::kQ4_1: return one_row<dot_q4_1<1, MaddubsDot>>;
     case DType::kQ5_0: return one_row<dot_q5_0<1, MaddubsDot>>;
     case DType::kQ5_1: return one_row<dot_q5_1<1, MaddubsDot>>;
     case DType::kQ8_0: return one_row<dot_q8_0<1, MaddubsDot>>;
-    case DType::kMXFP4: return one_row<dot_mxfp4<1, MaddubsDot>>;
     case DType::kQ4_K: return vec_dot_q45_k<false, BlockQ4_K>;
     case DType::kQ5_K: return vec_dot_q45_k<true, BlockQ5_K>;
     case DType::kQ6_K: return vec_dot_q6_k;
@@ -481,7 +492,6 @@ VecDot4Fn vec_dot4_fn(DType weight_type) {
     case DType::kQ5_0: return dot_q5_0<4, MaddubsDot>;
     case DType::kQ5_1: return dot_q5_1<4, MaddubsDot>;
     case DType::kQ8_0: return dot_q8_0<4, MaddubsDot>;
-    case DType::kMXFP4: return dot_mxfp4<4, MaddubsDot>;
     default: break;
   }
 #endif

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <limits>
 
+#include "core/check.h"
 #include "core/half.h"
 
 namespace deepinfer {
@@ -111,6 +112,40 @@ Status check_sizes(const BlockScaledMatrix& m, size_t out_values, const std::str
 }
 
 }  // namespace
+
+bool fits_mxfp4(const BlockScaledMatrix& m) {
+  return m.code == BlockCode::kFp4E2M1 && m.scale_type == BlockScaleType::kUe8m0 && m.block.rows == 1 &&
+         m.block.cols == 32 && m.n_in % 32 == 0;
+}
+
+Status repack_mxfp4(const BlockScaledMatrix& m, std::span<uint8_t> out, const std::string& name) {
+  DI_ICHECK(fits_mxfp4(m));
+  // check_sizes counts elements: an MXFP4 block of 32 takes 17 bytes.
+  const uint64_t n_values = static_cast<uint64_t>(m.n_out) * static_cast<uint64_t>(m.n_in);  // wraps: refused below
+  DI_RETURN_IF_ERROR(check_sizes(m, static_cast<size_t>(n_values), name));
+  if (out.size() != n_values / 32 * 17) {
+    return invalid_argument(name + ": MXFP4 output of " + std::to_string(out.size()) + " bytes for a [" +
+                            std::to_string(m.n_out) + ", " + std::to_string(m.n_in) + "] matrix");
+  }
+  const int64_t n_blocks = m.n_in / 32;
+  uint8_t* dst = out.data();
+  for (int64_t r = 0; r < m.n_out; ++r) {
+    const uint8_t* row = m.codes + r * (m.n_in / 2);
+    for (int64_t b = 0; b < n_blocks; ++b, dst += 17) {
+      const uint8_t e = m.scales[r * m.scale_cols + b];
+      if (e == 255) {
+        return invalid_argument(name + ": the scale of block (" + std::to_string(r) + ", " + std::to_string(b) +
+                                ") is NaN or infinite; the checkpoint is corrupt");
+      }
+      dst[0] = e;
+      // Source byte i holds elements 2i (low) and 2i + 1 (high) of the block.
+      const uint8_t* src = row + b * 16;
+      const auto element = [src](int k) { return (k & 1) ? src[k / 2] >> 4 : src[k / 2] & 0xf; };
+      for (int j = 0; j < 16; ++j) dst[1 + j] = static_cast<uint8_t>(element(j) | element(j + 16) << 4);
+    }
+  }
+  return {};
+}
 
 Status dequantize_to_bf16(const BlockScaledMatrix& m, std::span<uint16_t> out, const std::string& name) {
   DI_RETURN_IF_ERROR(check_sizes(m, out.size(), name));

@@ -11,7 +11,9 @@
 // block size is not stored next to a tensor, so it is read off the scale's shape: the smallest
 // power of two whose block count matches (see infer_block).
 //
-// The CPU backend multiplies BF16, so the loader dequantizes to BF16 once. A code times a
+// FP4 with UE8M0 scales on 1 x 32 blocks (V4's routed experts, most of the model) is MXFP4 as it
+// stands, which the backends multiply natively: the loader repacks it (repack_mxfp4), keeping
+// 17 bytes per 32 weights. Everything else the loader dequantizes to BF16 once. A code times a
 // power-of-two scale is exact in BF16 (e4m3 and e2m1 have at most 3 mantissa bits) wherever the
 // product is a normal number, so with UE8M0 scales the BF16 matrix holds exactly the weights the
 // checkpoint means (a scale below about 2^-120 or above 2^118, which no real checkpoint uses,
@@ -55,6 +57,14 @@ struct BlockScaledMatrix {
   int64_t scale_rows = 0, scale_cols = 0;
   BlockShape block;
 };
+
+// Whether m is FP4 with UE8M0 scales on 1 x 32 blocks and a width of whole blocks (MXFP4).
+bool fits_mxfp4(const BlockScaledMatrix& m);
+
+// out = the matrix as MXFP4 (DType::kMXFP4, ggml's block_mxfp4): per row, per block of 32, the
+// scale byte, then 16 bytes whose low nibbles are elements 0..15 and high nibbles 16..31. The
+// same values, no rounding. m must fit_mxfp4; errors as dequantize_to_bf16's.
+Status repack_mxfp4(const BlockScaledMatrix& m, std::span<uint8_t> out, const std::string& name);
 
 // out[n_out * n_in] = the BF16 matrix. INVALID_ARGUMENT (naming `name`) when the sizes do not
 // fit (the buffers, the block grid, an odd FP4 width) and, naming the block, for a NaN or infinite

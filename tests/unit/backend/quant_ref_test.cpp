@@ -52,7 +52,7 @@ TEST(QuantLayout, VecDotTypesAndSupport) {
   EXPECT_EQ(vec_dot_type(DType::kQ4_0), DType::kQ8_0);
   EXPECT_EQ(vec_dot_type(DType::kQ5_0), DType::kQ8_0);
   EXPECT_EQ(vec_dot_type(DType::kQ8_0), DType::kQ8_0);
-  EXPECT_EQ(vec_dot_type(DType::kMXFP4), DType::kQ8_0);
+  EXPECT_EQ(vec_dot_type(DType::kMXFP4), DType::kF32);
   EXPECT_EQ(vec_dot_type(DType::kQ4_1), DType::kQ8_1);
   EXPECT_EQ(vec_dot_type(DType::kQ5_1), DType::kQ8_1);
   for (DType t : {DType::kQ2_K, DType::kQ3_K, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}) {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "backend/cpu/quant.h"
+#include "core/half.h"
 #include "backend/cpu/quant_kernels.h"
 #include "quant_test_util.h"
 
@@ -90,6 +91,37 @@ TEST(QuantSimd, VecDotMatchesReference) {
     }
   }
   if (n_checked == 0) GTEST_SKIP() << "no SIMD dot product in this build";
+}
+
+// MXFP4 rows against float activations give bit for bit what the same weights stored as BF16
+// give, in every tier (the scalar reference, each SIMD tier, and the public dispatch, whose BF16
+// product is the avx2 tier's): a DeepSeek V4 release's FP4 experts then compute exactly what
+// its dequantized twin does.
+TEST(QuantSimd, Mxfp4EqualsItsBf16TwinBitForBit) {
+  std::mt19937 rng(77);
+  for (int64_t n : {32, 64, 96, 33 * 32, 4096}) {
+    const std::vector<uint8_t> w = random_row(DType::kMXFP4, n, rng);
+    std::vector<float> values(static_cast<size_t>(n));
+    ref::dequantize_row(DType::kMXFP4, w.data(), values.data(), n);
+    std::vector<uint16_t> twin(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) {
+      twin[static_cast<size_t>(i)] = fp32_to_bf16(values[static_cast<size_t>(i)]);
+      ASSERT_EQ(bf16_to_fp32(twin[static_cast<size_t>(i)]), values[static_cast<size_t>(i)]) << "not exact in BF16";
+    }
+    const std::vector<float> x = random_floats(n, rng);
+    EXPECT_EQ(fp32_to_bits(ref::vec_dot(DType::kMXFP4, w.data(), x.data(), n)),
+              fp32_to_bits(ref::vec_dot(DType::kBF16, twin.data(), x.data(), n)))
+        << "reference, n=" << n;
+    EXPECT_EQ(fp32_to_bits(vec_dot(DType::kMXFP4, w.data(), x.data(), n)),
+              fp32_to_bits(vec_dot(DType::kBF16, twin.data(), x.data(), n)))
+        << "dispatch, n=" << n;
+    for (const IsaPath& isa : isas()) {
+      const VecDotFn fast = isa.vec_dot_fn(DType::kMXFP4);
+      if (fast == nullptr) continue;
+      EXPECT_EQ(fp32_to_bits(fast(w.data(), x.data(), n)), fp32_to_bits(vec_dot(DType::kBF16, twin.data(), x.data(), n)))
+          << isa.name << ", n=" << n;
+    }
+  }
 }
 
 // Inputs that hit the rounding rules: halves at d = 1 (amax 127), ties between +max and -max,

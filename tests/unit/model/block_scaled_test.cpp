@@ -103,6 +103,53 @@ TEST(BlockScaled, Fp4PairsAreLowNibbleFirst) {
   EXPECT_EQ(bf16_to_fp32(out[3]), 0.5f / 4);
 }
 
+// FP4 with UE8M0 scales per 1 x 32 is kept as MXFP4: per block the scale byte, then element j in
+// the low nibble and j + 16 in the high nibble of byte j.
+TEST(BlockScaled, Fp4OnBlocksOf32RepacksToMxfp4) {
+  // Two rows of 64: element k of row r has code (k + r) % 16; scales 120 + 2r + block.
+  std::vector<uint8_t> codes(2 * 32);
+  const auto code = [](int r, int k) { return static_cast<uint8_t>((k + r) % 16); };
+  for (int r = 0; r < 2; ++r) {
+    for (int k = 0; k < 64; k += 2) codes[r * 32 + k / 2] = static_cast<uint8_t>(code(r, k) | code(r, k + 1) << 4);
+  }
+  const uint8_t scales[4] = {120, 121, 122, 123};
+  BlockScaledMatrix m{.code = BlockCode::kFp4E2M1, .codes = codes.data(), .codes_bytes = codes.size(), .n_out = 2,
+                      .n_in = 64, .scale_type = BlockScaleType::kUe8m0, .scales = scales, .scales_bytes = 4,
+                      .scale_rows = 2, .scale_cols = 2, .block = {1, 32}};
+  ASSERT_TRUE(fits_mxfp4(m));
+  std::vector<uint8_t> out(4 * 17);
+  ASSERT_TRUE(repack_mxfp4(m, out, "w").ok());
+  for (int r = 0; r < 2; ++r) {
+    for (int b = 0; b < 2; ++b) {
+      const uint8_t* block = out.data() + (r * 2 + b) * 17;
+      EXPECT_EQ(block[0], scales[r * 2 + b]);
+      for (int j = 0; j < 16; ++j) {
+        EXPECT_EQ(block[1 + j] & 15, code(r, b * 32 + j)) << r << "," << b << "," << j;
+        EXPECT_EQ(block[1 + j] >> 4, code(r, b * 32 + j + 16)) << r << "," << b << "," << j;
+      }
+    }
+  }
+  // What else is not MXFP4: other blocks, float scales, FP8.
+  BlockScaledMatrix other = m;
+  other.block = {1, 16};
+  EXPECT_FALSE(fits_mxfp4(other));
+  other = m;
+  other.scale_type = BlockScaleType::kF32;
+  EXPECT_FALSE(fits_mxfp4(other));
+  other = m;
+  other.code = BlockCode::kFp8E4M3;
+  EXPECT_FALSE(fits_mxfp4(other));
+  // A NaN scale is an error naming the block; a short output too.
+  const uint8_t nan_scales[4] = {120, 121, 255, 123};
+  other = m;
+  other.scales = nan_scales;
+  const Status s = repack_mxfp4(other, out, "experts.0.w1.weight");
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("block (1, 0)"), std::string::npos) << s.to_string();
+  std::vector<uint8_t> short_out(3 * 17);
+  EXPECT_EQ(repack_mxfp4(m, short_out, "w").code(), StatusCode::kInvalidArgument);
+}
+
 TEST(BlockScaled, FloatScalesRoundToNearestBf16) {
   const uint8_t codes[2] = {0x38, 0xc0};  // 1, -2
   const float scale = 0.1f;

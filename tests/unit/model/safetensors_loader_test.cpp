@@ -645,6 +645,25 @@ TEST_F(SafetensorsLoaderTest, BlockScaledWeightsBecomeBf16AndTheirScalesGo) {
   EXPECT_EQ((*r)->find("model.layers.0.mlp.gate_proj.scale"), nullptr);
 }
 
+// FP4 with a UE8M0 scale per 32 inputs (DeepSeek V4's experts) stays MXFP4: 17 bytes per 32.
+TEST_F(SafetensorsLoaderTest, Fp4OnBlocksOf32IsKeptAsMxfp4) {
+  std::vector<FakeTensor> tensors = block_scaled_llama();
+  std::vector<uint8_t> gate(2 * 32);
+  for (size_t i = 0; i < gate.size(); ++i) gate[i] = static_cast<uint8_t>(i * 7);
+  tensors[9] = byte_tensor("model.layers.0.mlp.gate_proj.weight", "I8", {2, 32}, gate);
+  tensors.back() = byte_tensor("model.layers.0.mlp.gate_proj.scale", "F8_E8M0", {2, 2}, {120, 121, 122, 123});
+  write_safetensors(file("model.safetensors"), tensors);
+  auto r = open_safetensors(dir());
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  const TensorView* t = (*r)->find("blk.0.ffn_gate.weight");
+  ASSERT_NE(t, nullptr);
+  EXPECT_EQ(t->dtype, DType::kMXFP4);
+  EXPECT_EQ(t->shape, (std::vector<int64_t>{2, 64}));
+  ASSERT_EQ(t->n_bytes, 4u * 17);
+  EXPECT_EQ(t->data[17], 121);  // row 0's second block starts with its scale
+  EXPECT_EQ(*(*r)->metadata().get_uint("deepinfer.mxfp4_matrices"), 1u);
+}
+
 TEST_F(SafetensorsLoaderTest, ScalesMayLiveInAnotherShardAndF4CountsCodes) {
   std::vector<FakeTensor> all = block_scaled_llama();
   // safetensors' F4 dtype counts codes: the same bytes as I8 [8, 2] under shape [8, 4].
