@@ -484,8 +484,12 @@ class EngineImpl final : public Engine {
       }
       sample(step);
       // The schedule trades tokens for seconds of the whole step: drafting, planning and
-      // sampling each verified row cost time too, not only the forward pass.
-      step_cost_.observe(step.plan.n_tokens, std::chrono::duration<double>(Clock::now() - t0).count());
+      // sampling each verified row cost time too, not only the forward pass. Only steps
+      // without prompt tokens: a token costs less in a large prefill matrix product than in a
+      // decode step's, and a line fitted through both would price a draft row too cheaply.
+      if (step.prompt_tokens == 0) {
+        step_cost_.observe(step.plan.n_tokens, std::chrono::duration<double>(Clock::now() - t0).count());
+      }
     }
     finish(step, Clock::time_point{});
     if (!step.plan.empty()) observe_mtp(step);
