@@ -485,10 +485,11 @@ class EngineImpl final : public Engine {
       sample(step);
       // The schedule trades tokens for seconds of the whole step: drafting, planning and
       // sampling each verified row cost time too, not only the forward pass. Only steps
-      // without prompt tokens: a token costs less in a large prefill matrix product than in a
-      // decode step's, and a line fitted through both would price a draft row too cheaply.
+      // without prompt tokens: a row costs less in a large prefill matrix product than in a
+      // decode step's, and a fit through both would price a draft row too cheaply.
       if (step.prompt_tokens == 0) {
-        step_cost_.observe(step.plan.n_tokens, std::chrono::duration<double>(Clock::now() - t0).count());
+        step_cost_.observe(static_cast<int64_t>(step.plan.chunks.size()), step.plan.n_tokens,
+                           std::chrono::duration<double>(Clock::now() - t0).count());
       }
     }
     finish(step, Clock::time_point{});
@@ -964,7 +965,7 @@ class EngineImpl final : public Engine {
     const auto n = static_cast<int64_t>(scheduler_.n_running());
     const std::array<float, 1> survival = {forced->grammar_acceptance.rate(0, grammar_pooled_.rate(0, kForcedTokenPrior))};
     const std::array<speculative::DraftCandidate, 1> one = {speculative::DraftCandidate{survival}};
-    if (speculative::choose_draft_lengths(one, n, static_cast<double>(n), 1, step_cost_)[0] > 0) return true;
+    if (speculative::choose_draft_lengths(one, n, n, static_cast<double>(n), 1, step_cost_)[0] > 0) return true;
     // Not worth verifying now; the evidence ages all the same, so that a rate one early refusal
     // pushed down drifts back to the prior and forced text is tried again (AcceptanceStats).
     forced->grammar_acceptance.record(0, 0);
@@ -1014,8 +1015,8 @@ class EngineImpl final : public Engine {
     kv_manager_.free(kProfileId);
     if (!(one > 0.0 && many > 0.0)) return;
     for (int i = 0; i < 16; ++i) {
-      step_cost_.observe(1, one);
-      step_cost_.observe(wide, many);
+      step_cost_.observe(1, 1, one);
+      step_cost_.observe(1, wide, many);
     }
   }
 
@@ -1038,7 +1039,9 @@ class EngineImpl final : public Engine {
     // step computed (the plan that decides them comes after the drafts).
     const int64_t base = n_decoding + std::min(last_prompt_tokens_, config_.max_num_batched_tokens);
     const int64_t room = std::max<int64_t>(0, config_.max_num_batched_tokens - base);
-    return speculative::choose_draft_lengths(candidates, base, static_cast<double>(n_decoding), room, step_cost_);
+    const int64_t chunks = n_decoding + (last_prompt_tokens_ > 0 ? 1 : 0);
+    return speculative::choose_draft_lengths(candidates, chunks, base, static_cast<double>(n_decoding), room,
+                                             step_cost_);
   }
 
   // After a speculating sequence's sample: its drafter's statistics and the engine's counts.

@@ -5,40 +5,51 @@
 
 namespace deepinfer::speculative {
 
-void StepCostModel::observe(int64_t tokens, double seconds) {
-  if (!(seconds > 0.0) || tokens < 1) return;
-  const auto b = static_cast<double>(tokens);
+void StepCostModel::observe(int64_t chunks, int64_t tokens, double seconds) {
+  if (!(seconds > 0.0) || chunks < 1 || tokens < chunks) return;
+  const auto x1 = static_cast<double>(chunks), x2 = static_cast<double>(tokens - chunks);
   weight_ = weight_ * kDecay + 1.0;
-  sum_b_ = sum_b_ * kDecay + b;
-  sum_bb_ = sum_bb_ * kDecay + b * b;
-  sum_t_ = sum_t_ * kDecay + seconds;
-  sum_bt_ = sum_bt_ * kDecay + b * seconds;
+  s1_ = s1_ * kDecay + x1;
+  s2_ = s2_ * kDecay + x2;
+  s11_ = s11_ * kDecay + x1 * x1;
+  s22_ = s22_ * kDecay + x2 * x2;
+  s12_ = s12_ * kDecay + x1 * x2;
+  st_ = st_ * kDecay + seconds;
+  s1t_ = s1t_ * kDecay + x1 * seconds;
+  s2t_ = s2t_ * kDecay + x2 * seconds;
 }
 
-double StepCostModel::per_token_seconds() const {
-  if (empty()) return 0.0;
-  const double mean_b = sum_b_ / weight_;
-  const double mean_t = sum_t_ / weight_;
-  const double var_b = sum_bb_ / weight_ - mean_b * mean_b;
-  const double prior = prior_ratio_ * mean_t / (1.0 + prior_ratio_ * mean_b);  // t1 if t1 = ratio * t0
-  // Sizes that barely varied say nothing about the slope: lean on the prior, and always keep
-  // a little of it so one noisy step cannot make tokens look free (or negative).
-  const double strength = var_b / (var_b + 4.0);
-  const double fitted = var_b > 0.0 ? (sum_bt_ / weight_ - mean_b * mean_t) / var_b : prior;
-  return std::max(0.05 * prior, strength * fitted + (1.0 - strength) * prior);
+// Least squares of t on (x1, x2) with a ridge towards the prior (both slopes prior_ratio * t0):
+// directions the steps seen barely varied along say nothing about their slope, and a little of
+// the prior always stays, so one noisy step cannot make rows look free (or negative).
+StepCostModel::Fit StepCostModel::fit() const {
+  if (empty()) return {1.0, 0.0, 0.0};
+  const double w = weight_;
+  const double m1 = s1_ / w, m2 = s2_ / w, mt = st_ / w;
+  const double c11 = s11_ / w - m1 * m1, c22 = s22_ / w - m2 * m2, c12 = s12_ / w - m1 * m2;
+  const double c1t = s1t_ / w - m1 * mt, c2t = s2t_ / w - m2 * mt;
+  const double prior = prior_ratio_ * mt / (1.0 + prior_ratio_ * (m1 + m2));  // a slope if both = ratio * t0
+  constexpr double kRidge = 4.0;
+  const double a11 = c11 + kRidge, a22 = c22 + kRidge, a12 = c12;
+  const double r1 = c1t + kRidge * prior, r2 = c2t + kRidge * prior;
+  const double det = a11 * a22 - a12 * a12;  // > 0: the ridge keeps the system definite
+  const double tc = std::max(0.05 * prior, (r1 * a22 - r2 * a12) / det);
+  const double tt = std::max(0.05 * prior, (a11 * r2 - a12 * r1) / det);
+  return {std::max(1e-6, mt - tc * m1 - tt * m2), tc, tt};
 }
 
-double StepCostModel::base_seconds() const {
-  if (empty()) return 1.0;
-  return std::max(1e-6, sum_t_ / weight_ - per_token_seconds() * sum_b_ / weight_);
+double StepCostModel::base_seconds() const { return fit().t0; }
+double StepCostModel::per_chunk_seconds() const { return fit().tc; }
+double StepCostModel::per_extra_token_seconds() const { return fit().tt; }
+
+double StepCostModel::seconds(int64_t chunks, int64_t tokens) const {
+  const Fit f = fit();
+  return f.t0 + f.tc * static_cast<double>(chunks) + f.tt * static_cast<double>(tokens - chunks);
 }
 
-double StepCostModel::seconds(int64_t tokens) const {
-  return base_seconds() + per_token_seconds() * static_cast<double>(tokens);
-}
-
-std::vector<int32_t> choose_draft_lengths(std::span<const DraftCandidate> candidates, int64_t base_tokens,
-                                          double base_yield, int64_t max_draft_tokens, const StepCostModel& cost) {
+std::vector<int32_t> choose_draft_lengths(std::span<const DraftCandidate> candidates, int64_t base_chunks,
+                                          int64_t base_tokens, double base_yield, int64_t max_draft_tokens,
+                                          const StepCostModel& cost) {
   std::vector<int32_t> lengths(candidates.size(), 0);
   struct Pair {
     float survival;
@@ -59,12 +70,13 @@ std::vector<int32_t> choose_draft_lengths(std::span<const DraftCandidate> candid
   });
   int64_t tokens = base_tokens;
   double yield = base_yield;
-  double rate = yield / cost.seconds(tokens);
+  const int64_t chunks = std::max<int64_t>(1, base_chunks);
+  double rate = yield / cost.seconds(chunks, std::max(tokens, chunks));
   int64_t room = max_draft_tokens;
   for (const Pair& p : pairs) {
     if (room == 0) break;
     if (p.position != lengths[p.candidate]) continue;  // its prefix stopped earlier
-    const double next_rate = (yield + p.survival) / cost.seconds(tokens + 1);
+    const double next_rate = (yield + p.survival) / cost.seconds(chunks, std::max(tokens + 1, chunks));
     if (!(next_rate > rate)) break;  // the first pair that does not pay ends the admission
     rate = next_rate;
     yield += p.survival;

@@ -122,20 +122,37 @@ TEST(AcceptanceStats, ADraftLeftUnverifiedStillAgesTheEvidence) {
   EXPECT_GT(s.rate(0, 0.6f), 0.5f);
 }
 
-TEST(StepCostModel, RecoversALinearCostAndLeansOnThePriorWithoutSpread) {
+TEST(StepCostModel, RecoversItsCostsAndLeansOnThePriorWithoutSpread) {
+  // t = 10 ms + 1 ms per chunk + 0.25 ms per further token, over steps of 1..40 chunks with
+  // 0..47 draft rows.
   StepCostModel m;
-  for (int i = 0; i < 200; ++i) m.observe(1 + i % 40, 0.010 + 0.001 * (1 + i % 40));
+  for (int i = 0; i < 400; ++i) {
+    const int chunks = 1 + i % 40, extra = (i * 7) % 48;
+    m.observe(chunks, chunks + extra, 0.010 + 0.001 * chunks + 0.00025 * extra);
+  }
   EXPECT_NEAR(m.base_seconds(), 0.010, 0.0015);
-  EXPECT_NEAR(m.per_token_seconds(), 0.001, 0.0002);
+  EXPECT_NEAR(m.per_chunk_seconds(), 0.001, 0.0001);
+  EXPECT_NEAR(m.per_extra_token_seconds(), 0.00025, 0.0001);
+  EXPECT_NEAR(m.seconds(32, 40), 0.010 + 0.032 + 0.002, 0.001);
+  // Steps of one size only: both slopes lean on the prior, 0.1 t0 each (t0 + tc = 11 ms).
   StepCostModel flat(/*prior_per_token=*/0.1);
-  for (int i = 0; i < 50; ++i) flat.observe(1, 0.011);
-  EXPECT_NEAR(flat.per_token_seconds(), 0.001, 1e-4);  // t1 = 0.1 t0, t0 + t1 = 11 ms
+  for (int i = 0; i < 50; ++i) flat.observe(1, 1, 0.011);
+  EXPECT_NEAR(flat.per_chunk_seconds(), 0.001, 1e-4);
+  EXPECT_NEAR(flat.per_extra_token_seconds(), 0.001, 1e-4);
+  // Chunks that varied while draft rows never did: the chunk cost is fitted, the row cost is
+  // the prior's.
+  StepCostModel decode_only;
+  for (int i = 0; i < 400; ++i) decode_only.observe(1 + i % 40, 1 + i % 40, 0.010 + 0.001 * (1 + i % 40));
+  EXPECT_NEAR(decode_only.per_chunk_seconds(), 0.001, 0.0002);
 }
 
-// t(B) = 10 ms + 1 ms per token.
+// t = 10 ms + 1 ms per token, chunks and further tokens alike.
 StepCostModel linear_cost() {
   StepCostModel m;
-  for (int i = 0; i < 400; ++i) m.observe(1 + i % 64, 0.010 + 0.001 * (1 + i % 64));
+  for (int i = 0; i < 400; ++i) {
+    const int chunks = 1 + i % 64, extra = (i * 5) % 9;
+    m.observe(chunks, chunks + extra, 0.010 + 0.001 * (chunks + extra));
+  }
   return m;
 }
 
@@ -145,15 +162,32 @@ TEST(DraftSchedule, AnIdleEngineVerifiesFarABusyOneOnlyItsLikeliestDrafts) {
   const std::vector<float> weak = {0.3f, 0.09f, 0.027f};
   // Alone: tau / t(B) = 1 / 11 ms; each sure token adds most of a token for 1 ms.
   std::vector<DraftCandidate> one = {{sure}};
-  EXPECT_EQ(choose_draft_lengths(one, 1, 1.0, 100, cost), (std::vector<int32_t>{5}));
+  EXPECT_EQ(choose_draft_lengths(one, 1, 1, 1.0, 100, cost), (std::vector<int32_t>{5}));
   // A weak draft alone: 0.3 for 1 ms pays (rate 1.3/12 > 1/11), 0.09 does not.
   std::vector<DraftCandidate> w = {{weak}};
-  EXPECT_EQ(choose_draft_lengths(w, 1, 1.0, 100, cost), (std::vector<int32_t>{1}));
+  EXPECT_EQ(choose_draft_lengths(w, 1, 1, 1.0, 100, cost), (std::vector<int32_t>{1}));
   // 32 sequences decoding: a token must bring more than 32 ms / 42 ms of yield.
   std::vector<DraftCandidate> busy = {{sure}, {weak}};
-  EXPECT_EQ(choose_draft_lengths(busy, 32, 32.0, 100, cost), (std::vector<int32_t>{4, 0}));
+  EXPECT_EQ(choose_draft_lengths(busy, 32, 32, 32.0, 100, cost), (std::vector<int32_t>{4, 0}));
   // The step's room bounds the total.
-  EXPECT_EQ(choose_draft_lengths(one, 1, 1.0, 2, cost), (std::vector<int32_t>{2}));
+  EXPECT_EQ(choose_draft_lengths(one, 1, 1, 1.0, 2, cost), (std::vector<int32_t>{2}));
+}
+
+// Draft rows cheaper than a decoding sequence's row (each sequence brings its own KV reads and
+// sampling): a busy engine still verifies a likely draft that a single line through tokens
+// would have priced as dear as a sequence.
+TEST(DraftSchedule, CheapDraftRowsAreVerifiedInABusyStep) {
+  StepCostModel cost;  // 2 ms + 1 ms per chunk + 0.2 ms per further token
+  for (int i = 0; i < 400; ++i) {
+    const int chunks = 1 + i % 48, extra = (i * 7) % 40;
+    cost.observe(chunks, chunks + extra, 0.002 + 0.001 * chunks + 0.0002 * extra);
+  }
+  const std::vector<float> likely = {0.6f, 0.45f, 0.3f};
+  const std::vector<float> unlikely = {0.1f};
+  std::vector<DraftCandidate> busy = {{likely}, {unlikely}};
+  // 32 decoding: yield 32 over 34 ms. A 0.3 token for 0.2 ms pays (priced as a sequence's row,
+  // 1 ms, not even 0.6 would), a 0.1 token does not.
+  EXPECT_EQ(choose_draft_lengths(busy, 32, 32, 32.0, 100, cost), (std::vector<int32_t>{3, 0}));
 }
 
 }  // namespace
