@@ -377,14 +377,6 @@ void gemm_k(const void* w, size_t w_stride, int64_t n_rows, const void* a, size_
 // every block (here the first two and the last two share a zmm), reduced as that tier reduces
 // them. So an MXFP4 row gives bit for bit the result of the same weights stored as BF16.
 
-inline float e8m0_half(uint8_t e) {
-  if (e == 255) return __builtin_nanf("");
-  const uint32_t bits = e >= 2 ? static_cast<uint32_t>(e - 1) << 23 : (e == 1 ? 0x00400000u : 0x00200000u);
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
-
 inline float hsum_like_avx2(__m512 a, __m512 b) {
   const __m256 v = _mm256_add_ps(_mm256_add_ps(_mm512_castps512_ps256(a), _mm512_extractf32x8_ps(a, 1)),
                                  _mm256_add_ps(_mm512_castps512_ps256(b), _mm512_extractf32x8_ps(b, 1)));
@@ -405,7 +397,7 @@ void mxfp4_dots(const void* w, const void* const* a, int64_t n, float* out) {
   for (int64_t b = 0; b < n / kQK; ++b) {
     _mm_prefetch(reinterpret_cast<const char*>(x + b) + kPrefetchBytes, _MM_HINT_T0);
     const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x[b].qs));
-    const __m512 d = _mm512_set1_ps(e8m0_half(x[b].e));
+    const __m512 d = _mm512_set1_ps(mxfp4_scale(x[b].e));
     const __m128i codes_lo = _mm_shuffle_epi8(lut, _mm_and_si128(raw, low4));
     const __m128i codes_hi = _mm_shuffle_epi8(lut, _mm_and_si128(_mm_srli_epi16(raw, 4), low4));
     const __m512 w_lo = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(codes_lo)), d);

@@ -57,8 +57,10 @@ struct BlockMXFP4 {
 };
 inline constexpr int8_t kMxfp4Doubled[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
 
-// 2^(e - 128) as a float (e = 255, the NaN code, gives NaN); e < 2 gives a subnormal.
-inline float mxfp4_scale(uint8_t e) {
+// 2^(e - 128) as a float (e = 255, the NaN code, gives NaN); e < 2 gives a subnormal. Static:
+// each file compiled with instruction-set flags of its own gets its own copy, so the linker can
+// never hand an AVX-512 build of it to code that runs on any CPU.
+static inline float mxfp4_scale(uint8_t e) {
   if (e == 255) return __builtin_nanf("");
   const uint32_t bits = e >= 2 ? static_cast<uint32_t>(e - 1) << 23 : (e == 1 ? 0x00400000u : 0x00200000u);
   float f;

@@ -309,17 +309,7 @@ float vec_dot_bf16(const void* w, const void* a, int64_t n) {
 
 // MXFP4 against float activations: each run of 8 weights decoded to floats (the doubled e2m1
 // values through a byte shuffle, times the block's 2^(e - 128)), exact, then the fma chains of
-// the plain types. The scale conversion is written out here rather than taken from
-// quant_blocks.h, so that no inline function of a shared header is compiled with this file's
-// flags.
-inline float e8m0_half(uint8_t e) {
-  if (e == 255) return __builtin_nanf("");
-  const uint32_t bits = e >= 2 ? static_cast<uint32_t>(e - 1) << 23 : (e == 1 ? 0x00400000u : 0x00200000u);
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
-
+// the plain types.
 float vec_dot_mxfp4(const void* w, const void* a, int64_t n) {
   const auto* x = static_cast<const BlockMXFP4*>(w);
   const __m128i lut = _mm_setr_epi8(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12);
@@ -333,13 +323,13 @@ float vec_dot_mxfp4(const void* w, const void* a, int64_t n) {
         if (o >= 16) bytes >>= 4;  // elements 16..31 are the high nibbles
         const __m128i codes = _mm_and_si128(_mm_cvtsi64_si128(static_cast<int64_t>(bytes)), _mm_set1_epi8(0x0F));
         const __m256 v = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_shuffle_epi8(lut, codes)));
-        return _mm256_mul_ps(v, _mm256_set1_ps(e8m0_half(b.e)));
+        return _mm256_mul_ps(v, _mm256_set1_ps(mxfp4_scale(b.e)));
       },
       [x](int64_t i) {
         const BlockMXFP4& b = x[i / kQK];
         const int o = static_cast<int>(i % kQK);
         const int code = o < 16 ? b.qs[o] & 15 : b.qs[o - 16] >> 4;
-        return static_cast<float>(kMxfp4Doubled[code]) * e8m0_half(b.e);
+        return static_cast<float>(kMxfp4Doubled[code]) * mxfp4_scale(b.e);
       });
 }
 

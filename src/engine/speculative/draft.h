@@ -27,6 +27,15 @@ struct Draft {
   }
 };
 
+// One sequence's request for a proposal from a drafter that drafts all sequences together (a
+// draft model, the MTP layer): up to max_tokens draft tokens after `context` into *out.
+struct DraftJob {
+  uint64_t id = 0;  // the sequence (kv::RequestId)
+  std::span<const int32_t> context;
+  int32_t max_tokens = 0;
+  Draft* out = nullptr;
+};
+
 // A greedy drafter's token at one logits row and its probability (the row's softmax at it).
 inline std::pair<int32_t, float> best_token(std::span<const float> logits) {
   const auto it = std::max_element(logits.begin(), logits.end());

@@ -49,13 +49,7 @@ class DraftModel {
   };
   DraftModel(Parts parts, Limits limits);
 
-  // One sequence's proposal: up to max_tokens draft tokens after `context` into *out.
-  struct Job {
-    kv::RequestId id = 0;
-    std::span<const int32_t> context;
-    int32_t max_tokens = 0;
-    Draft* out = nullptr;
-  };
+  using Job = DraftJob;
 
   // Drafts for all jobs at once. A failed pass is returned; the jobs then have no drafts and
   // their draft KV starts over.

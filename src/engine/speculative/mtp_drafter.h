@@ -64,12 +64,7 @@ class MtpDrafter {
 
   // Drafts after `context` for sequences whose last observed chunk reached their last token in
   // the pass just observed (others get none this step).
-  struct Job {
-    kv::RequestId id = 0;
-    std::span<const int32_t> context;
-    int32_t max_tokens = 0;
-    Draft* out = nullptr;
-  };
+  using Job = DraftJob;
   Status propose(std::span<const Job> jobs);
 
   // The sequence ended: its MTP KV blocks go back.

@@ -781,18 +781,20 @@ void V4Runner::block(const Layer& L, int32_t layer, int64_t n, std::span<const i
   const float eps = static_cast<float>(m_.c_.rms_norm_eps);
   const backend::HyperParams hp{hc, m_.p_.sinkhorn, m_.p_.hc_eps};
   backend::Queue& q = *q_;
+  // The sublayer's output kOut mixed into the streams: kX <- hyper_post(kX, kOut).
+  const auto mix_back = [&] {
+    q.hyper_post(hp, f32(kX, n, hc * D), f32(kOut, n, D), f32(kPost, n, hc), f32(kComb, n, hc * hc),
+                 f32(kX2, n, hc * D));
+    std::swap(buffers_[kX], buffers_[kX2]);
+  };
   hyper_site(L.attn_hc, n);
   q.rms_norm(f32(kCollapsed, n, D), L.attn_norm, eps, f32(kH, n, D));
   attention(L, layer, n, kv);
-  q.hyper_post(hp, f32(kX, n, hc * D), f32(kOut, n, D), f32(kPost, n, hc), f32(kComb, n, hc * hc),
-               f32(kX2, n, hc * D));
-  std::swap(buffers_[kX], buffers_[kX2]);
+  mix_back();
   hyper_site(L.ffn_hc, n);
   q.rms_norm(f32(kCollapsed, n, D), L.ffn_norm, eps, f32(kH, n, D));
   moe(L, layer, n, tokens);
-  q.hyper_post(hp, f32(kX, n, hc * D), f32(kOut, n, D), f32(kPost, n, hc), f32(kComb, n, hc * hc),
-               f32(kX2, n, hc * D));
-  std::swap(buffers_[kX], buffers_[kX2]);
+  mix_back();
 }
 
 // The kept rows of the streams kX through a hyper head, a norm and the lm_head, downloaded.
