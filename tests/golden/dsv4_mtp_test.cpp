@@ -15,7 +15,11 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <numeric>
+
+#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
@@ -345,6 +349,41 @@ TEST(DeepseekV4Mtp, EngineWithMtpDraftsGivesPlainTokens) {
     ASSERT_NE(it, methods.end());
     if (c.schedule == SpeculativeSchedule::kFixed) EXPECT_GT(it->draft_tokens, 0);
   }
+}
+
+// dsv4_mtp with `from` replaced by `to` (same length) in the safetensors header, so that a
+// tensor is renamed or its shape changed while every offset stays valid.
+fs::path edited_weights(const std::string& name, const std::string& from, const std::string& to) {
+  EXPECT_EQ(from.size(), to.size());
+  const fs::path dir = fs::temp_directory_path() / ("dsv4_mtp_bad_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  fs::copy_file(kDir / "config.json", dir / "config.json");
+  std::ifstream in(kDir / "model.safetensors", std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t at = bytes.find(from);
+  EXPECT_NE(at, std::string::npos) << from;
+  if (at != std::string::npos) bytes.replace(at, from.size(), to);
+  std::ofstream(dir / "model.safetensors", std::ios::binary) << bytes;
+  return dir;
+}
+
+// A checkpoint whose MTP layer is incomplete or misshapen: one error naming the tensor when the
+// layer is asked for; without it, the model loads (the layer is not read).
+TEST(DeepseekV4Mtp, ABrokenMtpLayerIsOneClearError) {
+  const fs::path missing = edited_weights("missing", "\"mtp.0.h_proj.weight\"", "\"mtp.0.h_prox.weight\"");
+  auto m = Model::load(missing.string(), testing::test_backend(), {.draft_layers = true});
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.status().message().find("mtp.0.h_proj.weight"), std::string::npos) << m.status().to_string();
+  EXPECT_TRUE(testing::load_model(missing.string()).ok());
+  fs::remove_all(missing);
+  // e_proj [32, 32] -> [32, 16]: the header's shape no longer matches (the loader's own check).
+  const fs::path shape = edited_weights("shape", "\"mtp.0.e_proj.weight\":{\"dtype\":\"F32\",\"shape\":[32,32]",
+                                        "\"mtp.0.e_proj.weight\":{\"dtype\":\"F32\",\"shape\":[32,16]");
+  auto s = Model::load(shape.string(), testing::test_backend(), {.draft_layers = true});
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("mtp.0.e_proj.weight"), std::string::npos) << s.status().to_string();
+  fs::remove_all(shape);
 }
 
 TEST(DeepseekV4Mtp, MtpWithoutMtpLayersIsOneClearError) {
