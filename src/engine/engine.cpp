@@ -1080,7 +1080,14 @@ class EngineImpl final : public Engine {
   static constexpr size_t kGrammarUsage = 2;
   static size_t method_usage_index(SpeculativeMethod m) {
     DI_ICHECK(m != SpeculativeMethod::kNone);
-    return m == SpeculativeMethod::kNgram ? 0 : m == SpeculativeMethod::kSuffix ? 1 : m == SpeculativeMethod::kDraft ? 3 : 4;
+    switch (m) {
+      case SpeculativeMethod::kNgram: return 0;
+      case SpeculativeMethod::kSuffix: return 1;
+      case SpeculativeMethod::kDraft: return 3;
+      case SpeculativeMethod::kMtp: return 4;
+      case SpeculativeMethod::kNone: break;
+    }
+    return 0;
   }
 
   // stats_.speculative, its methods made on first use. Under stats_mutex_.
@@ -1377,6 +1384,17 @@ Status check_same_vocabulary(const std::string& draft_path, const Tokenizer* dra
   return Status::ok_status();
 }
 
+// A drafter's own KV cache (a draft model's, the MTP layer's): committed at start as the target's
+// is, and never prefix-cached: its blocks follow one sequence's drafts.
+Result<kv::KvCacheConfig> drafter_kv_config(const EngineConfig& config, backend::KvCache& kv) {
+  if (config.prefault_kv_cache) kv.prefault();
+  kv::KvCacheConfig c;
+  c.groups = kv.groups();
+  c.enable_prefix_caching = false;
+  DI_RETURN_IF_ERROR(kv::KvCacheManager::validate(c));
+  return c;
+}
+
 // The draft model for SpeculativeMethod::kDraft (null: none asked for), on the target's backend
 // and thread pool, with a KV cache of its own: `target_tokens` tokens unless the config says.
 Result<std::unique_ptr<speculative::DraftModel>> load_draft_model(const EngineConfig& config, const EngineParts& parts,
@@ -1398,10 +1416,7 @@ Result<std::unique_ptr<speculative::DraftModel>> load_draft_model(const EngineCo
   const int64_t n_blocks = (tokens + config.block_size - 1) / config.block_size;
   const DType kv_dtype = kv_element_type(config.kv_cache_dtype);
   DI_ASSIGN_OR_RETURN(d.kv, d.model->new_kv_cache(config.block_size, kv_dtype, kv_pool_blocks(config, groups, n_blocks)));
-  if (config.prefault_kv_cache) d.kv->prefault();
-  d.kv_config.groups = d.kv->groups();
-  d.kv_config.enable_prefix_caching = false;  // its blocks follow one sequence's drafts
-  DI_RETURN_IF_ERROR(kv::KvCacheManager::validate(d.kv_config));
+  DI_ASSIGN_OR_RETURN(d.kv_config, drafter_kv_config(config, *d.kv));
   const speculative::DraftModel::Limits limits{config.max_num_batched_tokens,
                            std::min<int64_t>(d.model->config().n_ctx_train, n_blocks * config.block_size),
                            std::min(d.model->config().n_vocab, parts.model->config().n_vocab)};
@@ -1423,10 +1438,8 @@ Status allocate_mtp_kv(const EngineConfig& config, int64_t n_blocks, EngineParts
   const DType kv_dtype = kv_element_type(config.kv_cache_dtype);
   DI_ASSIGN_OR_RETURN(parts.mtp_kv, parts.model->new_draft_kv_cache(config.block_size, kv_dtype,
                                                                      kv_pool_blocks(config, groups, n_blocks)));
-  if (config.prefault_kv_cache) parts.mtp_kv->prefault();
-  parts.mtp_kv_config.groups = parts.mtp_kv->groups();
-  parts.mtp_kv_config.enable_prefix_caching = false;  // its rows follow each sequence's drafts
-  return kv::KvCacheManager::validate(parts.mtp_kv_config);
+  DI_ASSIGN_OR_RETURN(parts.mtp_kv_config, drafter_kv_config(config, *parts.mtp_kv));
+  return Status::ok_status();
 }
 
 }  // namespace

@@ -27,7 +27,6 @@ Status MtpDrafter::observe(std::span<const Chunk> chunks) {
   rows_.clear();
   batch_.clear();
   observed_.clear();
-  ids_.clear();
   for (const Chunk& c : chunks) {
     const int64_t last = std::min(c.first + c.n - 1, static_cast<int64_t>(c.tokens.size()) - 2);
     if (last < c.first) continue;  // no position of the chunk has its next token yet
@@ -51,20 +50,19 @@ Status MtpDrafter::observe(std::span<const Chunk> chunks) {
       rows_.push_back(static_cast<int32_t>(c.row + p - c.first));
     }
     batch_.push_back(sequence(c.id, st, c.first, last - c.first + 1, reaches_end ? LogitsMode::kLast : LogitsMode::kNone));
-    observed_.push_back({&st, last});
-    ids_.push_back(c.id);
+    observed_.push_back({c.id, &st});
   }
   if (batch_.empty()) return Status::ok_status();
   const Status status = runner_->run(tokens_, rows_, DraftHeadRunner::HiddenFrom::kTarget, batch_, *kv_);
   ++pass_;
   if (!status.ok()) {
-    for (kv::RequestId id : ids_) forget(id);
+    for (const auto& [id, st] : observed_) forget(id);
     return status;
   }
   int64_t pass_row = 0, logits_row = 0;
   for (size_t i = 0; i < batch_.size(); ++i) {
-    SequenceState& st = *observed_[i].first;
-    const int64_t last = observed_[i].second;
+    SequenceState& st = *observed_[i].second;
+    const int64_t last = batch_[i].first_position + batch_[i].n_tokens - 1;
     st.end = last + 1;
     pass_row += batch_[i].n_tokens;
     if (batch_[i].logits == LogitsMode::kNone) continue;

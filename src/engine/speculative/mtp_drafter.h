@@ -100,8 +100,7 @@ class MtpDrafter {
   // Scratch of one pass.
   std::vector<int32_t> tokens_, rows_;
   std::vector<BatchSequence> batch_;
-  std::vector<std::pair<SequenceState*, int64_t>> observed_;  // (state, last row's position)
-  std::vector<kv::RequestId> ids_;                               // observed_'s sequences
+  std::vector<std::pair<kv::RequestId, SequenceState*>> observed_;  // batch_'s sequences
   std::vector<Active> active_;
 };
 

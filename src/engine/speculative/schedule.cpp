@@ -22,7 +22,7 @@ void StepCostModel::observe(int64_t chunks, int64_t tokens, double seconds) {
 // Least squares of t on (x1, x2) with a ridge towards the prior (both slopes prior_ratio * t0):
 // directions the steps seen barely varied along say nothing about their slope, and a little of
 // the prior always stays, so one noisy step cannot make rows look free (or negative).
-StepCostModel::Fit StepCostModel::fit() const {
+StepCostModel::Costs StepCostModel::costs() const {
   if (empty()) return {1.0, 0.0, 0.0};
   const double w = weight_;
   const double m1 = s1_ / w, m2 = s2_ / w, mt = st_ / w;
@@ -36,15 +36,6 @@ StepCostModel::Fit StepCostModel::fit() const {
   const double tc = std::max(0.05 * prior, (r1 * a22 - r2 * a12) / det);
   const double tt = std::max(0.05 * prior, (a11 * r2 - a12 * r1) / det);
   return {std::max(1e-6, mt - tc * m1 - tt * m2), tc, tt};
-}
-
-double StepCostModel::base_seconds() const { return fit().t0; }
-double StepCostModel::per_chunk_seconds() const { return fit().tc; }
-double StepCostModel::per_extra_token_seconds() const { return fit().tt; }
-
-double StepCostModel::seconds(int64_t chunks, int64_t tokens) const {
-  const Fit f = fit();
-  return f.t0 + f.tc * static_cast<double>(chunks) + f.tt * static_cast<double>(tokens - chunks);
 }
 
 std::vector<int32_t> choose_draft_lengths(std::span<const DraftCandidate> candidates, int64_t base_chunks,
@@ -68,15 +59,16 @@ std::vector<int32_t> choose_draft_lengths(std::span<const DraftCandidate> candid
     if (a.candidate != b.candidate) return a.candidate < b.candidate;
     return a.position < b.position;
   });
-  int64_t tokens = base_tokens;
-  double yield = base_yield;
+  const StepCostModel::Costs costs = cost.costs();
   const int64_t chunks = std::max<int64_t>(1, base_chunks);
-  double rate = yield / cost.seconds(chunks, std::max(tokens, chunks));
+  int64_t tokens = std::max(base_tokens, chunks);
+  double yield = base_yield;
+  double rate = yield / costs.seconds(chunks, tokens);
   int64_t room = max_draft_tokens;
   for (const Pair& p : pairs) {
     if (room == 0) break;
     if (p.position != lengths[p.candidate]) continue;  // its prefix stopped earlier
-    const double next_rate = (yield + p.survival) / cost.seconds(chunks, std::max(tokens + 1, chunks));
+    const double next_rate = (yield + p.survival) / costs.seconds(chunks, tokens + 1);
     if (!(next_rate > rate)) break;  // the first pair that does not pay ends the admission
     rate = next_rate;
     yield += p.survival;

@@ -31,17 +31,20 @@ class StepCostModel {
   explicit StepCostModel(double prior_per_token = 0.1) : prior_ratio_(prior_per_token) {}
   // A step of `chunks` chunks and `tokens` tokens in all (tokens >= chunks >= 1) took `seconds`.
   void observe(int64_t chunks, int64_t tokens, double seconds);
-  double seconds(int64_t chunks, int64_t tokens) const;
-  double base_seconds() const;         // t0
-  double per_chunk_seconds() const;    // tc: a chunk's first token
-  double per_extra_token_seconds() const;  // tt: each further token of a chunk
   bool empty() const { return weight_ < 1e-9; }
 
- private:
-  struct Fit {
-    double t0, tc, tt;
+  // The fitted costs (fitted when asked: take them once per decision).
+  struct Costs {
+    double t0 = 1.0;  // seconds of a step
+    double tc = 0.0;  // per chunk: a chunk's first token
+    double tt = 0.0;  // per further token of a chunk
+    double seconds(int64_t chunks, int64_t tokens) const {
+      return t0 + tc * static_cast<double>(chunks) + tt * static_cast<double>(tokens - chunks);
+    }
   };
-  Fit fit() const;
+  Costs costs() const;
+
+ private:
 
   static constexpr double kDecay = 0.99;  // about the last hundred steps
   double prior_ratio_;

@@ -130,20 +130,20 @@ TEST(StepCostModel, RecoversItsCostsAndLeansOnThePriorWithoutSpread) {
     const int chunks = 1 + i % 40, extra = (i * 7) % 48;
     m.observe(chunks, chunks + extra, 0.010 + 0.001 * chunks + 0.00025 * extra);
   }
-  EXPECT_NEAR(m.base_seconds(), 0.010, 0.0015);
-  EXPECT_NEAR(m.per_chunk_seconds(), 0.001, 0.0001);
-  EXPECT_NEAR(m.per_extra_token_seconds(), 0.00025, 0.0001);
-  EXPECT_NEAR(m.seconds(32, 40), 0.010 + 0.032 + 0.002, 0.001);
+  EXPECT_NEAR(m.costs().t0, 0.010, 0.0015);
+  EXPECT_NEAR(m.costs().tc, 0.001, 0.0001);
+  EXPECT_NEAR(m.costs().tt, 0.00025, 0.0001);
+  EXPECT_NEAR(m.costs().seconds(32, 40), 0.010 + 0.032 + 0.002, 0.001);
   // Steps of one size only: both slopes lean on the prior, 0.1 t0 each (t0 + tc = 11 ms).
   StepCostModel flat(/*prior_per_token=*/0.1);
   for (int i = 0; i < 50; ++i) flat.observe(1, 1, 0.011);
-  EXPECT_NEAR(flat.per_chunk_seconds(), 0.001, 1e-4);
-  EXPECT_NEAR(flat.per_extra_token_seconds(), 0.001, 1e-4);
+  EXPECT_NEAR(flat.costs().tc, 0.001, 1e-4);
+  EXPECT_NEAR(flat.costs().tt, 0.001, 1e-4);
   // Chunks that varied while draft rows never did: the chunk cost is fitted, the row cost is
   // the prior's.
   StepCostModel decode_only;
   for (int i = 0; i < 400; ++i) decode_only.observe(1 + i % 40, 1 + i % 40, 0.010 + 0.001 * (1 + i % 40));
-  EXPECT_NEAR(decode_only.per_chunk_seconds(), 0.001, 0.0002);
+  EXPECT_NEAR(decode_only.costs().tc, 0.001, 0.0002);
 }
 
 // t = 10 ms + 1 ms per token, chunks and further tokens alike.
