@@ -73,6 +73,8 @@ std::string_view op_name(Op op) {
     case Op::kCompressKv: return "compress_kv";
     case Op::kIndexTopK: return "index_top_k";
     case Op::kSparseAttention: return "sparse_attention";
+    case Op::kCompressRows: return "compress_rows";
+    case Op::kCacheRoundTrip: return "cache_round_trip";
   }
   return "unknown op";
 }
@@ -87,6 +89,7 @@ std::string describe(const OpUse& use) {
     case Op::kCompressKv:
     case Op::kIndexTopK:
     case Op::kSparseAttention:
+    case Op::kCompressRows:
     case Op::kStoreKv: return s + " over a " + std::string(dtype_name(use.dtype)) + " KV cache";
     case Op::kRope:
       return s + (static_cast<RopePairing>(use.variant) == RopePairing::kInterleaved ? " (interleaved pairs)"

@@ -171,6 +171,7 @@ struct RopeParams {
   RopePairing pairing = RopePairing::kHalf;
   bool trailing = false;  // rotate the last n_rot channels of each head instead of the first (DeepSeek V4)
   bool inverse = false;   // rotate by -position: V4 undoes on the attention output the rope its values carried
+  int64_t position_offset = 0;  // rotate at position + offset (V4.1: a compressed row at its first token's)
 };
 
 // ---- DeepSeek V4 ops (model/arch/deepseek_v4.cpp) ----
@@ -197,12 +198,23 @@ struct CompressParams {
 
 // The lightning indexer: per query, the top_k compressed entries (of rate tokens each) it may
 // see, by score sum_h weights[h] * relu(q_h . k_w) * scale.
+//
+// Hierarchical candidates (V4.1): entries grouped in blocks of candidate_block. kSelect: the
+// query's top candidate_top_blocks blocks by their best visible entry's score, its newest
+// visible block always among them, go to `candidates` [n, candidate_top_blocks] (i32 block
+// ids, -1 past the count); its own selection is not restricted. kRestrict: only entries of the
+// blocks `candidates` lists (as a kSelect layer left them) may be selected.
+enum class CandidateUse { kNone, kSelect, kRestrict };
+
 struct IndexParams {
   int64_t n_heads = 0;
   int64_t head_dim = 0;
   int64_t rate = 4;
   int64_t top_k = 0;
   float scale = 1.0f;
+  CandidateUse candidates = CandidateUse::kNone;
+  int64_t candidate_block = 0;
+  int64_t candidate_top_blocks = 0;
 };
 
 // Single-KV-head attention (K = V) with a learned sink per head over a sliding window and, when
@@ -213,7 +225,15 @@ struct SparseAttentionParams {
   float scale = 1.0f;
   int64_t window = 0;  // a query at p sees window rows p - window + 1 .. p
   int64_t rate = 0;    // 0: no compressed rows
+  int32_t compressed_layer = -1;  // the layer whose compressed rows are read (V4.1 shares them); -1: `layer`
 };
+
+// A cache format's round trip (V4.1 keeps its caches in these; the reference rounds through
+// them in the forward): each run of `block` channels of a row shares one scale.
+//   kFp8E4M3: scale = 2^ceil(log2(max(amax, 1e-4) / 448)), values to e4m3 (nearest, even).
+//   kMxfp4:   scale = 2^ceil(log2(max(amax, 6 * 2^-126) / 6)), values to e2m1 (nearest, even).
+//   kNvfp4:   scale = e4m3(max(amax, 6 * 2^-9) / 6), values to e2m1 (nearest, even).
+enum class CacheFormat { kFp8E4M3, kMxfp4, kNvfp4 };
 
 struct AttentionParams {
   int64_t n_head = 0;
@@ -240,6 +260,7 @@ enum class Op {
   kUpload, kDownload, kEmbed, kMatmul, kRmsNorm, kRope, kGatedActivation, kAdd, kScale, kSoftCap,
   kStoreKv, kAttention, kGatherOutputRows, kRouteTopK, kMoeDispatch, kMoeGather, kGroupedMatmul,
   kMoeCombine, kClamp, kHyperPre, kHyperPost, kRouteSqrtSoftplus, kCompressKv, kIndexTopK, kSparseAttention,
+  kCompressRows, kCacheRoundTrip,
 };
 std::string_view op_name(Op op);
 
@@ -282,7 +303,10 @@ class Queue {
   virtual void scale(const Tensor& x, float factor) = 0;         // x *= factor
   virtual void soft_cap(const Tensor& x, float cap) = 0;         // x = cap tanh(x / cap), cap > 0
   // Each batch token's K and V rows ([n_tokens, n_head_kv * head_dim] each) into its slot of
-  // layer `layer` of KV group `group`, converted to the group's element type.
+  // layer `layer` of KV group `group`, converted to the group's element type. In a group of
+  // tokens_per_row = r > 1 (compressed rows, K only) the token at p with (p + 1) % r == 0 writes
+  // row (p + 1) / r - 1, unless that row's first position is below first_write; other tokens
+  // write nothing.
   virtual void store_kv(KvCache& kv, int group, int32_t layer, const Tensor& k, const Tensor& v) = 0;
   // Causal attention of the batch's queries q [n_tokens, n_head * head_dim] (rotated, not
   // scaled) against their sequences' KV of (group, layer): out [n_tokens, n_head * head_dim].
@@ -318,9 +342,11 @@ class Queue {
   //   comb   = softmax over each row of scale2 m_{2s..} + base_{2s..} (s x s, row j = input stream),
   //            + eps, then sinkhorn_iters column/row normalisations (column first, each sum + eps);
   // collapsed [n, d] = sum_i pre_i streams_i, with streams [n, s * d]. With post and comb empty
-  // it is the final head: mixes, base [.., s] and scale [1, 1] give pre alone.
+  // it is the final head: mixes, base [.., s] and scale [1, 1] give pre alone. pre [n, s], when
+  // not empty, receives the pre weights (V4.1 collapses the next site's input with them).
   virtual void hyper_pre(const HyperParams& p, const Tensor& streams, const Tensor& mixes, const Tensor& base,
-                         const Tensor& scale, const Tensor& collapsed, const Tensor& post, const Tensor& comb) = 0;
+                         const Tensor& scale, const Tensor& collapsed, const Tensor& post, const Tensor& comb,
+                         const Tensor& pre) = 0;
   // out_streams_k = post_k * x + sum_j comb[j, k] streams_j: streams, out_streams [n, s * d], x [n, d].
   virtual void hyper_post(const HyperParams& p, const Tensor& streams, const Tensor& x, const Tensor& post,
                           const Tensor& comb, const Tensor& out_streams) = 0;
@@ -338,11 +364,19 @@ class Queue {
   // a hit) are neither computed nor stored: their state rows need not exist.
   virtual void compress_kv(const CompressParams& p, KvCache& kv, int state_group, int out_group, int32_t layer,
                            const Tensor& ape, const Tensor& norm, const Tensor& inv_freq) = 0;
+  // compress_kv's entries as rows of the batch, unrotated: out [n_tokens, head_dim] holds, at
+  // each token that closes an entry, that entry (pooled, RMSNorm with `norm`), and zeros at the
+  // others (and at entries below the out group's first_write: pass it as rows_group). V4.1's
+  // compressed rows and index keys are both derived from these latents.
+  virtual void compress_rows(const CompressParams& p, const KvCache& kv, int state_group, int rows_group,
+                             int32_t layer, const Tensor& ape, const Tensor& norm, const Tensor& out) = 0;
+  // x [rows, cols] in place through `format` and back, cols a multiple of block.
+  virtual void cache_round_trip(const Tensor& x, CacheFormat format, int64_t block) = 0;
   // ids [n, top_k] (i32): each query's best-scoring visible entries (w < (p + 1) / rate) of
   // (group, layer), best first (ties: lower index), -1 past the visible count. q [n, n_heads *
-  // head_dim] (roped), weights [n, n_heads].
+  // head_dim] (roped), weights [n, n_heads]. candidates: see IndexParams (empty with kNone).
   virtual void index_top_k(const IndexParams& p, const Tensor& q, const Tensor& weights, const KvCache& kv,
-                           int group, int32_t layer, const Tensor& ids) = 0;
+                           int group, int32_t layer, const Tensor& ids, const Tensor& candidates) = 0;
   // out [n, n_head * head_dim]: each head's softmax over its window rows of (window_group, layer),
   // the visible compressed rows of (compressed_group, layer) (w < (p + 1) / rate; only those in
   // `selected` [n, top_k] when it is not empty, -1 entries skipped) and its sink (sinks [1,

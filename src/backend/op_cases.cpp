@@ -1049,10 +1049,11 @@ OpCase hyper_case(int64_t n, int64_t s, int64_t d, int64_t iters, bool head) {
     const Tensor post = head ? Tensor{} : run.output("post", DType::kF32, n, s, kTranscendental);
     const Tensor comb = head ? Tensor{} : run.output("comb", DType::kF32, n, s * s, kTranscendental);
     const Tensor out = head ? Tensor{} : run.output("out streams", DType::kF32, n, s * d, kWeightedSum);
+    const Tensor pre = head ? Tensor{} : run.output("pre", DType::kF32, n, s, kTranscendental);
     DI_RETURN_IF_ERROR(run.status());
     const HyperParams p{s, iters, 1e-6f};
     return CaseOps{[=](Queue& q) {
-                     q.hyper_pre(p, streams, mixes, base, scale, collapsed, post, comb);
+                     q.hyper_pre(p, streams, mixes, base, scale, collapsed, post, comb, pre);
                      if (!head) q.hyper_post(p, streams, x, post, comb, out);
                    },
                    {}};
@@ -1166,7 +1167,7 @@ OpCase dsv4_csa_case(DType kv_dtype, bool replay) {
                      qu.store_kv(*kv, 4, 0, ik, iv);
                      qu.compress_kv(cp, *kv, 3, 1, 0, ape, norm, inv_freq);
                      qu.compress_kv(icp, *kv, 4, 2, 0, iape, inorm, inv_freq);
-                     qu.index_top_k({ih, id, rate, top_k, 0.25f}, qi, w, *kv, 2, 0, ids);
+                     qu.index_top_k({ih, id, rate, top_k, 0.25f}, qi, w, *kv, 2, 0, ids, Tensor{});
                      qu.sparse_attention({H, hd, 1.0f / std::sqrt(32.0f), window, rate}, q, *kv, 0, 1, 0, sinks, ids,
                                          out);
                    },
@@ -1175,7 +1176,126 @@ OpCase dsv4_csa_case(DType kv_dtype, bool replay) {
   return c;
 }
 
+OpCase cache_round_trip_case(int64_t rows, int64_t cols, CacheFormat format, int64_t block) {
+  static constexpr const char* kNames[] = {"fp8 e4m3", "mxfp4", "nvfp4"};
+  OpCase c;
+  c.op = Op::kCacheRoundTrip;
+  c.name = strf("%lldx%lld %s /%lld", ll(rows), ll(cols), kNames[static_cast<int>(format)], ll(block));
+  c.uses = {{Op::kCacheRoundTrip}};
+  c.build = [=](CaseRun& run) -> Result<CaseOps> {
+    // Magnitudes over many binades, so that blocks take large, small and subnormal scales.
+    std::vector<float> v = with_extremes(run.rng(), rows * cols, 4.0f);
+    for (size_t i = 0; i < v.size(); ++i) v[i] = std::ldexp(v[i], static_cast<int>((i / block) % 40) - 24);
+    const Tensor x = run.inout("x", rows, cols, v, Tolerance::bitwise());
+    DI_RETURN_IF_ERROR(run.status());
+    return CaseOps{[=](Queue& q) { q.cache_round_trip(x, format, block); }, {}};
+  };
+  return c;
+}
+
+// A V4.1 CSA2 chain over two layers: layer 0 owns a ratio-2 compressor (pending tokens in the
+// state group, entries as rows by compress_rows, stored by their closing tokens), selects its
+// entries and candidate blocks; layer 1 restricts its selection to those blocks and attends
+// over layer 0's rows. Two sequences, one decoding after a prefill step.
+OpCase dsv41_csa2_case(DType kv_dtype) {
+  OpCase c;
+  c.op = Op::kCompressRows;
+  c.name = strf("csa2 chain kv%s", std::string(dtype_name(kv_dtype)).c_str());
+  c.uses = {{Op::kStoreKv, kv_dtype}, {Op::kCompressRows, kv_dtype}, {Op::kIndexTopK, kv_dtype},
+            {Op::kSparseAttention, kv_dtype}};
+  c.build = [=](CaseRun& run) -> Result<CaseOps> {
+    constexpr int64_t hd = 32, id = 16, ih = 4, H = 2, rate = 2, window = 6, n_rot = 8, top_k = 3, bs = 16;
+    constexpr int64_t cblock = 2, ctop = 2;
+    const auto group = [&](const char* name, KvGroupKind kind, int64_t width, int64_t tpr, int64_t win, bool k_only,
+                           std::vector<int32_t> layers) {
+      KvGroupSpec g;
+      g.name = name;
+      g.kind = kind;
+      g.layers = std::move(layers);
+      g.n_head_kv = 1;
+      g.head_dim = width;
+      g.tokens_per_row = tpr;
+      g.window = win;
+      g.k_only = k_only;
+      g.dtype = kv_dtype;
+      g.block_size = bs;
+      g.n_blocks = 6;
+      return g;
+    };
+    std::vector<KvGroupSpec> groups = {
+        group("window", KvGroupKind::kSlidingWindow, hd, 1, window, true, {0, 1}),
+        group("csa2_kv", KvGroupKind::kCompressed, hd, rate, 0, true, {0}),
+        group("csa2_index", KvGroupKind::kCompressed, id, rate, 0, true, {0}),
+        group("csa2_state", KvGroupKind::kCompressorState, hd, 1, rate, false, {0})};
+    KvCache* kv = run.kv_cache(groups, CaseRun::KvCheck::kNone);
+    DI_RETURN_IF_ERROR(run.status());
+    const auto spec = [&](int64_t n, int64_t first, std::vector<int32_t> table) {
+      SequenceSpec s{n, first, {}, {}, {}};
+      s.block_tables.assign(groups.size(), std::move(table));
+      return s;
+    };
+    BatchSpec fill, step;
+    fill.sequences = {spec(21, 0, {1, 5})};
+    step.sequences = {spec(26, 0, {4, 0}), spec(1, 21, {1, 5})};
+    const int64_t n = 27;
+    std::vector<float> freq(n_rot / 2);
+    for (int64_t i = 0; i < n_rot / 2; ++i) freq[static_cast<size_t>(i)] = std::pow(160000.0f, -2.0f * i / n_rot);
+    const Tensor inv_freq = run.input("inv_freq", 1, n_rot / 2, freq);
+    const auto rows = [&](const char* name, int64_t r, int64_t cols) {
+      return run.input(name, r, cols, run.rng().uniform(static_cast<size_t>(r * cols), -1, 1));
+    };
+    const Tensor fk = rows("fill kv", 21, hd), fs = rows("fill state k", 21, hd), fg = rows("fill state v", 21, hd);
+    const Tensor fik = rows("fill index k", 21, id);
+    const Tensor k = rows("kv", n, hd), sk = rows("state k", n, hd), sv = rows("state v", n, hd);
+    const Tensor ik = rows("index k", n, id);
+    const Tensor ape = run.input("ape", rate, hd, std::vector<float>(static_cast<size_t>(rate * hd), 0.0f));
+    const Tensor norm = rows("norm", 1, hd);
+    const Tensor q = rows("q", n, H * hd), qi = rows("qi", n, ih * id), w = rows("w", n, ih), sinks = rows("sinks", 1, H);
+    const Tensor latent = run.output("latent", DType::kF32, n, hd, kWeightedSum);
+    const Tensor ids0 = run.output("ids layer 0", DType::kI32, n, top_k, Tolerance::bitwise());
+    const Tensor cand = run.output("candidates", DType::kI32, n, ctop, Tolerance::bitwise());
+    const Tensor ids1 = run.output("ids layer 1", DType::kI32, n, top_k, Tolerance::bitwise());
+    const Tensor out = run.output("out", DType::kF32, n, H * hd, kAttention);
+    DI_RETURN_IF_ERROR(run.status());
+    const CompressParams cp{rate, hd, false, 1e-6f, n_rot};
+    // The owner's compressed rows and index keys: the batch's latents, as the model derives them.
+    const auto owner_rows = [=](Queue& qq, const Tensor& state_k, const Tensor& state_v, const Tensor& index_k,
+                                const Tensor& lat) {
+      qq.store_kv(*kv, 3, 0, state_k, state_v);
+      qq.compress_rows(cp, *kv, 3, 1, 0, ape, norm, lat);
+      qq.store_kv(*kv, 1, 0, lat, lat);
+      qq.store_kv(*kv, 2, 0, index_k, index_k);
+    };
+    const Tensor fill_latent = run.output("fill latent", DType::kF32, 21, hd, kWeightedSum);
+    DI_RETURN_IF_ERROR(run.set_batch(fill));
+    Queue& qf = run.queue();
+    qf.store_kv(*kv, 0, 0, fk, fk);
+    qf.store_kv(*kv, 0, 1, fk, fk);
+    owner_rows(qf, fs, fg, fik, fill_latent);
+    DI_RETURN_IF_ERROR(qf.sync());
+    DI_RETURN_IF_ERROR(run.set_batch(step));
+    const IndexParams select{ih, id, rate, top_k, 1.0f, CandidateUse::kSelect, cblock, ctop};
+    const IndexParams restrict{ih, id, rate, top_k, 1.0f, CandidateUse::kRestrict, cblock, ctop};
+    return CaseOps{[=](Queue& qu) {
+                     qu.store_kv(*kv, 0, 0, k, k);
+                     qu.store_kv(*kv, 0, 1, k, k);
+                     owner_rows(qu, sk, sv, ik, latent);
+                     qu.index_top_k(select, qi, w, *kv, 2, 0, ids0, cand);
+                     qu.index_top_k(restrict, qi, w, *kv, 2, 0, ids1, cand);
+                     qu.sparse_attention({H, hd, 1.0f / std::sqrt(32.0f), window, rate, 0}, q, *kv, 0, 1, 1, sinks,
+                                         ids1, out);
+                   },
+                   {}};
+  };
+  return c;
+}
+
 void add_dsv4(std::vector<OpCase>& cases) {
+  for (CacheFormat f : {CacheFormat::kFp8E4M3, CacheFormat::kMxfp4, CacheFormat::kNvfp4}) {
+    cases.push_back(cache_round_trip_case(5, 64, f, f == CacheFormat::kNvfp4 ? 16 : 32));
+  }
+  cases.push_back(dsv41_csa2_case(DType::kF32));
+  cases.push_back(dsv41_csa2_case(DType::kF16));
   cases.push_back(clamp_case(5, 33, -10.0f, 10.0f));
   cases.push_back(clamp_case(3, 8, -INFINITY, 10.0f));
   cases.push_back(hyper_case(5, 4, 24, 20, false));

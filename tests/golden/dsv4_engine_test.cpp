@@ -1,11 +1,13 @@
-// DeepSeek V4 through the engine (tests/golden/dsv4_tiny): continuous batching, chunked
-// prefill, preemption with recompute, asynchronous scheduling and prefix-cache hits with replay
-// each give every request the greedy tokens the model gives it alone, and the golden prompt
-// transformers' continuation.
+// DeepSeek V4 and V4.1 through the engine (tests/golden/dsv4_tiny, dsv41_tiny): continuous
+// batching, chunked prefill, preemption with recompute, asynchronous scheduling, speculative
+// decoding and prefix-cache hits with replay each give every request the greedy tokens the
+// model gives it alone, and the golden prompt the reference's continuation (transformers for
+// V4, NeMo Automodel for V4.1).
 //
-// The single-sequence path (Model::new_context) is the reference: dsv4_tiny_test.cpp holds it
-// to transformers. Both sides use an f32 KV cache, where the engine's batched passes and the
-// reference agree to float rounding (the tiny model's greedy steps lead by 1e-2 or more).
+// The single-sequence path (Model::new_context) is the reference: dsv4_tiny_test.cpp and
+// dsv41_tiny_test.cpp hold it to those. Both sides use an f32 KV cache, where the engine's
+// batched passes and the reference agree to float rounding (the tiny models' greedy steps lead
+// by 1e-2 or more).
 #include "deepinfer/engine.h"
 
 #include <gtest/gtest.h>
@@ -30,9 +32,17 @@ namespace {
 
 namespace fs = std::filesystem;
 
-const fs::path kDir = fs::path(DEEPINFER_TEST_DATA) / "golden" / "dsv4_tiny";
+// The model under test (the fixture's parameter): "dsv4_tiny" or "dsv41_tiny".
+std::string g_model = "dsv4_tiny";
 
-nlohmann::json golden() { return testing::read_golden(kDir); }
+fs::path model_dir() { return fs::path(DEEPINFER_TEST_DATA) / "golden" / g_model; }
+
+nlohmann::json golden() { return testing::read_golden(model_dir()); }
+
+class DeepseekEngine : public ::testing::TestWithParam<const char*> {
+ protected:
+  void SetUp() override { g_model = GetParam(); }
+};
 
 constexpr int64_t kMaxTokens = 24;
 
@@ -43,15 +53,17 @@ const Model& reference() {
   static ThreadPool pool(1);
   static std::unique_ptr<backend::Backend> backend =
       std::move(backend::create_backend("cpu", backend::BackendOptions{&pool})).value();
-  static std::unique_ptr<Model> model = std::move(Model::load(kDir.string(), *backend)).value();
+  static std::map<std::string, std::unique_ptr<Model>> models;
+  std::unique_ptr<Model>& model = models[g_model];
+  if (!model) model = std::move(Model::load(model_dir().string(), *backend)).value();
   return *model;
 }
 
 // The model's greedy continuation of `prompt` alone, its first n tokens (n <= kMaxTokens);
 // computed once per prompt for every test.
 std::vector<int32_t> greedy_alone(const Model& model, const std::vector<int32_t>& prompt, int64_t n) {
-  static std::map<std::vector<int32_t>, std::vector<int32_t>> done;
-  std::vector<int32_t>& out = done[prompt];
+  static std::map<std::pair<std::string, std::vector<int32_t>>, std::vector<int32_t>> done;
+  std::vector<int32_t>& out = done[{g_model, prompt}];
   if (out.empty()) {
     auto ctx = std::move(model.new_context(static_cast<int64_t>(prompt.size()) + kMaxTokens, DType::kF32)).value();
     EXPECT_TRUE(ctx->eval(prompt, LogitsMode::kLast).ok());
@@ -95,15 +107,16 @@ std::vector<std::vector<int32_t>> prompts(const std::vector<int32_t>& golden_pro
   return out;
 }
 
-// A replay after a prefix hit that rebuilds the cold run's rows exactly: each of the 6 layers
-// widens what a position depends on by window - 1 = 7 positions, and the CSA frontier reaches
-// 2 x 4 positions back, so 6 x 7 + 8 = 50 replayed tokens reproduce the cold run; 64 rounds up.
-// One window (the default) is the bounded, approximate replay (SWA bounded replay).
+// A replay after a prefix hit that rebuilds the cold run's rows exactly: each layer widens what
+// a position depends on by window - 1 = 7 positions, and a compressor's pending tokens reach a
+// few positions back (V4: 6 layers and the CSA frontier's 2 x 4, 50 tokens; V4.1: 8 layers and
+// a ratio-2 pair, 58); 64 rounds up. One window (the default) is the bounded, approximate
+// replay (SWA bounded replay).
 constexpr int64_t kExactReplay = 64;
 
 EngineConfig v4_config() {
   EngineConfig cfg;
-  cfg.model_path = kDir.string();
+  cfg.model_path = model_dir().string();
   cfg.threads = 1;
   cfg.block_size = 8;  // whole HCA rows (8 tokens)
   cfg.kv_cache_dtype = KvCacheDtype::kF32;
@@ -130,7 +143,7 @@ EngineStats check_engine(const EngineConfig& cfg, int64_t max_tokens) {
       const auto want = g["greedy"].get<std::vector<int32_t>>();
       EXPECT_EQ(std::vector<int32_t>(got.begin(), got.begin() + std::min<size_t>(got.size(), want.size())),
                 std::vector<int32_t>(want.begin(), want.begin() + std::min<size_t>(got.size(), want.size())))
-          << "transformers' continuation of the golden prompt";
+          << "the reference's continuation of the golden prompt";
     }
   }
   const EngineStats s = engine->stats();
@@ -138,7 +151,7 @@ EngineStats check_engine(const EngineConfig& cfg, int64_t max_tokens) {
   return s;
 }
 
-TEST(DeepseekV4Engine, ContinuousBatchingGivesEachRequestsTokens) {
+TEST_P(DeepseekEngine, ContinuousBatchingGivesEachRequestsTokens) {
   for (const bool async : {true, false}) {
     SCOPED_TRACE(async ? "async scheduling" : "synchronous");
     EngineConfig cfg = v4_config();
@@ -153,7 +166,7 @@ TEST(DeepseekV4Engine, ContinuousBatchingGivesEachRequestsTokens) {
 // (the random model's text seldom repeats: most n-gram and first-round suffix drafts fail);
 // drafts accepted across those windows come from a second round of the same prompts, which
 // the suffix trie of the first round's outputs predicts.
-TEST(DeepseekV4Engine, SpeculativeDecodingGivesEachRequestsTokens) {
+TEST_P(DeepseekEngine, SpeculativeDecodingGivesEachRequestsTokens) {
   for (const SpeculativeMethod m : {SpeculativeMethod::kNgram, SpeculativeMethod::kSuffix}) {
     SCOPED_TRACE(speculative_method_name(m));
     EngineConfig cfg = v4_config();
@@ -179,7 +192,7 @@ TEST(DeepseekV4Engine, SpeculativeDecodingGivesEachRequestsTokens) {
   EXPECT_GT(engine->stats().speculative.accepted_tokens(), static_cast<int64_t>(all.size()) * kMaxTokens / 2);
 }
 
-TEST(DeepseekV4Engine, ChunkedPrefillGivesTheSameTokens) {
+TEST_P(DeepseekEngine, ChunkedPrefillGivesTheSameTokens) {
   // Budgets of 3 and 7 tokens a step: chunks end inside every kind of window, and decodes of
   // some requests share steps with prefill chunks of others.
   for (const int64_t budget : {3, 7}) {
@@ -191,7 +204,7 @@ TEST(DeepseekV4Engine, ChunkedPrefillGivesTheSameTokens) {
   }
 }
 
-TEST(DeepseekV4Engine, PreemptionAndRecomputeGiveTheSameTokens) {
+TEST_P(DeepseekEngine, PreemptionAndRecomputeGiveTheSameTokens) {
   // 12 blocks of 8 per group: one request of 70 tokens fits, eight together do not, so they
   // preempt each other and are recomputed from the start.
   EngineConfig cfg = v4_config();
@@ -202,7 +215,8 @@ TEST(DeepseekV4Engine, PreemptionAndRecomputeGiveTheSameTokens) {
 }
 
 
-TEST(DeepseekV4Engine, BlockSizeThatSplitsACompressedRowIsOneClearError) {
+TEST(DeepseekV4EngineOnly, BlockSizeThatSplitsACompressedRowIsOneClearError) {
+  g_model = "dsv4_tiny";
   EngineConfig cfg = v4_config();
   cfg.block_size = 4;  // HCA rows summarise 8 tokens
   auto engine = Engine::create(cfg);
@@ -278,7 +292,7 @@ std::vector<int> hit_mismatches(int64_t replay_tokens) {
   return mismatches;
 }
 
-TEST(DeepseekV4Engine, PrefixHitWithExactReplayGivesTheColdTokens) {
+TEST_P(DeepseekEngine, PrefixHitWithExactReplayGivesTheColdTokens) {
   EXPECT_EQ(hit_mismatches(kExactReplay), std::vector<int>{});
 }
 
@@ -286,7 +300,7 @@ TEST(DeepseekV4Engine, PrefixHitWithExactReplayGivesTheColdTokens) {
 // directory; an engine started on it finds them, replays the window and the compressor frontiers
 // from the replay start, and answers with the cold run's tokens (the exact replay), while the
 // frontier and ring groups never reach the store.
-TEST(DeepseekV4Engine, KvStorePagesServeARestartedEngine) {
+TEST_P(DeepseekEngine, KvStorePagesServeARestartedEngine) {
   const Model* model = &reference();
   const fs::path dir = fs::temp_directory_path() / ("dsv4_kvstore_" + std::to_string(::getpid()));
   fs::remove_all(dir);
@@ -317,12 +331,17 @@ TEST(DeepseekV4Engine, KvStorePagesServeARestartedEngine) {
   fs::remove_all(dir);
 }
 
-TEST(DeepseekV4Engine, PrefixHitWithWindowReplayBookkeeping) {
+TEST_P(DeepseekEngine, PrefixHitWithWindowReplayBookkeeping) {
   // One window of replay: the hits, replay starts and block accounting hold, but the rebuilt
   // window only approximates the cold run's (its first rows see no window below the replay
   // start), so the tokens are recorded, not asserted; exactness is the test above.
   ::testing::Test::RecordProperty("window_replay_mismatches", static_cast<int>(hit_mismatches(0).size()));
 }
+
+INSTANTIATE_TEST_SUITE_P(Models, DeepseekEngine, ::testing::Values("dsv4_tiny", "dsv41_tiny"),
+                         [](const ::testing::TestParamInfo<const char*>& info) {
+                           return std::string(info.param) == "dsv4_tiny" ? "V4" : "V41";
+                         });
 
 }  // namespace
 }  // namespace deepinfer

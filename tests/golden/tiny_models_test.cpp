@@ -74,6 +74,7 @@ TEST(TinyModels, EveryRegisteredArchitectureHasGoldenData) {
   // Architectures whose golden data has a directory and a test of its own (its format differs
   // from tiny/'s: per-position logits, decode steps, indexer gaps).
   if (fs::exists(fs::path(DEEPINFER_TEST_DATA) / "golden" / "dsv4_tiny" / "golden.json")) covered.insert("deepseek_v4");
+  if (fs::exists(fs::path(DEEPINFER_TEST_DATA) / "golden" / "dsv41_tiny" / "golden.json")) covered.insert("deepseek_v41");
   for (const ArchEntry& arch : registered_architectures()) {
     EXPECT_TRUE(covered.count(std::string(arch.name)))
         << "architecture '" << arch.name << "' is registered without golden data under tests/golden/tiny/";

@@ -69,8 +69,8 @@ class ForwardingQueue : public backend::Queue {
   void clamp(const backend::Tensor& x, float lo, float hi) override { inner_->clamp(x, lo, hi); }
   void hyper_pre(const backend::HyperParams& p, const backend::Tensor& s, const backend::Tensor& m,
                  const backend::Tensor& b, const backend::Tensor& sc, const backend::Tensor& c,
-                 const backend::Tensor& post, const backend::Tensor& comb) override {
-    inner_->hyper_pre(p, s, m, b, sc, c, post, comb);
+                 const backend::Tensor& post, const backend::Tensor& comb, const backend::Tensor& pre) override {
+    inner_->hyper_pre(p, s, m, b, sc, c, post, comb, pre);
   }
   void hyper_post(const backend::HyperParams& p, const backend::Tensor& s, const backend::Tensor& x,
                   const backend::Tensor& post, const backend::Tensor& comb, const backend::Tensor& out) override {
@@ -84,9 +84,17 @@ class ForwardingQueue : public backend::Queue {
                    const backend::Tensor& ape, const backend::Tensor& norm, const backend::Tensor& f) override {
     inner_->compress_kv(p, kv, sg, og, layer, ape, norm, f);
   }
+  void compress_rows(const backend::CompressParams& p, const backend::KvCache& kv, int sg, int rg, int32_t layer,
+                     const backend::Tensor& ape, const backend::Tensor& norm, const backend::Tensor& out) override {
+    inner_->compress_rows(p, kv, sg, rg, layer, ape, norm, out);
+  }
+  void cache_round_trip(const backend::Tensor& x, backend::CacheFormat format, int64_t block) override {
+    inner_->cache_round_trip(x, format, block);
+  }
   void index_top_k(const backend::IndexParams& p, const backend::Tensor& q, const backend::Tensor& w,
-                   const backend::KvCache& kv, int g, int32_t layer, const backend::Tensor& ids) override {
-    inner_->index_top_k(p, q, w, kv, g, layer, ids);
+                   const backend::KvCache& kv, int g, int32_t layer, const backend::Tensor& ids,
+                   const backend::Tensor& candidates) override {
+    inner_->index_top_k(p, q, w, kv, g, layer, ids, candidates);
   }
   void sparse_attention(const backend::SparseAttentionParams& p, const backend::Tensor& q, const backend::KvCache& kv,
                         int wg, int cg, int32_t layer, const backend::Tensor& sinks, const backend::Tensor& sel,

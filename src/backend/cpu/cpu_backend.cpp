@@ -246,7 +246,15 @@ class CpuQueue final : public backend::Queue {
 
   void rope(const Tensor& x, const backend::RopeParams& p, const Tensor& inv_freq) override {
     DI_ICHECK(x.rows == static_cast<int64_t>(positions_.size()) && x.cols == p.n_heads * p.head_dim);
-    cpu::rope(x.f32(), x.rows, p.n_heads, p.head_dim, p.n_rot, positions_,
+    std::span<const int32_t> positions = positions_;
+    if (p.position_offset != 0) {
+      shifted_.resize(positions_.size());
+      for (size_t t = 0; t < positions_.size(); ++t) {
+        shifted_[t] = static_cast<int32_t>(positions_[t] + p.position_offset);
+      }
+      positions = shifted_;
+    }
+    cpu::rope(x.f32(), x.rows, p.n_heads, p.head_dim, p.n_rot, positions,
               std::span<const float>(inv_freq.f32(), static_cast<size_t>(inv_freq.n_elements())),
               p.pairing == backend::RopePairing::kInterleaved ? RotaryPairing::kInterleaved : RotaryPairing::kHalf,
               p.trailing ? p.head_dim - p.n_rot : 0, p.inverse ? -1.0f : 1.0f);
@@ -285,10 +293,14 @@ class CpuQueue final : public backend::Queue {
     const auto [k_pool, v_pool] = cache.layer_data(group, layer);
     const int64_t bs = p.layout.block_size;
     if (cache.groups()[static_cast<size_t>(group)].k_only) {
+      const int64_t r = cache.groups()[static_cast<size_t>(group)].tokens_per_row;
       for (size_t t = 0; t < positions_.size(); ++t) {
         const backend::StepSequence& seq = batch_.sequences[static_cast<size_t>(token_seq_[t])];
-        if (positions_[t] < seq.first_write[static_cast<size_t>(group)]) continue;
-        write_k_row(cache, group, k_pool, seq, positions_[t], k.f32() + static_cast<int64_t>(t) * row_elems);
+        // A compressed row is written by the token that closes it, at its first position.
+        if ((positions_[t] + 1) % r != 0) continue;
+        const int64_t first = positions_[t] + 1 - r;
+        if (first < seq.first_write[static_cast<size_t>(group)]) continue;
+        write_k_row(cache, group, k_pool, seq, first, k.f32() + static_cast<int64_t>(t) * row_elems);
       }
       return;
     }
@@ -401,15 +413,18 @@ class CpuQueue final : public backend::Queue {
   }
 
   void hyper_pre(const backend::HyperParams& p, const Tensor& streams, const Tensor& mixes, const Tensor& base,
-                 const Tensor& scale, const Tensor& collapsed, const Tensor& post, const Tensor& comb) override {
+                 const Tensor& scale, const Tensor& collapsed, const Tensor& post, const Tensor& comb,
+                 const Tensor& pre) override {
     const int64_t s = p.n_streams, d = collapsed.cols;
     const bool head = post.empty();
     DI_ICHECK(streams.cols == s * d && streams.rows == collapsed.rows && mixes.rows == streams.rows);
     DI_ICHECK(mixes.cols == (head ? s : (2 + s) * s) && base.n_elements() == mixes.cols);
     DI_ICHECK(head || (post.cols == s && comb.cols == s * s));
+    DI_ICHECK(pre.empty() || (pre.cols == s && pre.rows == streams.rows));
     for (int64_t t = 0; t < streams.rows; ++t) {
       hyper_pre_row(p, d, streams.f32() + t * s * d, mixes.f32() + t * mixes.cols, base.f32(), scale.f32(),
-                    collapsed.f32() + t * d, head ? nullptr : post.f32() + t * s, head ? nullptr : comb.f32() + t * s * s);
+                    collapsed.f32() + t * d, head ? nullptr : post.f32() + t * s, head ? nullptr : comb.f32() + t * s * s,
+                    pre.empty() ? nullptr : pre.f32() + t * s);
     }
   }
 
@@ -438,65 +453,59 @@ class CpuQueue final : public backend::Queue {
   void compress_kv(const backend::CompressParams& p, backend::KvCache& kv, int state_group, int out_group,
                    int32_t layer, const Tensor& ape, const Tensor& norm, const Tensor& inv_freq) override {
     const CpuKvCache& cache = cpu_cache(kv);
-    const KvGroupSpec& sg = cache.groups()[static_cast<size_t>(state_group)];
-    const int64_t width = p.overlap ? 2 * p.head_dim : p.head_dim;
-    DI_ICHECK(sg.row_elems() == width && !sg.k_only && sg.tokens_per_row == 1);
     DI_ICHECK(cache.groups()[static_cast<size_t>(out_group)].row_elems() == p.head_dim);
     DI_ICHECK(cache.groups()[static_cast<size_t>(out_group)].tokens_per_row == p.rate);
-    DI_ICHECK(ape.rows == p.rate && ape.cols == width && norm.n_elements() == p.head_dim);
-    const auto [k_pool, v_pool] = cache.layer_data(state_group, layer);
     const auto out_pool = cache.layer_data(out_group, layer).first;
-    const int64_t n_slots = p.overlap ? 2 * p.rate : p.rate;
-    std::vector<float> kv_rows(static_cast<size_t>(n_slots * width)), gate_rows(kv_rows.size()), entry(p.head_dim);
-    std::vector<const float*> kv_ptr(n_slots), gate_ptr(n_slots);
-    std::vector<char> valid(n_slots);
-    for (size_t t = 0; t < positions_.size(); ++t) {
-      const int64_t pos = positions_[t];
-      if ((pos + 1) % p.rate != 0) continue;
-      const int64_t w = (pos + 1) / p.rate - 1;
-      const backend::StepSequence& seq = batch_.sequences[static_cast<size_t>(token_seq_[t])];
-      // A row of a shared prefix (a prefix hit being replayed) is the cached one: the replay's
-      // frontier below the replay start does not exist, and the row is not this sequence's.
-      if (w * p.rate < seq.first_write[static_cast<size_t>(out_group)]) continue;
-      for (int64_t s = 0; s < n_slots; ++s) {
-        // Overlap: slots 0..rate-1 are the previous window's first halves, the rest this
-        // window's second halves.
-        const bool previous = p.overlap && s < p.rate;
-        const int64_t token = previous ? p.rate * (w - 1) + s : p.rate * w + (p.overlap ? s - p.rate : s);
-        const int64_t half = p.overlap && !previous ? p.head_dim : 0;
-        valid[s] = token >= 0;
-        if (!valid[s]) continue;
-        float* kr = kv_rows.data() + s * width;
-        float* gr = gate_rows.data() + s * width;
-        read_row(cache, state_group, k_pool, true, seq, token, kr);
-        read_row(cache, state_group, v_pool, false, seq, token, gr);
-        const float* bias = ape.f32() + (token % p.rate) * width;
-        for (int64_t c = 0; c < width; ++c) gr[c] += bias[c];
-        kv_ptr[s] = kr + half;
-        gate_ptr[s] = gr + half;
-      }
-      compress_entry(p.head_dim, n_slots, kv_ptr.data(), gate_ptr.data(), reinterpret_cast<const bool*>(valid.data()),
-                     norm.f32(), p.eps, entry.data());
-      rope_trailing(entry.data(), p.head_dim, p.n_rot, static_cast<float>(w * p.rate), inv_freq.f32(), 1.0f);
-      write_k_row(cache, out_group, out_pool, seq, w * p.rate, entry.data());
-    }
+    for_each_entry(p, cache, state_group, out_group, layer, ape, norm,
+                   [&](size_t, int64_t w, const backend::StepSequence& seq, float* entry) {
+                     rope_trailing(entry, p.head_dim, p.n_rot, static_cast<float>(w * p.rate), inv_freq.f32(), 1.0f);
+                     write_k_row(cache, out_group, out_pool, seq, w * p.rate, entry);
+                   });
+  }
+
+  void compress_rows(const backend::CompressParams& p, const backend::KvCache& kv, int state_group, int rows_group,
+                     int32_t layer, const Tensor& ape, const Tensor& norm, const Tensor& out) override {
+    DI_ICHECK(out.rows == static_cast<int64_t>(positions_.size()) && out.cols == p.head_dim);
+    std::fill_n(out.f32(), out.n_elements(), 0.0f);
+    for_each_entry(p, cpu_cache(kv), state_group, rows_group, layer, ape, norm,
+                   [&](size_t t, int64_t, const backend::StepSequence&, float* entry) {
+                     std::copy_n(entry, p.head_dim, out.f32() + static_cast<int64_t>(t) * p.head_dim);
+                   });
+  }
+
+  void cache_round_trip(const Tensor& x, backend::CacheFormat format, int64_t block) override {
+    DI_ICHECK(x.cols % block == 0);
+    for (int64_t r = 0; r < x.rows; ++r) cache_round_trip_row(x.f32() + r * x.cols, x.cols, format, block);
   }
 
   void index_top_k(const backend::IndexParams& p, const Tensor& q, const Tensor& weights, const backend::KvCache& kv,
-                   int group, int32_t layer, const Tensor& ids) override {
+                   int group, int32_t layer, const Tensor& ids, const Tensor& candidates) override {
     const CpuKvCache& cache = cpu_cache(kv);
     const KvGroupSpec& g = cache.groups()[static_cast<size_t>(group)];
     DI_ICHECK(g.row_elems() == p.head_dim && g.tokens_per_row == p.rate);
     DI_ICHECK(q.cols == p.n_heads * p.head_dim && weights.cols == p.n_heads && ids.cols == p.top_k);
+    const bool use_candidates = p.candidates != backend::CandidateUse::kNone;
+    DI_ICHECK(!use_candidates || (p.candidate_block > 0 && candidates.cols == p.candidate_top_blocks &&
+                                  candidates.rows == static_cast<int64_t>(positions_.size())));
     const uint8_t* k_pool = cache.layer_data(group, layer).first;
+    const auto better = [](const std::pair<float, int32_t>& a, const std::pair<float, int32_t>& b) {
+      return a.first > b.first || (a.first == b.first && a.second < b.second);
+    };
     pool_.parallel_for(static_cast<int64_t>(positions_.size()), [&](int, int64_t begin, int64_t end) {
       std::vector<float> key(static_cast<size_t>(p.head_dim));
-      std::vector<std::pair<float, int32_t>> scores;
+      std::vector<std::pair<float, int32_t>> scores, blocks;
       for (int64_t t = begin; t < end; ++t) {
         const backend::StepSequence& seq = batch_.sequences[static_cast<size_t>(token_seq_[t])];
         const int64_t n_visible = (positions_[t] + 1) / p.rate;
+        int32_t* cand = use_candidates ? candidates.i32() + t * p.candidate_top_blocks : nullptr;
+        const auto allowed = [&](int64_t w) {
+          if (p.candidates != backend::CandidateUse::kRestrict) return true;
+          return std::binary_search(cand, std::find(cand, cand + p.candidate_top_blocks, -1),
+                                    static_cast<int32_t>(w / p.candidate_block));
+        };
         scores.clear();
         for (int64_t w = 0; w < n_visible; ++w) {
+          if (!allowed(w)) continue;
           read_row(cache, group, k_pool, true, seq, w * p.rate, key.data());
           float score = 0;
           for (int64_t h = 0; h < p.n_heads; ++h) {
@@ -507,10 +516,23 @@ class CpuQueue final : public backend::Queue {
           }
           scores.emplace_back(score, static_cast<int32_t>(w));
         }
-        const int64_t n = std::min<int64_t>(p.top_k, n_visible);
-        std::partial_sort(scores.begin(), scores.begin() + n, scores.end(), [](const auto& a, const auto& b) {
-          return a.first > b.first || (a.first == b.first && a.second < b.second);
-        });
+        if (p.candidates == backend::CandidateUse::kSelect) {
+          // Each block's best entry; the newest visible block always stays.
+          const int64_t n_blocks = (n_visible + p.candidate_block - 1) / p.candidate_block;
+          blocks.assign(static_cast<size_t>(n_blocks), {-std::numeric_limits<float>::infinity(), 0});
+          for (int64_t b = 0; b < n_blocks; ++b) blocks[static_cast<size_t>(b)].second = static_cast<int32_t>(b);
+          for (const auto& [score, w] : scores) {
+            float& best = blocks[static_cast<size_t>(w / p.candidate_block)].first;
+            best = std::max(best, score);
+          }
+          if (n_blocks > 0) blocks.back().first = std::numeric_limits<float>::infinity();
+          const int64_t kept = std::min<int64_t>(p.candidate_top_blocks, n_blocks);
+          std::partial_sort(blocks.begin(), blocks.begin() + kept, blocks.end(), better);
+          for (int64_t j = 0; j < p.candidate_top_blocks; ++j) cand[j] = j < kept ? blocks[static_cast<size_t>(j)].second : -1;
+          std::sort(cand, cand + kept);
+        }
+        const int64_t n = std::min<int64_t>(p.top_k, static_cast<int64_t>(scores.size()));
+        std::partial_sort(scores.begin(), scores.begin() + n, scores.end(), better);
         for (int64_t j = 0; j < p.top_k; ++j) ids.i32()[t * p.top_k + j] = j < n ? scores[static_cast<size_t>(j)].second : -1;
       }
     });
@@ -524,7 +546,8 @@ class CpuQueue final : public backend::Queue {
     DI_ICHECK(cache.groups()[static_cast<size_t>(window_group)].row_elems() == d);
     DI_ICHECK(q.cols == p.n_head * d && out.cols == q.cols && sinks.n_elements() == p.n_head);
     const uint8_t* win_pool = cache.layer_data(window_group, layer).first;
-    const uint8_t* comp_pool = p.rate > 0 ? cache.layer_data(compressed_group, layer).first : nullptr;
+    const int32_t comp_layer = p.compressed_layer >= 0 ? p.compressed_layer : layer;
+    const uint8_t* comp_pool = p.rate > 0 ? cache.layer_data(compressed_group, comp_layer).first : nullptr;
     pool_.parallel_for(static_cast<int64_t>(positions_.size()), [&](int, int64_t begin, int64_t end) {
       std::vector<float> rows, scores;
       for (int64_t t = begin; t < end; ++t) {
@@ -577,6 +600,53 @@ class CpuQueue final : public backend::Queue {
   Status sync() override { return {}; }
 
  private:
+  // Each compressor entry the batch closes (CompressParams), pooled from the state group's rows
+  // and normed: fn(token, entry index, sequence, entry [head_dim]). Entries whose first position
+  // is below first_write of `write_group` (a shared prefix being replayed) are skipped: their
+  // state rows need not exist.
+  template <typename Fn>
+  void for_each_entry(const backend::CompressParams& p, const CpuKvCache& cache, int state_group, int write_group,
+                      int32_t layer, const Tensor& ape, const Tensor& norm, Fn&& fn) {
+    const KvGroupSpec& sg = cache.groups()[static_cast<size_t>(state_group)];
+    const int64_t width = p.overlap ? 2 * p.head_dim : p.head_dim;
+    DI_ICHECK(sg.row_elems() == width && !sg.k_only && sg.tokens_per_row == 1);
+    DI_ICHECK(ape.rows == p.rate && ape.cols == width && norm.n_elements() == p.head_dim);
+    const auto [k_pool, v_pool] = cache.layer_data(state_group, layer);
+    const int64_t n_slots = p.overlap ? 2 * p.rate : p.rate;
+    std::vector<float> kv_rows(static_cast<size_t>(n_slots * width)), gate_rows(kv_rows.size()), entry(p.head_dim);
+    std::vector<const float*> kv_ptr(n_slots), gate_ptr(n_slots);
+    std::vector<char> valid(n_slots);
+    for (size_t t = 0; t < positions_.size(); ++t) {
+      const int64_t pos = positions_[t];
+      if ((pos + 1) % p.rate != 0) continue;
+      const int64_t w = (pos + 1) / p.rate - 1;
+      const backend::StepSequence& seq = batch_.sequences[static_cast<size_t>(token_seq_[t])];
+      // A row of a shared prefix (a prefix hit being replayed) is the cached one: the replay's
+      // frontier below the replay start does not exist, and the row is not this sequence's.
+      if (w * p.rate < seq.first_write[static_cast<size_t>(write_group)]) continue;
+      for (int64_t s = 0; s < n_slots; ++s) {
+        // Overlap: slots 0..rate-1 are the previous window's first halves, the rest this
+        // window's second halves.
+        const bool previous = p.overlap && s < p.rate;
+        const int64_t token = previous ? p.rate * (w - 1) + s : p.rate * w + (p.overlap ? s - p.rate : s);
+        const int64_t half = p.overlap && !previous ? p.head_dim : 0;
+        valid[s] = token >= 0;
+        if (!valid[s]) continue;
+        float* kr = kv_rows.data() + s * width;
+        float* gr = gate_rows.data() + s * width;
+        read_row(cache, state_group, k_pool, true, seq, token, kr);
+        read_row(cache, state_group, v_pool, false, seq, token, gr);
+        const float* bias = ape.f32() + (token % p.rate) * width;
+        for (int64_t c = 0; c < width; ++c) gr[c] += bias[c];
+        kv_ptr[s] = kr + half;
+        gate_ptr[s] = gr + half;
+      }
+      compress_entry(p.head_dim, n_slots, kv_ptr.data(), gate_ptr.data(), reinterpret_cast<const bool*>(valid.data()),
+                     norm.f32(), p.eps, entry.data());
+      fn(t, w, seq, entry.data());
+    }
+  }
+
   // Pool row of the row that holds `position` (a token's own row, or the compressed row whose
   // tokens include it) in one sequence's table of group g.
   static int64_t pool_row(const KvGroupSpec& g, const backend::StepSequence& seq, int group, int64_t position) {
@@ -623,6 +693,7 @@ class CpuQueue final : public backend::Queue {
   QuantScratch scratch_;
   backend::StepBatch batch_;
   std::vector<int32_t> positions_, token_seq_;  // [n_tokens] of the current batch
+  std::vector<int32_t> shifted_;               // positions_ + a rope offset
   std::vector<SequenceKv> seq_kv_;              // [sequences], rebuilt per attention call
   std::vector<MatmulOutput> outputs_;
   std::vector<backend::MatmulTarget> group_;

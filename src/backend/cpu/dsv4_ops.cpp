@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <numeric>
 #include <vector>
@@ -15,11 +16,13 @@ float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 }  // namespace
 
 void hyper_pre_row(const backend::HyperParams& p, int64_t d, const float* streams, const float* mixes,
-                   const float* base, const float* scale, float* collapsed, float* post, float* comb) {
+                   const float* base, const float* scale, float* collapsed, float* post, float* comb,
+                   float* pre_out) {
   const int64_t s = p.n_streams;
   float pre[64];
   DI_ICHECK(s <= 64);
   for (int64_t i = 0; i < s; ++i) pre[i] = sigmoid(mixes[i] * scale[0] + base[i]) + p.eps;
+  if (pre_out != nullptr) std::copy_n(pre, s, pre_out);
   if (post != nullptr) {
     for (int64_t i = 0; i < s; ++i) post[i] = 2.0f * sigmoid(mixes[s + i] * scale[1] + base[s + i]);
     // comb[j * s + k]: row j is the input stream, k the output stream.
@@ -130,6 +133,61 @@ void rope_trailing(float* x, int64_t head_dim, int64_t n_rot, float position, co
     const float x0 = r[2 * i], x1 = r[2 * i + 1];
     r[2 * i] = x0 * c - x1 * s;
     r[2 * i + 1] = x1 * c + x0 * s;
+  }
+}
+
+namespace {
+
+// 2^ceil(log2(v)) for a positive normal float, from its bits (as the release computes it).
+float pow2_ceil(float v) {
+  uint32_t bits = 0;
+  std::memcpy(&bits, &v, 4);
+  const uint32_t exponent = (bits >> 23) & 0xff;
+  const uint32_t up = (bits & 0x7fffff) != 0 ? 1 : 0;
+  const uint32_t out_bits = (exponent + up) << 23;
+  float out = 0;
+  std::memcpy(&out, &out_bits, 4);
+  return out;
+}
+
+// Nearest value of a float format with `mantissa` bits and smallest normal exponent min_exp
+// (its subnormals below), ties to even; |v| within the format's range.
+float round_to_format(float v, int mantissa, int min_exp) {
+  const float a = std::fabs(v);
+  if (a == 0.0f) return v;
+  const int e = std::max(std::ilogb(a), min_exp);
+  const float quantum = std::ldexp(1.0f, e - mantissa);
+  return std::copysign(std::nearbyint(a / quantum) * quantum, v);
+}
+
+float to_e4m3(float v) { return round_to_format(std::clamp(v, -448.0f, 448.0f), 3, -6); }
+float to_e2m1(float v) { return round_to_format(std::clamp(v, -6.0f, 6.0f), 1, 0); }
+
+}  // namespace
+
+void cache_round_trip_row(float* x, int64_t n, backend::CacheFormat format, int64_t block) {
+  DI_ICHECK(block > 0 && n % block == 0);
+  for (int64_t b = 0; b < n; b += block) {
+    float* v = x + b;
+    float amax = 0;
+    for (int64_t i = 0; i < block; ++i) amax = std::max(amax, std::fabs(v[i]));
+    switch (format) {
+      case backend::CacheFormat::kFp8E4M3: {
+        const float scale = pow2_ceil(std::max(amax, 1e-4f) * static_cast<float>(1.0 / 448));
+        for (int64_t i = 0; i < block; ++i) v[i] = to_e4m3(v[i] / scale) * scale;
+        break;
+      }
+      case backend::CacheFormat::kMxfp4: {
+        const float scale = pow2_ceil(std::max(amax, 6.0f * 0x1p-126f) * static_cast<float>(1.0 / 6));
+        for (int64_t i = 0; i < block; ++i) v[i] = to_e2m1(v[i] / scale) * scale;
+        break;
+      }
+      case backend::CacheFormat::kNvfp4: {
+        const float scale = to_e4m3(std::max(amax, 6.0f * 0x1p-9f) / 6.0f);
+        for (int64_t i = 0; i < block; ++i) v[i] = to_e2m1(v[i] / scale) * scale;
+        break;
+      }
+    }
   }
 }
 

@@ -12,8 +12,10 @@
 namespace deepinfer::cpu {
 
 // mHC of one token: see Queue::hyper_pre / hyper_post. post and comb null: the final head.
+// pre_out (may be null) receives the pre weights.
 void hyper_pre_row(const backend::HyperParams& p, int64_t d, const float* streams, const float* mixes,
-                   const float* base, const float* scale, float* collapsed, float* post, float* comb);
+                   const float* base, const float* scale, float* collapsed, float* post, float* comb,
+                   float* pre_out);
 void hyper_post_row(const backend::HyperParams& p, int64_t d, const float* streams, const float* x, const float* post,
                     const float* comb, float* out_streams);
 
@@ -30,5 +32,8 @@ void compress_entry(int64_t head_dim, int64_t n_slots, const float* const* kv, c
 // Rope of one head in place: the trailing n_rot channels of x [head_dim] in interleaved pairs at
 // `position` (sign -1: the inverse rotation).
 void rope_trailing(float* x, int64_t head_dim, int64_t n_rot, float position, const float* inv_freq, float sign);
+
+// x [n] in place through `format` and back, block channels a scale (Queue::cache_round_trip).
+void cache_round_trip_row(float* x, int64_t n, backend::CacheFormat format, int64_t block);
 
 }  // namespace deepinfer::cpu

@@ -44,7 +44,22 @@
 // input. As vLLM's DeepSeekV4MultiTokenPredictorLayer (tests/golden/dsv4_mtp). Only the first
 // MTP layer is bound: V4 ships one.
 //
-// Not yet: V4.1, and the official checkpoint's QAT round-trips (transformers omits them too).
+// V4.1 (config model_type "deepseek_v41", NeMo Automodel's DeepseekV41ForCausalLM is the
+// reference: tests/golden/dsv41_tiny), the same blocks with these differences:
+//   - single-pass mHC: each site's weights come from its input streams, but its sublayer reads
+//     the streams collapsed with the previous site's pre weights (the first site: stream 0), and
+//     the end collapses with the last site's; no hyper head;
+//   - no per-head rescale of q; the window rows go through FP8 (e4m3, blocks of 32);
+//   - CSA2: only KV source layers own a compressor (ratio 2: softmax-gated pairs; ratio 1: a
+//     projection; no position bias, no overlap); its entries' latents give the compressed rows
+//     (rope at the entry's first position, NVFP4 blocks of 16) and the index keys (RMSNorm(Wk
+//     latent), rope, MXFP4 blocks of 32), which the following layers of its ratio read. Index
+//     source layers select their own top-k (MXFP4 queries); the others reuse the last selection.
+//     The candidate source keeps the best blocks of entries for the index sources after it;
+//   - the KV: a window ring over every layer, and per ratio the sources' compressed rows, index
+//     keys and (ratio > 1) pending tokens (kv_groups).
+// Not yet: V4.1's Engram layers (refused at load) and DSpark draft layers (not bound); V4's
+// official QAT round trips (transformers omits them too).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -63,7 +78,8 @@ namespace {
 using backend::Matrix;
 using backend::Tensor;
 
-enum class LayerKind { kSliding = 0, kCsa = 1, kHca = 2 };
+// kCsa2: a V4.1 compressed layer (its ratio, KV source and index role in Layer).
+enum class LayerKind { kSliding = 0, kCsa = 1, kHca = 2, kCsa2 = 3 };
 
 struct V4Params {
   int64_t q_lora = 0, o_groups = 0, o_lora = 0, window = 0;
@@ -80,6 +96,11 @@ struct V4Params {
   std::vector<LayerKind> kinds;
   std::vector<bool> hash;
   int64_t n_mtp = 0;  // num_nextn_predict_layers
+  // V4.1 (single-pass mHC, no hyper head, CSA2 layers, the cache formats' round trips).
+  bool v41 = false;
+  std::vector<int64_t> ratio;                           // per layer; 0: window only
+  std::vector<int64_t> kv_sources, index_sources;
+  int64_t candidate_source = -1, candidate_block = 0, candidate_top_blocks = 0;
 };
 
 struct HyperWeights {
@@ -102,7 +123,16 @@ struct Layer {
   std::vector<Matrix> o_a;  // [o_groups] of [o_lora, n_head * head_dim / o_groups]
   Tensor q_a_norm, kv_norm, sinks;
   Compressor comp, index_comp;  // index_comp: CSA only
-  Matrix index_q_b, index_w;    // CSA only
+  Matrix index_q_b, index_w;    // CSA, and V4.1 index sources
+  // V4.1: the compress ratio, the layer whose compressed rows and index keys this one reads
+  // (itself when it owns the compressor), whether it selects its own entries, and its part in
+  // the hierarchical candidates. Owners project index keys from the compressor's latent.
+  int64_t ratio = 0;
+  int32_t kv_owner = -1;
+  bool index_source = false;
+  backend::CandidateUse candidates = backend::CandidateUse::kNone;
+  Matrix index_wk;              // [index_dim, head_dim]
+  Tensor index_k_norm;          // [index_dim]
   Matrix router;
   Tensor router_bias;           // non-hash layers
   std::vector<int32_t> tid2eid; // hash layers: [n_vocab * n_used], host
@@ -118,10 +148,23 @@ struct Mtp {
   HyperWeights head_hc;
 };
 
+// V4.1: the groups of one compress ratio's owner layers: compressed rows, index keys and (ratio
+// > 1) the compressor's pending tokens.
+struct Csa2Groups {
+  int64_t ratio = 0;
+  int kv = -1, index = -1, state = -1;
+};
+
 // KV group indices; -1 where the model has no layer of that kind.
 struct Groups {
   int window = -1, csa_kv = -1, csa_index = -1, hca_kv = -1, csa_state = -1, csa_index_state = -1, hca_state = -1;
+  std::vector<Csa2Groups> csa2;
   int count = 0;
+  const Csa2Groups& of_ratio(int64_t ratio) const {
+    const auto it = std::ranges::find(csa2, ratio, &Csa2Groups::ratio);
+    DI_ICHECK(it != csa2.end());
+    return *it;
+  }
 };
 
 class V4Model;
@@ -144,11 +187,17 @@ class V4Runner final : public BatchRunner {
   Status ensure(int slot, int64_t elems);
   void hyper_site(const HyperWeights& w, int64_t n);
   void attention(const Layer& L, int32_t layer, int64_t n, backend::KvCache& kv);
+  void attention_v41(const Layer& L, int32_t layer, int64_t n, backend::KvCache& kv);
+  void csa2_owner_rows(const Layer& L, int32_t layer, int64_t n, backend::KvCache& kv);
+  void output_projection(const Layer& L, int64_t n);
   void moe(const Layer& L, int32_t layer, int64_t n, std::span<const int32_t> tokens);
   Status prepare(std::span<const int32_t> tokens, std::span<const BatchSequence> sequences, backend::KvCache& kv,
                  int n_groups);
   void block(const Layer& L, int32_t layer, int64_t n, std::span<const int32_t> tokens, backend::KvCache& kv);
+  void block_single_pass(const Layer& L, int32_t layer, int64_t n, std::span<const int32_t> tokens,
+                         backend::KvCache& kv);
   void head(const HyperWeights& hc, const Tensor& norm, int64_t n_rows);
+  void head_single_pass(int64_t n_rows);
   Status finish();
 
   const V4Model& m_;
@@ -160,6 +209,7 @@ class V4Runner final : public BatchRunner {
   std::vector<float> host_ones_;
   std::vector<int32_t> host_rows_;
   std::vector<float> host_mask_;
+  std::vector<float> host_pre0_;  // V4.1: the first site's input weights (stream 0)
   std::vector<float> logits_;
   int64_t n_logit_rows_ = 0;
   int64_t n_streams_ = 0;  // rows of kX the last pass left (its tokens' output streams)
@@ -169,7 +219,8 @@ class V4Runner final : public BatchRunner {
 enum Slot {
   kX, kX2, kFlat, kMixes, kPost, kComb, kCollapsed, kH, kOut, kQa, kQ, kKv, kAtt, kGrouped, kCkv, kCgate, kIkv,
   kIgate, kQi, kIw, kSel, kRouter, kIds, kW, kFixed, kOrder, kOffsets, kXs, kGate, kUp, kYs, kSGate, kSUp, kSOut,
-  kGoOrder, kGoOffsets, kGoW, kGoXs, kGoYs, kHr, kLogits, kBcast, kMtpRows, kMtpMask, kNumSlots
+  kGoOrder, kGoOffsets, kGoW, kGoXs, kGoYs, kHr, kLogits, kBcast, kMtpRows, kMtpMask,
+  kPre, kPrePrev, kPreRows, kLatent, kIk, kCand, kNumSlots
 };
 
 class V4Model final : public Model {
@@ -201,6 +252,7 @@ class V4Model final : public Model {
   std::optional<Mtp> mtp;
   Tensor inv_freq_main, inv_freq_compress;
   Tensor ones_streams, ones_head;  // unweighted RMSNorm over hc * n_embd and over head_dim
+  std::vector<Tensor> zero_ape;    // V4.1: per ratio (no position bias), [ratio, head_dim]
 
  private:
   Status bad_shape(const TensorView& t, std::initializer_list<int64_t> want) const;
@@ -211,6 +263,9 @@ class V4Model final : public Model {
                     int64_t n_mix, int64_t n_scale, HyperWeights* w);
   Status bind_compressor(const std::string& prefix, int64_t width, int64_t rate, int64_t head_dim, Compressor* c);
   Status bind_layer(const std::string& b, LayerKind kind, bool hash, Layer* L);
+  Status bind_csa2(const std::string& a, int32_t layer, Layer* L);
+  Status read_v41_config(const Metadata& md, const std::string& k);
+  void assign_groups();
   Status bind_mtp();
   std::string top_name(const std::string& hf, const std::string& official) const;
 };
@@ -306,13 +361,14 @@ std::vector<float> yarn_inv_freq(double theta, int64_t dim, double factor, int64
 
 Status V4Model::read_config() {
   const Metadata& md = source_->metadata();
-  const std::string k = "deepseek_v4.";
+  DI_ASSIGN_OR_RETURN(c_.architecture, md.get_string("general.architecture"));
+  p_.v41 = c_.architecture == "deepseek_v41";
+  const std::string k = c_.architecture + ".";
   const auto u = [&](const std::string& key) -> Result<int64_t> {
     DI_ASSIGN_OR_RETURN(uint64_t v, md.get_uint(k + key));
     return static_cast<int64_t>(v);
   };
-  c_.architecture = "deepseek_v4";
-  DI_ASSIGN_OR_RETURN(c_.name, md.get_string_or("general.name", "deepseek_v4"));
+  DI_ASSIGN_OR_RETURN(c_.name, md.get_string_or("general.name", c_.architecture));
   DI_ASSIGN_OR_RETURN(c_.n_embd, u("embedding_length"));
   DI_ASSIGN_OR_RETURN(c_.n_layer, u("block_count"));
   DI_ASSIGN_OR_RETURN(c_.n_head, u("attention.head_count"));
@@ -328,8 +384,10 @@ Status V4Model::read_config() {
   DI_ASSIGN_OR_RETURN(p_.o_groups, u("o_groups"));
   DI_ASSIGN_OR_RETURN(p_.o_lora, u("o_lora_rank"));
   DI_ASSIGN_OR_RETURN(p_.window, u("attention.sliding_window"));
-  DI_ASSIGN_OR_RETURN(p_.rate_csa, u("compress_rate_csa"));
-  DI_ASSIGN_OR_RETURN(p_.rate_hca, u("compress_rate_hca"));
+  if (!p_.v41) {
+    DI_ASSIGN_OR_RETURN(p_.rate_csa, u("compress_rate_csa"));
+    DI_ASSIGN_OR_RETURN(p_.rate_hca, u("compress_rate_hca"));
+  }
   DI_ASSIGN_OR_RETURN(p_.hc, u("hc_mult"));
   DI_ASSIGN_OR_RETURN(p_.sinkhorn, u("hc_sinkhorn_iters"));
   DI_ASSIGN_OR_RETURN(double hc_eps, md.get_float(k + "hc_eps"));
@@ -376,6 +434,33 @@ Status V4Model::read_config() {
   if (p_.n_used > p_.n_expert || p_.hc > 16) return invalid_argument(path + ": invalid experts or hc_mult");
   DI_ASSIGN_OR_RETURN(uint64_t n_shared, md.get_uint(k + "expert_shared_count"));
   if (n_shared != 1) return unimplemented(path + ": DeepSeek V4 with n_shared_experts != 1 is not supported");
+  if (p_.v41) return read_v41_config(md, k);
+  return {};
+}
+
+// V4.1's CSA2 schedule (model/loader/hf_config.cpp wrote and checked it).
+Status V4Model::read_v41_config(const Metadata& md, const std::string& k) {
+  const std::string& path = source_->path();
+  DI_ASSIGN_OR_RETURN(p_.ratio, md.get_int_array(k + "compress_ratios"));
+  DI_ASSIGN_OR_RETURN(p_.kv_sources, md.get_int_array(k + "kv_source_layers"));
+  DI_ASSIGN_OR_RETURN(p_.index_sources, md.get_int_array(k + "index_source_layers"));
+  if (static_cast<int64_t>(p_.ratio.size()) != c_.n_layer) {
+    return invalid_argument(path + ": DeepSeek V4.1 needs one compress ratio per layer");
+  }
+  if (md.find(k + "candidate_source_layer") != nullptr) {
+    DI_ASSIGN_OR_RETURN(uint64_t cand, md.get_uint(k + "candidate_source_layer"));
+    DI_ASSIGN_OR_RETURN(uint64_t block, md.get_uint(k + "candidate_block_size"));
+    DI_ASSIGN_OR_RETURN(uint64_t top, md.get_uint(k + "candidate_top_blocks"));
+    p_.candidate_source = static_cast<int64_t>(cand);
+    p_.candidate_block = static_cast<int64_t>(block);
+    p_.candidate_top_blocks = static_cast<int64_t>(top);
+  }
+  // The cache formats' blocks: FP8 window rows in 32s, NVFP4 compressed rows in 16s, MXFP4
+  // index queries and keys in 32s, each block within one head.
+  if (c_.head_dim % 32 != 0 || p_.index_dim % 32 != 0) {
+    return unimplemented(path + ": DeepSeek V4.1 with head_dim " + std::to_string(c_.head_dim) + " or index_head_dim " +
+                         std::to_string(p_.index_dim) + " not a multiple of 32 (its cache blocks) is not supported");
+  }
   return {};
 }
 
@@ -461,6 +546,49 @@ Status V4Model::bind_layer(const std::string& b, LayerKind kind, bool hash, Laye
   return {};
 }
 
+// A V4.1 layer's CSA2 part under prefix a ("layers.N.attn."): its role from the schedule, the
+// compressor (owners: wkv, wgate above ratio 1, norm; no position bias) with the index-key
+// projection (indexer.wk, indexer.k_norm), and the indexer's queries (index sources).
+Status V4Model::bind_csa2(const std::string& a, int32_t layer, Layer* L) {
+  const auto l = static_cast<size_t>(layer);
+  const auto in = [](const std::vector<int64_t>& v, int64_t x) { return std::ranges::find(v, x) != v.end(); };
+  const int64_t D = c_.n_embd, hd = c_.head_dim;
+  L->ratio = p_.ratio[l];
+  if (L->ratio == 0) return {};
+  for (int64_t src : p_.kv_sources) {
+    if (src <= layer && p_.ratio[static_cast<size_t>(src)] == L->ratio) L->kv_owner = static_cast<int32_t>(src);
+  }
+  if (L->kv_owner < 0) {
+    return invalid_argument(source_->path() + ": DeepSeek V4.1 layer " + std::to_string(layer) +
+                            " has no KV source layer of its compress ratio before it");
+  }
+  L->index_source = in(p_.index_sources, layer);
+  if (p_.candidate_source == layer) {
+    L->candidates = backend::CandidateUse::kSelect;
+  } else if (L->index_source && p_.candidate_source >= 0 && p_.candidate_source < layer) {
+    if (p_.ratio[static_cast<size_t>(p_.candidate_source)] != L->ratio) {
+      return invalid_argument(source_->path() + ": DeepSeek V4.1 layer " + std::to_string(layer) +
+                              " restricts its entries to the candidates of layer " +
+                              std::to_string(p_.candidate_source) + ", whose compress ratio differs");
+    }
+    L->candidates = backend::CandidateUse::kRestrict;
+  }
+  if (L->kv_owner == layer) {
+    DI_ASSIGN_OR_RETURN(L->comp.kv, mat(a + "compressor.wkv.weight", hd, D));
+    if (L->ratio > 1) {
+      DI_ASSIGN_OR_RETURN(L->comp.gate, mat(a + "compressor.wgate.weight", hd, D));
+    }
+    DI_ASSIGN_OR_RETURN(L->comp.norm, vec(a + "compressor.norm.weight", {hd}));
+    DI_ASSIGN_OR_RETURN(L->index_wk, mat(a + "indexer.wk.weight", p_.index_dim, hd));
+    DI_ASSIGN_OR_RETURN(L->index_k_norm, vec(a + "indexer.k_norm.weight", {p_.index_dim}));
+  }
+  if (L->index_source) {
+    DI_ASSIGN_OR_RETURN(L->index_q_b, mat(a + "indexer.wq_b.weight", p_.index_heads * p_.index_dim, p_.q_lora));
+    DI_ASSIGN_OR_RETURN(L->index_w, mat(a + "indexer.weights_proj.weight", p_.index_heads, D));
+  }
+  return {};
+}
+
 // The first MTP layer, when the checkpoint has one (a sliding-window block with a biased router).
 Status V4Model::bind_mtp() {
   if (p_.n_mtp < 1 || source_->find("mtp.0.e_proj.weight") == nullptr) return {};
@@ -485,14 +613,19 @@ Status V4Model::bind() {
   DI_ASSIGN_OR_RETURN(lm_head, mat(top_name("lm_head.weight", "head.weight"), c_.n_vocab, D));
   DI_ASSIGN_OR_RETURN(final_norm, vec(top_name("model.norm.weight", "norm.weight"), {D}));
   const bool hf_head = source_->find("model.hc_head.hc_fn") != nullptr;
-  DI_RETURN_IF_ERROR(bind_hyper(hf_head ? "model.hc_head." : "", hf_head ? "hc_fn" : "hc_head_fn",
-                                hf_head ? "hc_base" : "hc_head_base", hf_head ? "hc_scale" : "hc_head_scale", p_.hc, 1,
-                                &head_hc));
+  if (!p_.v41) {  // V4.1 has no hyper head: the last site's pre weights collapse the streams
+    DI_RETURN_IF_ERROR(bind_hyper(hf_head ? "model.hc_head." : "", hf_head ? "hc_fn" : "hc_head_fn",
+                                  hf_head ? "hc_base" : "hc_head_base", hf_head ? "hc_scale" : "hc_head_scale", p_.hc, 1,
+                                  &head_hc));
+  }
   const std::string layers_prefix = source_->find("model.layers.0.attn_norm.weight") != nullptr ? "model.layers." : "layers.";
   layers.resize(static_cast<size_t>(c_.n_layer));
   for (int64_t l = 0; l < c_.n_layer; ++l) {
     const auto i = static_cast<size_t>(l);
     DI_RETURN_IF_ERROR(bind_layer(layers_prefix + std::to_string(l) + ".", p_.kinds[i], p_.hash[i], &layers[i]));
+    if (p_.v41) {
+      DI_RETURN_IF_ERROR(bind_csa2(layers_prefix + std::to_string(l) + ".attn.", static_cast<int32_t>(l), &layers[i]));
+    }
   }
   DI_RETURN_IF_ERROR(bind_mtp());
   DI_ASSIGN_OR_RETURN(inv_freq_main, weights_->add_vector(inv_freq(c_.rope_theta, c_.n_rot)));
@@ -503,13 +636,49 @@ Status V4Model::bind() {
   DI_ASSIGN_OR_RETURN(ones_streams, weights_->add_vector(std::vector<float>(static_cast<size_t>(p_.hc * D), 1.0f)));
   DI_ASSIGN_OR_RETURN(ones_head, weights_->add_vector(std::vector<float>(static_cast<size_t>(hd), 1.0f)));
 
-  // KV groups present in this model.
+  for (const Layer& L : layers) {
+    if (L.kind == LayerKind::kCsa2 && L.kv_owner == &L - layers.data() && L.ratio > 1) {
+      while (static_cast<int64_t>(zero_ape.size()) <= L.ratio) zero_ape.emplace_back();
+      if (zero_ape[static_cast<size_t>(L.ratio)].empty()) {
+        DI_ASSIGN_OR_RETURN(Tensor z, weights_->add_vector(std::vector<float>(static_cast<size_t>(L.ratio * hd), 0.0f)));
+        zero_ape[static_cast<size_t>(L.ratio)] = z.reshaped(L.ratio, hd);
+      }
+    }
+  }
+  assign_groups();
+  if (g_.count > backend::kMaxKvGroups) {
+    return unimplemented(source_->path() + ": this DeepSeek V4.1 schedule needs " + std::to_string(g_.count) +
+                         " KV groups; at most " + std::to_string(backend::kMaxKvGroups) + " are supported");
+  }
+
+  using backend::Op;
+  const backend::OpUse uses[] = {{Op::kMatmul, embed.dtype}, {Op::kRmsNorm}, {Op::kRope, DType::kF32, 0},
+                                 {Op::kGatedActivation}, {Op::kClamp}, {Op::kHyperPre}, {Op::kHyperPost},
+                                 {Op::kRouteSqrtSoftplus}, {Op::kMoeDispatch}, {Op::kMoeGather},
+                                 {Op::kGroupedMatmul, embed.dtype}, {Op::kMoeCombine}, {Op::kAdd}, {Op::kScale},
+                                 {Op::kGatherOutputRows}};
+  DI_RETURN_IF_ERROR(backend::require(backend_, uses, source_->path()));
+  if (!p_.v41) return {};
+  const backend::OpUse v41_uses[] = {{Op::kCompressRows}, {Op::kCacheRoundTrip}};
+  return backend::require(backend_, v41_uses, source_->path());
+}
+
+// KV group indices of the layer kinds present.
+void V4Model::assign_groups() {
   int next = 0;
   g_.window = next++;
   bool csa = false, hca = false;
   for (const Layer& L : layers) {
     csa |= L.kind == LayerKind::kCsa;
     hca |= L.kind == LayerKind::kHca;
+    if (L.kind != LayerKind::kCsa2 || std::ranges::any_of(g_.csa2, [&](const Csa2Groups& c) { return c.ratio == L.ratio; })) {
+      continue;
+    }
+    Csa2Groups c{L.ratio};
+    c.kv = next++;
+    c.index = next++;
+    if (L.ratio > 1) c.state = next++;
+    g_.csa2.push_back(c);
   }
   if (csa) {
     g_.csa_kv = next++;
@@ -522,14 +691,6 @@ Status V4Model::bind() {
     g_.hca_state = next++;
   }
   g_.count = next;
-
-  using backend::Op;
-  const backend::OpUse uses[] = {{Op::kMatmul, embed.dtype}, {Op::kRmsNorm}, {Op::kRope, DType::kF32, 0},
-                                 {Op::kGatedActivation}, {Op::kClamp}, {Op::kHyperPre}, {Op::kHyperPost},
-                                 {Op::kRouteSqrtSoftplus}, {Op::kMoeDispatch}, {Op::kMoeGather},
-                                 {Op::kGroupedMatmul, embed.dtype}, {Op::kMoeCombine}, {Op::kAdd}, {Op::kScale},
-                                 {Op::kGatherOutputRows}};
-  return backend::require(backend_, uses, source_->path());
 }
 
 std::vector<KvGroupSpec> V4Model::kv_groups() const {
@@ -559,6 +720,24 @@ std::vector<KvGroupSpec> V4Model::kv_groups() const {
        LayerKind::kCsa, false);
   make(g_.hca_kv, "hca_kv", KvGroupKind::kCompressed, hd, p_.rate_hca, 0, true, LayerKind::kHca, false);
   make(g_.hca_state, "hca_state", KvGroupKind::kCompressorState, hd, 1, p_.rate_hca, false, LayerKind::kHca, false);
+  // V4.1: per ratio, the owners' compressed rows, index keys and (ratio > 1) pending tokens.
+  for (const Csa2Groups& cg : g_.csa2) {
+    const auto owners = [&](int index, std::string name, KvGroupKind kind, int64_t width, int64_t tokens_per_row,
+                            int64_t window, bool k_only) {
+      if (index < 0) return;
+      make(index, "", kind, width, tokens_per_row, window, k_only, LayerKind::kCsa2, false);
+      KvGroupSpec& g = out[static_cast<size_t>(index)];
+      g.name = std::move(name);
+      std::erase_if(g.layers, [&](int32_t l) {
+        const Layer& L = layers[static_cast<size_t>(l)];
+        return L.kv_owner != l || L.ratio != cg.ratio;
+      });
+    };
+    const std::string r = std::to_string(cg.ratio);
+    owners(cg.kv, "csa2_kv_r" + r, KvGroupKind::kCompressed, hd, cg.ratio, 0, true);
+    owners(cg.index, "csa2_index_r" + r, KvGroupKind::kCompressed, id, cg.ratio, 0, true);
+    owners(cg.state, "csa2_state_r" + r, KvGroupKind::kCompressorState, hd, 1, cg.ratio, false);
+  }
   return out;
 }
 
@@ -617,7 +796,7 @@ void V4Runner::hyper_site(const HyperWeights& w, int64_t n) {
   q_->rms_norm(f32(kX, n, hc * D), m_.ones_streams, eps, f32(kFlat, n, hc * D));
   q_->matmul(w.fn, f32(kFlat, n, hc * D), f32(kMixes, n, w.fn.n_out), Tensor{});
   q_->hyper_pre({hc, m_.p_.sinkhorn, m_.p_.hc_eps}, f32(kX, n, hc * D), f32(kMixes, n, w.fn.n_out), w.base, w.scale,
-                f32(kCollapsed, n, D), f32(kPost, n, hc), f32(kComb, n, hc * hc));
+                f32(kCollapsed, n, D), f32(kPost, n, hc), f32(kComb, n, hc * hc), Tensor{});
 }
 
 // kH (normed input) -> kOut.
@@ -672,16 +851,23 @@ void V4Runner::attention(const Layer& L, int32_t layer, int64_t n, backend::KvCa
       q.scale(iw, 1.0f / std::sqrt(static_cast<float>(ih)));
       selected = i32(kSel, n, p.index_topk);
       q.index_top_k({ih, id, rate, p.index_topk, 1.0f / std::sqrt(static_cast<float>(id))}, qi, iw, kv, g.csa_index,
-                    layer, selected);
+                    layer, selected, Tensor{});
     }
   }
   q.sparse_attention({H, hd, 1.0f / std::sqrt(static_cast<float>(hd)), p.window, rate}, qt, kv, g.window, comp_group,
                      layer, L.sinks, selected, att);
   q.rope(att, {H, hd, c.n_rot, backend::RopePairing::kInterleaved, true, true}, freq);
+  output_projection(L, n);
+}
 
-  // Grouped output: rows (t, g) of att viewed as [n * G, H * hd / G], sorted by group (run()
-  // uploaded the order), each group through its block of Woa, then back in (t, g) order:
-  // [n, G * o_lora].
+// kAtt (the heads' outputs, rope undone) -> kOut. Grouped: rows (t, g) of att viewed as
+// [n * G, H * hd / G], sorted by group (prepare() uploaded the order), each group through its
+// block of Woa, then back in (t, g) order: [n, G * o_lora], then Wob.
+void V4Runner::output_projection(const Layer& L, int64_t n) {
+  const V4Params& p = m_.p_;
+  backend::Queue& q = *q_;
+  const int64_t D = m_.c_.n_embd, H = m_.c_.n_head, hd = m_.c_.head_dim;
+  const Tensor att = f32(kAtt, n, H * hd);
   const int64_t G = p.o_groups, gin = H * hd / G;
   const Tensor xs = f32(kGoXs, n * G, gin), ys = f32(kGoYs, n * G, p.o_lora);
   const Tensor order = i32(kGoOrder, 1, n * G), offsets = i32(kGoOffsets, 1, G + 1), ones = f32(kGoW, n * G, 1);
@@ -690,6 +876,92 @@ void V4Runner::attention(const Layer& L, int32_t layer, int64_t n, backend::KvCa
   q.grouped_matmul(oa, offsets, xs);
   q.moe_combine(ys, order, ones, f32(kGrouped, n * G, p.o_lora));
   q.matmul(L.o_b, f32(kGrouped, n, G * p.o_lora), f32(kOut, n, D), Tensor{});
+}
+
+// V4.1 attention, kH -> kOut: as V4's but with no per-head rescale of q, the window rows through
+// FP8, and on CSA2 layers the shared compressed rows of the layer's KV source (csa2_owner_rows
+// writes them on the source), its selection of them (index sources; the others reuse the last
+// one in kSel) and the hierarchical candidates (kCand).
+void V4Runner::attention_v41(const Layer& L, int32_t layer, int64_t n, backend::KvCache& kv) {
+  const ModelConfig& c = m_.c_;
+  const V4Params& p = m_.p_;
+  const Groups& g = m_.g_;
+  backend::Queue& q = *q_;
+  const int64_t D = c.n_embd, H = c.n_head, hd = c.head_dim;
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  const Tensor h = f32(kH, n, D), qa = f32(kQa, n, p.q_lora), qt = f32(kQ, n, H * hd), kvt = f32(kKv, n, hd),
+               att = f32(kAtt, n, H * hd);
+  q.matmul(L.q_a, h, qa, Tensor{});
+  q.rms_norm(qa, L.q_a_norm, eps, qa);
+  q.matmul(L.q_b, qa, qt, Tensor{});
+  const Tensor& freq = L.ratio > 0 ? m_.inv_freq_compress : m_.inv_freq_main;
+  q.rope(qt, {H, hd, c.n_rot, backend::RopePairing::kInterleaved, true, false}, freq);
+  q.matmul(L.kv, h, kvt, Tensor{});
+  q.rms_norm(kvt, L.kv_norm, eps, kvt);
+  q.rope(kvt, {1, hd, c.n_rot, backend::RopePairing::kInterleaved, true, false}, freq);
+  q.cache_round_trip(kvt, backend::CacheFormat::kFp8E4M3, 32);
+  q.store_kv(kv, g.window, layer, kvt, kvt);
+  if (L.ratio == 0) {
+    q.sparse_attention({H, hd, 1.0f / std::sqrt(static_cast<float>(hd)), p.window, 0}, qt, kv, g.window, -1, layer,
+                       L.sinks, Tensor{}, att);
+  } else {
+    const Csa2Groups& cg = g.of_ratio(L.ratio);
+    if (L.kv_owner == layer) csa2_owner_rows(L, layer, n, kv);
+    const Tensor selected = i32(kSel, n, p.index_topk);
+    if (L.index_source) {
+      const int64_t id = p.index_dim, ih = p.index_heads;
+      const Tensor qi = f32(kQi, n, ih * id), iw = f32(kIw, n, ih);
+      q.matmul(L.index_q_b, qa, qi, Tensor{});
+      q.rope(qi, {ih, id, c.n_rot, backend::RopePairing::kInterleaved, true, false}, m_.inv_freq_compress);
+      q.cache_round_trip(qi, backend::CacheFormat::kMxfp4, 32);
+      q.matmul(L.index_w, h, iw, Tensor{});
+      q.scale(iw, 1.0f / std::sqrt(static_cast<float>(id * ih)));
+      const Tensor cand = L.candidates == backend::CandidateUse::kNone
+                              ? Tensor{}
+                              : i32(kCand, n, p.candidate_top_blocks);
+      q.index_top_k({ih, id, L.ratio, p.index_topk, 1.0f, L.candidates, p.candidate_block, p.candidate_top_blocks}, qi,
+                    iw, kv, cg.index, L.kv_owner, selected, cand);
+    }
+    q.sparse_attention({H, hd, 1.0f / std::sqrt(static_cast<float>(hd)), p.window, L.ratio, L.kv_owner}, qt, kv,
+                       g.window, cg.kv, layer, L.sinks, selected, att);
+  }
+  q.rope(att, {H, hd, c.n_rot, backend::RopePairing::kInterleaved, true, true}, freq);
+  output_projection(L, n);
+}
+
+// A CSA2 source's rows for the entries the batch closes: the latent (ratio 1: RMSNorm(Wkv x) of
+// each token; above: the softmax-gated pool of its ratio tokens, through the pending-token
+// state), whence the compressed row (rope at the entry's first position, NVFP4) and the index
+// key (RMSNorm(Wk latent), rope, MXFP4).
+void V4Runner::csa2_owner_rows(const Layer& L, int32_t layer, int64_t n, backend::KvCache& kv) {
+  const ModelConfig& c = m_.c_;
+  const V4Params& p = m_.p_;
+  const Csa2Groups& cg = m_.g_.of_ratio(L.ratio);
+  backend::Queue& q = *q_;
+  const int64_t D = c.n_embd, hd = c.head_dim, id = p.index_dim;
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  const Tensor h = f32(kH, n, D), latent = f32(kLatent, n, hd), ik = f32(kIk, n, id);
+  if (L.ratio == 1) {
+    q.matmul(L.comp.kv, h, latent, Tensor{});
+    q.rms_norm(latent, L.comp.norm, eps, latent);
+  } else {
+    const Tensor ckv = f32(kCkv, n, hd), cgate = f32(kCgate, n, hd);
+    const backend::MatmulTarget proj[] = {{&L.comp.kv, ckv, {}}, {&L.comp.gate, cgate, {}}};
+    q.matmul_group(proj, h);
+    q.store_kv(kv, cg.state, layer, ckv, cgate);
+    q.compress_rows({L.ratio, hd, false, eps, c.n_rot}, kv, cg.state, cg.kv, layer,
+                    m_.zero_ape[static_cast<size_t>(L.ratio)], L.comp.norm, latent);
+  }
+  // The closing token is the entry's last: its first position is ratio - 1 before.
+  const int64_t back = -(L.ratio - 1);
+  q.matmul(L.index_wk, latent, ik, Tensor{});
+  q.rms_norm(ik, L.index_k_norm, eps, ik);
+  q.rope(ik, {1, id, c.n_rot, backend::RopePairing::kInterleaved, true, false, back}, m_.inv_freq_compress);
+  q.cache_round_trip(ik, backend::CacheFormat::kMxfp4, 32);
+  q.store_kv(kv, cg.index, layer, ik, ik);
+  q.rope(latent, {1, hd, c.n_rot, backend::RopePairing::kInterleaved, true, false, back}, m_.inv_freq_compress);
+  q.cache_round_trip(latent, backend::CacheFormat::kNvfp4, 16);
+  q.store_kv(kv, cg.kv, layer, latent, latent);
 }
 
 // kH -> kOut.
@@ -751,7 +1023,8 @@ Status V4Runner::prepare(std::span<const int32_t> tokens, std::span<const BatchS
       n * 2 * p.index_dim, n * p.index_heads * p.index_dim, n * p.index_heads, n * p.index_topk, n * p.n_expert, n * k,
       n * k, n * k, n * k, p.n_expert + 1, n * k * D, n * k * p.n_ff, n * k * p.n_ff, n * k * D, n * p.n_ff,
       n * p.n_ff, n * D, n * p.o_groups, p.o_groups + 1, n * p.o_groups, n * H * hd, n * p.o_groups * p.o_lora,
-      n_rows * D, n_rows * c.n_vocab, n * hc, n, n};
+      n_rows * D, n_rows * c.n_vocab, n * hc, n, n,
+      n * hc, n * hc, n_rows * hc, n * hd, n * p.index_dim, n * p.candidate_top_blocks};
   for (int s = 0; s < kNumSlots; ++s) DI_RETURN_IF_ERROR(ensure(s, sizes[s]));
   backend::Queue& q = *q_;
   DI_RETURN_IF_ERROR(q.set_batch(inputs_.batch()));
@@ -797,6 +1070,56 @@ void V4Runner::block(const Layer& L, int32_t layer, int64_t n, std::span<const i
   mix_back();
 }
 
+// V4.1's block: each site's weights come from its own input streams, but its sublayer reads the
+// streams collapsed with the previous site's pre weights (kPrePrev; the first site's: stream 0);
+// the output mixes back with the site's own post and comb.
+void V4Runner::block_single_pass(const Layer& L, int32_t layer, int64_t n, std::span<const int32_t> tokens,
+                                 backend::KvCache& kv) {
+  const int64_t D = m_.c_.n_embd, hc = m_.p_.hc;
+  const float eps = static_cast<float>(m_.c_.rms_norm_eps);
+  const backend::HyperParams hp{hc, m_.p_.sinkhorn, m_.p_.hc_eps};
+  backend::Queue& q = *q_;
+  const auto site = [&](const HyperWeights& w, const Tensor& norm) {
+    q.rms_norm(f32(kX, n, hc * D), m_.ones_streams, eps, f32(kFlat, n, hc * D));
+    q.matmul(w.fn, f32(kFlat, n, hc * D), f32(kMixes, n, w.fn.n_out), Tensor{});
+    q.hyper_pre(hp, f32(kX, n, hc * D), f32(kMixes, n, w.fn.n_out), w.base, w.scale, f32(kCollapsed, n, D),
+                f32(kPost, n, hc), f32(kComb, n, hc * hc), f32(kPre, n, hc));
+    // Row t * hc + s of the streams is stream s of token t: a weighted sum per token.
+    q.moe_combine(f32(kX, n * hc, D), i32(kBcast, 1, n * hc), f32(kPrePrev, n, hc), f32(kCollapsed, n, D));
+    std::swap(buffers_[kPre], buffers_[kPrePrev]);
+    q.rms_norm(f32(kCollapsed, n, D), norm, eps, f32(kH, n, D));
+  };
+  const auto mix_back = [&] {
+    q.hyper_post(hp, f32(kX, n, hc * D), f32(kOut, n, D), f32(kPost, n, hc), f32(kComb, n, hc * hc),
+                 f32(kX2, n, hc * D));
+    std::swap(buffers_[kX], buffers_[kX2]);
+  };
+  site(L.attn_hc, L.attn_norm);
+  attention_v41(L, layer, n, kv);
+  mix_back();
+  site(L.ffn_hc, L.ffn_norm);
+  moe(L, layer, n, tokens);
+  mix_back();
+}
+
+// V4.1's end: the kept rows' streams collapsed with the last site's pre weights, a norm and the
+// lm_head, downloaded.
+void V4Runner::head_single_pass(int64_t n_rows) {
+  const ModelConfig& c = m_.c_;
+  const int64_t D = c.n_embd, hc = m_.p_.hc, n = inputs_.n_tokens();
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  backend::Queue& q = *q_;
+  const Tensor xr = f32(kFlat, n_rows, hc * D), pre = f32(kPreRows, n_rows, hc), hr = f32(kHr, n_rows, D),
+               logits = f32(kLogits, n_rows, c.n_vocab);
+  q.gather_output_rows(f32(kX, n, hc * D), xr);
+  q.gather_output_rows(f32(kPrePrev, n, hc), pre);
+  q.moe_combine(f32(kFlat, n_rows * hc, D), i32(kBcast, 1, n_rows * hc), pre, hr);
+  q.rms_norm(hr, m_.final_norm, eps, hr);
+  q.matmul(m_.lm_head, hr, logits, Tensor{});
+  if (logits_.size() < static_cast<size_t>(n_rows * c.n_vocab)) logits_.resize(static_cast<size_t>(n_rows * c.n_vocab));
+  q.download(logits, logits_.data());
+}
+
 // The kept rows of the streams kX through a hyper head, a norm and the lm_head, downloaded.
 void V4Runner::head(const HyperWeights& hc_w, const Tensor& norm, int64_t n_rows) {
   const ModelConfig& c = m_.c_;
@@ -808,7 +1131,7 @@ void V4Runner::head(const HyperWeights& hc_w, const Tensor& norm, int64_t n_rows
   q.gather_output_rows(f32(kX, n, hc * D), xr);
   q.rms_norm(xr, m_.ones_streams, eps, f32(kX2, n_rows, hc * D));
   q.matmul(hc_w.fn, f32(kX2, n_rows, hc * D), f32(kMixes, n_rows, hc), Tensor{});
-  q.hyper_pre(hp, xr, f32(kMixes, n_rows, hc), hc_w.base, hc_w.scale, hr, Tensor{}, Tensor{});
+  q.hyper_pre(hp, xr, f32(kMixes, n_rows, hc), hc_w.base, hc_w.scale, hr, Tensor{}, Tensor{}, Tensor{});
   q.rms_norm(hr, norm, eps, hr);
   q.matmul(m_.lm_head, hr, logits, Tensor{});
   if (logits_.size() < static_cast<size_t>(n_rows * c.n_vocab)) logits_.resize(static_cast<size_t>(n_rows * c.n_vocab));
@@ -831,10 +1154,27 @@ Status V4Runner::run(std::span<const int32_t> tokens, std::span<const BatchSeque
   // [n * hc, D] is row t of the embeddings.
   q.embed(m_.embed, f32(kCollapsed, n, D));
   q.moe_gather(f32(kCollapsed, n, D), i32(kBcast, 1, n * hc), hc, f32(kX, n * hc, D));
-  for (int32_t l = 0; l < static_cast<int32_t>(m_.c_.n_layer); ++l) {
-    block(m_.layers[static_cast<size_t>(l)], l, n, tokens, kv);
+  if (m_.p_.v41) {
+    // The first site's input is stream 0.
+    host_pre0_.assign(static_cast<size_t>(n * hc), 0.0f);
+    for (int64_t t = 0; t < n; ++t) host_pre0_[static_cast<size_t>(t * hc)] = 1.0f;
+    q.upload(host_pre0_.data(), f32(kPrePrev, n, hc));
   }
-  if (n_rows > 0) head(m_.head_hc, m_.final_norm, n_rows);
+  for (int32_t l = 0; l < static_cast<int32_t>(m_.c_.n_layer); ++l) {
+    const Layer& L = m_.layers[static_cast<size_t>(l)];
+    if (m_.p_.v41) {
+      block_single_pass(L, l, n, tokens, kv);
+    } else {
+      block(L, l, n, tokens, kv);
+    }
+  }
+  if (n_rows > 0) {
+    if (m_.p_.v41) {
+      head_single_pass(n_rows);
+    } else {
+      head(m_.head_hc, m_.final_norm, n_rows);
+    }
+  }
   return finish();
 }
 

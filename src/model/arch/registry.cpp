@@ -16,6 +16,7 @@ constexpr std::array kArchitectures = {
     ArchEntry{"qwen3", &create_qwen3_model},
     ArchEntry{"qwen3moe", &create_qwen3_moe_model},
     ArchEntry{"deepseek_v4", &create_deepseek_v4_model},
+    ArchEntry{"deepseek_v41", &create_deepseek_v4_model},
 };
 }  // namespace
 

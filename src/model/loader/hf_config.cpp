@@ -378,78 +378,119 @@ Status check_block_fp8(const ConfigReader& cfg, const std::string& path) {
 // mlp_layer_types, compress_rates, rope_parameters {main, compress}) and the legacy fields of
 // the official release (compress_ratios, num_hash_layers, compress_rate_csa/hca,
 // qk_rope_head_dim, flat rope_parameters or rope_scaling for the compress rope) are read.
-bool is_deepseek_v4(const ConfigReader& cfg) {
-  if (const json* archs = cfg.get("architectures"); archs && archs->is_array() && !archs->empty() &&
-                                                     (*archs)[0] == "DeepseekV4ForCausalLM") {
-    return true;
+enum class DeepseekVersion { kNone, kV4, kV41 };
+
+DeepseekVersion deepseek_version(const ConfigReader& cfg) {
+  if (const json* archs = cfg.get("architectures"); archs && archs->is_array() && !archs->empty()) {
+    if ((*archs)[0] == "DeepseekV4ForCausalLM") return DeepseekVersion::kV4;
+    if ((*archs)[0] == "DeepseekV41ForCausalLM") return DeepseekVersion::kV41;
   }
   const json* mt = cfg.get("model_type");
-  return mt && *mt == "deepseek_v4";
+  if (mt && *mt == "deepseek_v4") return DeepseekVersion::kV4;
+  if (mt && *mt == "deepseek_v41") return DeepseekVersion::kV41;
+  return DeepseekVersion::kNone;
 }
 
-Result<Metadata> parse_deepseek_v4(const json& root, const std::string& path) {
-  ConfigReader cfg(root, path);
-  DI_RETURN_IF_ERROR(check_block_fp8(cfg, path));
-  Metadata md;
-  const std::string p = "deepseek_v4.";
-  md.set("general.architecture", MetaValue::of_string("deepseek_v4"));
-  std::string name = std::filesystem::path(path).parent_path().filename().string();
-  md.set("general.name", MetaValue::of_string(name.empty() ? "deepseek_v4" : name));
-  md.set("deepinfer.source_format", MetaValue::of_string("safetensors"));
-  const auto set_int = [&](const char* key, const std::string& gguf, std::optional<int64_t> fallback) -> Status {
-    int64_t v = 0;
-    if (fallback) {
-      DI_ASSIGN_OR_RETURN(v, cfg.positive_int_or(key, *fallback));
-    } else {
-      DI_ASSIGN_OR_RETURN(v, cfg.positive_int(key));
+// A list of layer ids, each below n_layer (ids at or past it belong to layers a shortened
+// checkpoint left out and are dropped), strictly increasing.
+Result<std::vector<int64_t>> layer_ids(const ConfigReader& cfg, const char* key, std::vector<int64_t> fallback,
+                                       int64_t n_layer) {
+  std::vector<int64_t> ids = std::move(fallback);
+  if (const json* v = cfg.get(key)) {
+    if (!v->is_array()) return cfg.bad(key, "a list of layer ids");
+    ids.clear();
+    for (const json& e : *v) {
+      if (!e.is_number_integer() || e.get<int64_t>() < 0) return cfg.bad(key, "a list of layer ids");
+      ids.push_back(e.get<int64_t>());
     }
-    md.set(p + gguf, u32(v));
-    return {};
-  };
-  DI_RETURN_IF_ERROR(set_int("hidden_size", "embedding_length", 4096));
-  DI_RETURN_IF_ERROR(set_int("num_hidden_layers", "block_count", 43));
-  DI_RETURN_IF_ERROR(set_int("num_attention_heads", "attention.head_count", 64));
-  DI_RETURN_IF_ERROR(set_int("num_key_value_heads", "attention.head_count_kv", 1));
-  DI_RETURN_IF_ERROR(set_int("head_dim", "attention.key_length", 512));
-  DI_RETURN_IF_ERROR(set_int("vocab_size", "vocab_size", 129280));
-  DI_RETURN_IF_ERROR(set_int("max_position_embeddings", "context_length", 1048576));
-  DI_RETURN_IF_ERROR(set_int("q_lora_rank", "q_lora_rank", 1024));
-  DI_RETURN_IF_ERROR(set_int("o_groups", "o_groups", 8));
-  DI_RETURN_IF_ERROR(set_int("o_lora_rank", "o_lora_rank", 1024));
-  DI_RETURN_IF_ERROR(set_int("sliding_window", "attention.sliding_window", 128));
-  DI_RETURN_IF_ERROR(set_int("n_routed_experts", "expert_count", 256));
-  DI_RETURN_IF_ERROR(set_int("num_experts_per_tok", "expert_used_count", 6));
-  DI_RETURN_IF_ERROR(set_int("moe_intermediate_size", "expert_feed_forward_length", 2048));
-  DI_RETURN_IF_ERROR(set_int("hc_mult", "hc_mult", 4));
-  DI_RETURN_IF_ERROR(set_int("hc_sinkhorn_iters", "hc_sinkhorn_iters", 20));
-  DI_RETURN_IF_ERROR(set_int("index_n_heads", "index_n_heads", 64));
-  DI_RETURN_IF_ERROR(set_int("index_head_dim", "index_head_dim", 128));
-  DI_RETURN_IF_ERROR(set_int("index_topk", "index_topk", 512));
-  DI_ASSIGN_OR_RETURN(std::optional<int64_t> n_shared, cfg.opt_int("n_shared_experts"));
-  md.set(p + "expert_shared_count", u32(n_shared.value_or(1)));
-  DI_ASSIGN_OR_RETURN(std::optional<int64_t> n_mtp, cfg.opt_int("num_nextn_predict_layers"));
-  md.set(p + "nextn_predict_layers", u32(n_mtp.value_or(1)));
-  DI_ASSIGN_OR_RETURN(double eps, cfg.positive_float_or("rms_norm_eps", 1e-6));
-  md.set(p + "attention.layer_norm_rms_epsilon", f32(eps));
-  DI_ASSIGN_OR_RETURN(double hc_eps, cfg.positive_float_or("hc_eps", 1e-6));
-  md.set(p + "hc_eps", f32(hc_eps));
-  DI_ASSIGN_OR_RETURN(double routed_scale, cfg.positive_float_or("routed_scaling_factor", 1.5));
-  md.set(p + "expert_weights_scale", f32(routed_scale));
-  DI_ASSIGN_OR_RETURN(double limit, cfg.positive_float_or("swiglu_limit", 10.0));
-  md.set(p + "swiglu_limit", f32(limit));
-  DI_ASSIGN_OR_RETURN(std::optional<std::string> scoring, cfg.opt_string("scoring_func"));
-  if (scoring.value_or("sqrtsoftplus") != "sqrtsoftplus") {
-    return unimplemented(path + ": DeepSeek V4 scoring_func '" + *scoring + "' is not supported (sqrtsoftplus)");
   }
-  DI_ASSIGN_OR_RETURN(std::optional<bool> norm_topk, cfg.opt_bool("norm_topk_prob"));
-  if (!norm_topk.value_or(true)) return unimplemented(path + ": DeepSeek V4 with norm_topk_prob false is not supported");
-  DI_ASSIGN_OR_RETURN(std::optional<std::string> act, cfg.opt_string("hidden_act"));
-  if (act.value_or("silu") != "silu") return unimplemented(path + ": hidden_act '" + *act + "' is not supported");
-  DI_ASSIGN_OR_RETURN(std::optional<bool> tied, cfg.opt_bool("tie_word_embeddings"));
-  if (tied.value_or(false)) return unimplemented(path + ": DeepSeek V4 with tied embeddings is not supported");
-  DI_ASSIGN_OR_RETURN(int64_t n_layer, cfg.positive_int_or("num_hidden_layers", 43));
-  DI_ASSIGN_OR_RETURN(int64_t head_dim, cfg.positive_int_or("head_dim", 512));
+  for (size_t i = 1; i < ids.size(); ++i) {
+    if (ids[i] <= ids[i - 1]) return cfg.bad(key, "a strictly increasing list of layer ids");
+  }
+  std::erase_if(ids, [&](int64_t id) { return id >= n_layer; });
+  return ids;
+}
 
+// DeepSeek V4.1's layer schedule (CSA2): per layer a compress ratio (0: window only), the KV
+// sources that own a compressor (each serving the following layers of its ratio), the index
+// sources that select their own entries (the rest reuse the last selection), and the candidate
+// source. Written as deepseek_v41.{compress_ratios, kv_source_layers, index_source_layers,
+// candidate_*}, with layer_types (0 window only, 3 CSA2) and mlp_hash (none) as V4 has them.
+Status read_v41_schedule(const ConfigReader& cfg, const std::string& path, int64_t n_layer, const std::string& p,
+                         Metadata* md) {
+  const json* ratios = cfg.get("compress_ratios");
+  if (!ratios || !ratios->is_array() || static_cast<int64_t>(ratios->size()) < n_layer) {
+    return cfg.bad("compress_ratios", "a list with one entry per layer");
+  }
+  std::vector<int64_t> ratio;
+  for (int64_t l = 0; l < n_layer; ++l) {
+    const json& r = (*ratios)[static_cast<size_t>(l)];
+    if (!r.is_number_integer() || r.get<int64_t>() < 0 || r.get<int64_t>() > 1024) {
+      return cfg.bad("compress_ratios", "a list of non-negative compress ratios");
+    }
+    ratio.push_back(r.get<int64_t>());
+  }
+  DI_ASSIGN_OR_RETURN(std::vector<int64_t> kv_sources, layer_ids(cfg, "kv_source_layer_ids", {2, 8, 14, 20}, n_layer));
+  DI_ASSIGN_OR_RETURN(std::vector<int64_t> index_sources,
+                      layer_ids(cfg, "index_source_layer_ids", {2, 8, 14, 20, 24, 28, 32, 36}, n_layer));
+  const auto contains = [](const std::vector<int64_t>& v, int64_t x) { return std::ranges::find(v, x) != v.end(); };
+  int64_t owner_ratio = -1;
+  MetaArray kinds{MetaType::kU32, {}}, hash{MetaType::kBool, {}}, ratio_items{MetaType::kU32, {}};
+  for (int64_t l = 0; l < n_layer; ++l) {
+    const int64_t r = ratio[static_cast<size_t>(l)];
+    const bool source = contains(kv_sources, l);
+    if (r == 0 && (source || contains(index_sources, l))) {
+      return invalid_argument(path + ": layer " + std::to_string(l) +
+                              " has compress ratio 0 (window only) but is listed as a KV or index source");
+    }
+    if (source && !contains(index_sources, l)) {
+      return invalid_argument(path + ": KV source layer " + std::to_string(l) + " is not in index_source_layer_ids");
+    }
+    if (source) owner_ratio = r;
+    if (r != 0 && owner_ratio != r) {
+      return invalid_argument(path + ": compressed layer " + std::to_string(l) + " (ratio " + std::to_string(r) +
+                              ") has no preceding KV source layer of the same ratio");
+    }
+    kinds.items.push_back(u32(r == 0 ? 0 : 3));
+    hash.items.push_back(MetaValue::of_bool(false));
+    ratio_items.items.push_back(u32(r));
+  }
+  md->set(p + "layer_types", MetaValue::of_array(std::move(kinds)));
+  md->set(p + "mlp_hash", MetaValue::of_array(std::move(hash)));
+  md->set(p + "compress_ratios", MetaValue::of_array(std::move(ratio_items)));
+  const auto id_array = [](const std::vector<int64_t>& ids) {
+    MetaArray a{MetaType::kU32, {}};
+    for (int64_t id : ids) a.items.push_back(u32(id));
+    return MetaValue::of_array(std::move(a));
+  };
+  md->set(p + "kv_source_layers", id_array(kv_sources));
+  md->set(p + "index_source_layers", id_array(index_sources));
+  DI_ASSIGN_OR_RETURN(std::optional<int64_t> candidate, cfg.opt_int("candidate_source_layer_id"));
+  const int64_t cand = candidate.value_or(20);
+  if (cand < -1) return cfg.bad("candidate_source_layer_id", "-1 (off) or a layer id");
+  if (cand >= 0 && cand < n_layer) {
+    if (!contains(kv_sources, cand)) {
+      return invalid_argument(path + ": candidate_source_layer_id " + std::to_string(cand) + " is not a KV source layer");
+    }
+    DI_ASSIGN_OR_RETURN(int64_t block, cfg.positive_int_or("candidate_block_size", 8));
+    DI_ASSIGN_OR_RETURN(int64_t top, cfg.positive_int_or("candidate_topk_blocks", 2048));
+    md->set(p + "candidate_source_layer", u32(cand));
+    md->set(p + "candidate_block_size", u32(block));
+    md->set(p + "candidate_top_blocks", u32(top));
+  }
+  DI_ASSIGN_OR_RETURN(std::vector<int64_t> engram, layer_ids(cfg, "engram_layer_ids", {1, 14}, n_layer));
+  if (!engram.empty()) {
+    return unimplemented(path + ": DeepSeek V4.1 Engram layers (engram_layer_ids, here layer " +
+                         std::to_string(engram.front()) + ") are not supported yet");
+  }
+  return {};
+}
+
+// V4's layer schedule: compress rates (CSA, HCA), per layer its type (layer_types, or the
+// release's compress_ratios) and whether its MoE is hash-routed.
+Status read_v4_schedule(const ConfigReader& cfg, const std::string& path, int64_t n_layer, const std::string& p,
+                        Metadata* md) {
+  Metadata& m = *md;
   // Compress rates.
   int64_t rate_csa = 4, rate_hca = 128;
   if (const json* rates = cfg.get("compress_rates")) {
@@ -460,8 +501,8 @@ Result<Metadata> parse_deepseek_v4(const json& root, const std::string& path) {
   }
   DI_ASSIGN_OR_RETURN(rate_csa, cfg.positive_int_or("compress_rate_csa", rate_csa));
   DI_ASSIGN_OR_RETURN(rate_hca, cfg.positive_int_or("compress_rate_hca", rate_hca));
-  md.set(p + "compress_rate_csa", u32(rate_csa));
-  md.set(p + "compress_rate_hca", u32(rate_hca));
+  m.set(p + "compress_rate_csa", u32(rate_csa));
+  m.set(p + "compress_rate_hca", u32(rate_hca));
 
   // Layer types: 0 sliding, 1 CSA, 2 HCA.
   MetaArray kinds{MetaType::kU32, {}};
@@ -504,7 +545,7 @@ Result<Metadata> parse_deepseek_v4(const json& root, const std::string& path) {
     // transformers' default: two HCA layers, then CSA and HCA alternating (V4-Pro's schedule).
     for (int64_t l = 0; l < n_layer; ++l) kinds.items.push_back(u32(l < 2 ? 2 : (l - 2) % 2 ? 1 : 2));
   }
-  md.set(p + "layer_types", MetaValue::of_array(std::move(kinds)));
+  m.set(p + "layer_types", MetaValue::of_array(std::move(kinds)));
 
   MetaArray hash{MetaType::kBool, {}};
   if (const json* types = cfg.get("mlp_layer_types")) {
@@ -520,7 +561,86 @@ Result<Metadata> parse_deepseek_v4(const json& root, const std::string& path) {
     DI_ASSIGN_OR_RETURN(std::optional<int64_t> n_hash, cfg.opt_int("num_hash_layers"));
     for (int64_t l = 0; l < n_layer; ++l) hash.items.push_back(MetaValue::of_bool(l < n_hash.value_or(3)));
   }
-  md.set(p + "mlp_hash", MetaValue::of_array(std::move(hash)));
+  m.set(p + "mlp_hash", MetaValue::of_array(std::move(hash)));
+
+  return {};
+}
+
+Result<Metadata> parse_deepseek_v4(const json& root, const std::string& path, DeepseekVersion version) {
+  const bool v41 = version == DeepseekVersion::kV41;
+  // V4.1's checkpoint config nests the text model's fields under text_config (beside the
+  // vision tower's); a flat config is read as is.
+  const bool nested = v41 && root.contains("text_config") && root["text_config"].is_object();
+  ConfigReader cfg(nested ? root["text_config"] : root, path, nested ? "text_config." : "");
+  DI_RETURN_IF_ERROR(check_block_fp8(ConfigReader(root, path), path));
+  Metadata md;
+  const std::string arch = v41 ? "deepseek_v41" : "deepseek_v4";
+  const std::string p = arch + ".";
+  md.set("general.architecture", MetaValue::of_string(arch));
+  std::string name = std::filesystem::path(path).parent_path().filename().string();
+  md.set("general.name", MetaValue::of_string(name.empty() ? arch : name));
+  md.set("deepinfer.source_format", MetaValue::of_string("safetensors"));
+  const auto set_int = [&](const char* key, const std::string& gguf, std::optional<int64_t> fallback) -> Status {
+    int64_t v = 0;
+    if (fallback) {
+      DI_ASSIGN_OR_RETURN(v, cfg.positive_int_or(key, *fallback));
+    } else {
+      DI_ASSIGN_OR_RETURN(v, cfg.positive_int(key));
+    }
+    md.set(p + gguf, u32(v));
+    return {};
+  };
+  DI_RETURN_IF_ERROR(set_int("hidden_size", "embedding_length", 4096));
+  DI_RETURN_IF_ERROR(set_int("num_hidden_layers", "block_count", 43));
+  DI_RETURN_IF_ERROR(set_int("num_attention_heads", "attention.head_count", 64));
+  DI_RETURN_IF_ERROR(set_int("num_key_value_heads", "attention.head_count_kv", 1));
+  DI_RETURN_IF_ERROR(set_int("head_dim", "attention.key_length", 512));
+  DI_RETURN_IF_ERROR(set_int("vocab_size", "vocab_size", 129280));
+  DI_RETURN_IF_ERROR(set_int("max_position_embeddings", "context_length", 1048576));
+  DI_RETURN_IF_ERROR(set_int("q_lora_rank", "q_lora_rank", 1024));
+  DI_RETURN_IF_ERROR(set_int("o_groups", "o_groups", 8));
+  DI_RETURN_IF_ERROR(set_int("o_lora_rank", "o_lora_rank", 1024));
+  DI_RETURN_IF_ERROR(set_int("sliding_window", "attention.sliding_window", 128));
+  DI_RETURN_IF_ERROR(set_int("n_routed_experts", "expert_count", 256));
+  DI_RETURN_IF_ERROR(set_int("num_experts_per_tok", "expert_used_count", 6));
+  DI_RETURN_IF_ERROR(set_int("moe_intermediate_size", "expert_feed_forward_length", 2048));
+  DI_RETURN_IF_ERROR(set_int("hc_mult", "hc_mult", 4));
+  DI_RETURN_IF_ERROR(set_int("hc_sinkhorn_iters", "hc_sinkhorn_iters", 20));
+  DI_RETURN_IF_ERROR(set_int("index_n_heads", "index_n_heads", 64));
+  DI_RETURN_IF_ERROR(set_int("index_head_dim", "index_head_dim", 128));
+  DI_RETURN_IF_ERROR(set_int("index_topk", "index_topk", 512));
+  DI_ASSIGN_OR_RETURN(std::optional<int64_t> n_shared, cfg.opt_int("n_shared_experts"));
+  md.set(p + "expert_shared_count", u32(n_shared.value_or(1)));
+  DI_ASSIGN_OR_RETURN(std::optional<int64_t> n_mtp, cfg.opt_int("num_nextn_predict_layers"));
+  // V4.1's next-n layers are DSpark's draft layers, not MTP ones: not bound as a draft head.
+  md.set(p + "nextn_predict_layers", u32(v41 ? 0 : n_mtp.value_or(1)));
+  // NeMo's V4.1 port defaults to 1e-20; V4's configs default to 1e-6.
+  DI_ASSIGN_OR_RETURN(double eps, cfg.positive_float_or("rms_norm_eps", v41 ? 1e-20 : 1e-6));
+  md.set(p + "attention.layer_norm_rms_epsilon", f32(eps));
+  DI_ASSIGN_OR_RETURN(double hc_eps, cfg.positive_float_or("hc_eps", 1e-6));
+  md.set(p + "hc_eps", f32(hc_eps));
+  DI_ASSIGN_OR_RETURN(double routed_scale, cfg.positive_float_or("routed_scaling_factor", 1.5));
+  md.set(p + "expert_weights_scale", f32(routed_scale));
+  DI_ASSIGN_OR_RETURN(double limit, cfg.positive_float_or("swiglu_limit", 10.0));
+  md.set(p + "swiglu_limit", f32(limit));
+  DI_ASSIGN_OR_RETURN(std::optional<std::string> scoring, cfg.opt_string("scoring_func"));
+  if (scoring.value_or("sqrtsoftplus") != "sqrtsoftplus") {
+    return unimplemented(path + ": DeepSeek V4 scoring_func '" + *scoring + "' is not supported (sqrtsoftplus)");
+  }
+  DI_ASSIGN_OR_RETURN(std::optional<bool> norm_topk, cfg.opt_bool("norm_topk_prob"));
+  if (!norm_topk.value_or(true)) return unimplemented(path + ": DeepSeek V4 with norm_topk_prob false is not supported");
+  DI_ASSIGN_OR_RETURN(std::optional<std::string> act, cfg.opt_string("hidden_act"));
+  if (act.value_or("silu") != "silu") return unimplemented(path + ": hidden_act '" + *act + "' is not supported");
+  DI_ASSIGN_OR_RETURN(std::optional<bool> tied, cfg.opt_bool("tie_word_embeddings"));
+  if (tied.value_or(false)) return unimplemented(path + ": DeepSeek V4 with tied embeddings is not supported");
+  DI_ASSIGN_OR_RETURN(int64_t n_layer, cfg.positive_int_or("num_hidden_layers", 43));
+  DI_ASSIGN_OR_RETURN(int64_t head_dim, cfg.positive_int_or("head_dim", 512));
+
+  if (v41) {
+    DI_RETURN_IF_ERROR(read_v41_schedule(cfg, path, n_layer, p, &md));
+  } else {
+    DI_RETURN_IF_ERROR(read_v4_schedule(cfg, path, n_layer, p, &md));
+  }
 
   // Rope: partial (trailing channels), main (sliding layers) and compress (CSA/HCA layers).
   double partial = 64.0 / 512.0;
@@ -549,7 +669,8 @@ Result<Metadata> parse_deepseek_v4(const json& root, const std::string& path) {
     compress = params->contains("compress") && (*params)["compress"].is_object() ? &(*params)["compress"] : params;
   }
   ConfigReader cr(*compress, path, "rope_parameters.compress.");
-  if (compress != params || cr.has("rope_theta")) {
+  // V4.1's flat rope_parameters carry the main rope_theta beside the compress rope's YaRN.
+  if (compress != params || (!v41 && cr.has("rope_theta"))) {
     DI_ASSIGN_OR_RETURN(compress_theta, cr.positive_float_or("rope_theta", compress_theta));
   }
   md.set(p + "rope.freq_base", f32(theta));
@@ -590,7 +711,9 @@ Result<Metadata> parse_hf_config(std::string_view json_text, const std::string& 
   if (root.is_discarded()) return invalid_argument(path + ": config.json is not valid JSON");
   if (!root.is_object()) return invalid_argument(path + ": config.json must hold a JSON object");
   ConfigReader cfg(root, path);
-  if (is_deepseek_v4(cfg)) return parse_deepseek_v4(root, path);
+  if (const DeepseekVersion v = deepseek_version(cfg); v != DeepseekVersion::kNone) {
+    return parse_deepseek_v4(root, path, v);
+  }
 
   DI_ASSIGN_OR_RETURN(const ArchInfo* arch, find_architecture(cfg, path));
   DI_RETURN_IF_ERROR(check_block_fp8(cfg, path));
@@ -685,7 +808,7 @@ std::optional<std::string> hf_to_gguf_tensor_name(std::string_view hf_name, std:
   // the frequencies from the config instead.
   if (hf_name.ends_with("rotary_emb.inv_freq")) return std::nullopt;
   // DeepSeek V4 keeps its Hugging Face names: GGUF has no vocabulary for its tensors yet.
-  if (architecture == "deepseek_v4") return std::string(hf_name);
+  if (architecture == "deepseek_v4" || architecture == "deepseek_v41") return std::string(hf_name);
   if (hf_name == "model.embed_tokens.weight") return "token_embd.weight";
   if (hf_name == "model.norm.weight") return "output_norm.weight";
   if (hf_name == "lm_head.weight") return "output.weight";

@@ -41,7 +41,7 @@ Result<const TensorView*> TensorSource::get(std::string_view name) const {
 }
 
 bool is_draft_layer_tensor(std::string_view architecture, std::string_view name) {
-  return architecture == "deepseek_v4" && name.starts_with("mtp.");
+  return (architecture == "deepseek_v4" || architecture == "deepseek_v41") && name.starts_with("mtp.");
 }
 
 Result<std::unique_ptr<TensorSource>> open_tensor_source(const std::string& path, const LoadOptions& options) {

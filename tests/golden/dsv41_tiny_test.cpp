@@ -1,0 +1,202 @@
+// DeepSeek V4.1 against NVIDIA NeMo Automodel's DeepseekV41ForCausalLM (tests/golden/dsv41_tiny/,
+// from tools/golden/make_dsv41_tiny.py; transformers has no V4.1): a tiny random model (hidden
+// 32, eight layers with compress ratios [0, 0, 2, 2, 2, 1, 1, 1], KV sources 2 and 5, index
+// sources 2, 4, 5, 7, candidate source 5 with blocks of 2 and 3 kept, single-pass mHC, MoE with
+// a biased router and a shared expert, window 8, indexer top-3, float32). The release's cache
+// round trips are in the reference's forward: FP8 window rows, NVFP4 compressed rows, MXFP4
+// index queries and keys.
+//
+// Which reference: NeMo's full-sequence forward (it has no cached decode). The script rejects
+// prompts whose top-k choices (index entries, candidate blocks) come within 3e-4 of a tie and
+// whose greedy steps lead by less than 1e-2.
+//
+// Tolerance: float32 on both sides with sums in other orders, 1e-4 x (1 + max |logit|), as for
+// V4. A round trip's rounding is a step function: a value that lands within float32 noise of a
+// rounding boundary may round the other way here, which moves a logit by far less than the
+// tolerance on this model (measured: max error ~1e-6).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include "backend/cpu/dsv4_ops.h"
+#include "engine/sampler.h"
+#include "model/model.h"
+#include "golden_logits.h"
+#include "test_backend.h"
+
+namespace deepinfer {
+namespace {
+
+namespace fs = std::filesystem;
+
+const fs::path kDir = fs::path(DEEPINFER_TEST_DATA) / "golden" / "dsv41_tiny";
+
+nlohmann::json golden() { return testing::read_golden(kDir); }
+
+std::pair<double, double> row_error(std::span<const float> ours, const nlohmann::json& ref) {
+  return testing::row_error(ours, ref, 1e-4);
+}
+
+TEST(DeepseekV41Tiny, GoldenHasClearChoices) {
+  const auto g = golden();
+  EXPECT_EQ(g["prompt_ids"].size(), 40u);
+  EXPECT_EQ(g["prefill_logits"].size(), 40u);
+  EXPECT_GE(g["greedy"].size(), 16u);
+  EXPECT_EQ(g["greedy"].size(), g["step_logits"].size());
+  EXPECT_GE(g["greedy_min_margin"].get<double>(), 1e-2);
+  EXPECT_GE(g["topk_min_gap"].get<double>(), 3e-4);
+}
+
+// The cache formats' round trips, bit for bit against NeMo's quantize_cache on values over many
+// binades, with exact e2m1 and e4m3 midpoints among them (ties to even).
+TEST(DeepseekV41Tiny, CacheRoundTripsMatchNemoBitForBit) {
+  const auto g = golden();
+  const std::pair<const char*, backend::CacheFormat> formats[] = {
+      {"fp8", backend::CacheFormat::kFp8E4M3}, {"mxfp4", backend::CacheFormat::kMxfp4}, {"nvfp4", backend::CacheFormat::kNvfp4}};
+  for (const auto& [name, format] : formats) {
+    const auto& f = g["cache_round_trips"][name];
+    const int64_t block = f["block"].get<int64_t>();
+    for (size_t r = 0; r < f["x"].size(); ++r) {
+      std::vector<float> x = f["x"][r].get<std::vector<float>>();
+      const std::vector<float> want = f["y"][r].get<std::vector<float>>();
+      cpu::cache_round_trip_row(x.data(), static_cast<int64_t>(x.size()), format, block);
+      for (size_t i = 0; i < x.size(); ++i) {
+        EXPECT_EQ(x[i], want[i]) << name << " row " << r << " element " << i << " of " << f["x"][r][i];
+      }
+    }
+  }
+}
+
+// Prefill in chunks of `chunk` tokens (0: the whole prompt at once) with every row's logits,
+// each row against the full forward's.
+void check_prefill(int64_t chunk) {
+  const auto g = golden();
+  auto model = testing::load_model(kDir.string());
+  ASSERT_TRUE(model.ok()) << model.status().to_string();
+  const auto prompt = g["prompt_ids"].get<std::vector<int32_t>>();
+  auto ctx = (*model)->new_context(64);
+  ASSERT_TRUE(ctx.ok()) << ctx.status().to_string();
+  const size_t step = chunk > 0 ? static_cast<size_t>(chunk) : prompt.size();
+  double worst = 0;
+  for (size_t begin = 0; begin < prompt.size(); begin += step) {
+    const size_t n = std::min(step, prompt.size() - begin);
+    ASSERT_TRUE((*ctx)->eval(std::span<const int32_t>(prompt).subspan(begin, n), LogitsMode::kAll).ok());
+    ASSERT_EQ((*ctx)->n_logit_rows(), static_cast<int64_t>(n));
+    for (size_t i = 0; i < n; ++i) {
+      const auto [err, tol] = row_error((*ctx)->logits(static_cast<int64_t>(i)), g["prefill_logits"][begin + i]);
+      worst = std::max(worst, err);
+      EXPECT_LE(err, tol) << "chunk " << chunk << ", position " << begin + i;
+    }
+  }
+  ::testing::Test::RecordProperty("max_abs_err", std::to_string(worst));
+}
+
+TEST(DeepseekV41Tiny, WholePrefillMatchesNemo) { check_prefill(0); }
+// Chunks that end inside and at ratio-2 pairs, candidate blocks and the window (8).
+TEST(DeepseekV41Tiny, ChunkedPrefillMatchesNemo) {
+  check_prefill(3);
+  check_prefill(5);
+  check_prefill(8);
+}
+// One token at a time: a ratio-2 entry's first token waits in the compressor state.
+TEST(DeepseekV41Tiny, TokenByTokenMatchesNemo) { check_prefill(1); }
+
+TEST(DeepseekV41Tiny, GreedyDecodeMatchesNemo) {
+  const auto g = golden();
+  auto model = testing::load_model(kDir.string());
+  ASSERT_TRUE(model.ok()) << model.status().to_string();
+  const auto prompt = g["prompt_ids"].get<std::vector<int32_t>>();
+  const auto greedy = g["greedy"].get<std::vector<int32_t>>();
+  auto ctx = (*model)->new_context(static_cast<int64_t>(prompt.size() + greedy.size()), DType::kF32);
+  ASSERT_TRUE(ctx.ok()) << ctx.status().to_string();
+  ASSERT_TRUE((*ctx)->eval(prompt, LogitsMode::kLast).ok());
+  std::vector<int32_t> got;
+  for (size_t k = 0; k < greedy.size(); ++k) {
+    const auto [err, tol] = row_error((*ctx)->logits(0), g["step_logits"][k]);
+    EXPECT_LE(err, tol) << "decode step " << k << " (position " << prompt.size() + k << ")";
+    got.push_back(Sampler::argmax((*ctx)->logits(0)));
+    ASSERT_TRUE((*ctx)->eval(std::span<const int32_t>(&greedy[k], 1), LogitsMode::kLast).ok());
+  }
+  EXPECT_EQ(got, greedy);
+}
+
+TEST(DeepseekV41Tiny, KvGroupsHoldOnlyTheSourcesCompressedRows) {
+  auto model = testing::load_model(kDir.string());
+  ASSERT_TRUE(model.ok()) << model.status().to_string();
+  EXPECT_EQ((*model)->config().architecture, "deepseek_v41");
+  const auto groups = (*model)->kv_groups();
+  ASSERT_EQ(groups.size(), 6u);
+  EXPECT_EQ(groups[0].name, "window");
+  EXPECT_EQ(groups[0].layers.size(), 8u);
+  const auto find = [&](const std::string& name) {
+    const auto it = std::ranges::find(groups, name, &KvGroupSpec::name);
+    EXPECT_NE(it, groups.end()) << name;
+    return it == groups.end() ? KvGroupSpec{} : *it;
+  };
+  EXPECT_EQ(find("csa2_kv_r2").layers, (std::vector<int32_t>{2}));
+  EXPECT_EQ(find("csa2_kv_r2").tokens_per_row, 2);
+  EXPECT_EQ(find("csa2_index_r2").head_dim, 32);
+  EXPECT_EQ(find("csa2_state_r2").kind, KvGroupKind::kCompressorState);
+  EXPECT_EQ(find("csa2_state_r2").window, 2);
+  EXPECT_EQ(find("csa2_kv_r1").layers, (std::vector<int32_t>{5}));
+  EXPECT_EQ(find("csa2_kv_r1").tokens_per_row, 1);
+  EXPECT_EQ(find("csa2_index_r1").layers, (std::vector<int32_t>{5}));
+  for (const KvGroupSpec& g : groups) EXPECT_EQ(g.prefix_cached(), g.kind == KvGroupKind::kCompressed) << g.name;
+}
+
+// A copy of the model directory with config.json edited (a regex replacement).
+fs::path edited_copy(const std::string& name, const std::string& pattern, const std::string& replacement) {
+  const fs::path dir = fs::temp_directory_path() / ("dsv41_bad_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  fs::copy_file(kDir / "model.safetensors", dir / "model.safetensors");
+  std::ifstream in(kDir / "config.json");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string changed =
+      std::regex_replace(text, std::regex(pattern), replacement, std::regex_constants::format_first_only);
+  EXPECT_NE(changed, text) << pattern;
+  std::ofstream(dir / "config.json") << changed;
+  return dir;
+}
+
+void expect_load_error(const fs::path& dir, const std::string& needle) {
+  auto model = testing::load_model(dir.string());
+  ASSERT_FALSE(model.ok());
+  EXPECT_NE(model.status().message().find(needle), std::string::npos) << model.status().to_string();
+  fs::remove_all(dir);
+}
+
+TEST(DeepseekV41Tiny, BadSchedulesAreClearErrors) {
+  // A compressed layer before any KV source of its ratio.
+  expect_load_error(edited_copy("no_source", R"("kv_source_layer_ids": \[\s*2,)", R"("kv_source_layer_ids": [)"),
+                    "no preceding KV source");
+  // A window-only layer listed as an index source.
+  expect_load_error(
+      edited_copy("window_index", R"("index_source_layer_ids": \[)", R"("index_source_layer_ids": [0, )"),
+      "compress ratio 0");
+  // Engram layers are not built yet: one clear error, not a wrong model.
+  expect_load_error(edited_copy("engram", R"("engram_layer_ids": \[\])", R"("engram_layer_ids": [1])"), "Engram");
+  // A renamed tensor of a source layer's compressor.
+  const fs::path dir = fs::temp_directory_path() / ("dsv41_missing_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  fs::copy_file(kDir / "config.json", dir / "config.json");
+  std::ifstream in(kDir / "model.safetensors", std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string from = "layers.5.attn.indexer.wk.weight", to = "layers.5.attn.indexer.wx.weight";
+  const size_t at = bytes.find(from);
+  ASSERT_NE(at, std::string::npos);
+  bytes.replace(at, from.size(), to);
+  std::ofstream(dir / "model.safetensors", std::ios::binary) << bytes;
+  expect_load_error(dir, "layers.5.attn.indexer.wk.weight");
+}
+
+}  // namespace
+}  // namespace deepinfer
