@@ -157,7 +157,7 @@ std::string replace_pattern(const PatternSpec& spec, std::string_view text, std:
 // Normalizer
 
 struct HfNormalizer::Step {
-  enum class Kind { kUnicode, kLowercase, kReplace, kPrepend, kStrip };
+  enum class Kind { kUnicode, kLowercase, kReplace, kPrepend, kStrip, kStripAccents };
   Kind kind;
   int unicode_options = 0;  // utf8proc options for kUnicode
   PatternSpec pattern;      // kReplace
@@ -195,6 +195,8 @@ Status HfNormalizer::parse_into(const json& j, const std::string& where, const s
     step.unicode_options = UTF8PROC_STABLE | (compose ? UTF8PROC_COMPOSE : UTF8PROC_DECOMPOSE) | (compat ? UTF8PROC_COMPAT : 0);
   } else if (type == "Lowercase") {
     step.kind = Step::Kind::kLowercase;
+  } else if (type == "StripAccents") {
+    step.kind = Step::Kind::kStripAccents;
   } else if (type == "Replace") {
     step.kind = Step::Kind::kReplace;
     DI_ASSIGN_OR_RETURN(step.pattern, parse_pattern(j, where, field));
@@ -238,6 +240,24 @@ std::string HfNormalizer::apply(std::string_view input, bool* dropped_start) con
             continue;
           }
           utf8::append_code_point(static_cast<uint32_t>(utf8proc_tolower(cp)), &out);
+        }
+        text = std::move(out);
+        break;
+      }
+      case Step::Kind::kStripAccents: {
+        // Every mark (general category Mn, Mc, Me), as Hugging Face's is_combining_mark.
+        std::string out;
+        out.reserve(text.size());
+        size_t pos = 0;
+        while (pos < text.size()) {
+          const bool first = pos == 0;
+          const int32_t cp = next_code_point(text, &pos);
+          const utf8proc_category_t cat = utf8proc_category(cp);
+          if (cat == UTF8PROC_CATEGORY_MN || cat == UTF8PROC_CATEGORY_MC || cat == UTF8PROC_CATEGORY_ME) {
+            dropped = dropped || first;
+            continue;
+          }
+          utf8::append_code_point(static_cast<uint32_t>(cp), &out);
         }
         text = std::move(out);
         break;

@@ -22,7 +22,7 @@ namespace deepinfer {
 
 class Pcre2Regex;
 
-// Normalizers: NFC, NFD, NFKC, NFKD, Lowercase, Replace, Prepend, Strip, Sequence.
+// Normalizers: NFC, NFD, NFKC, NFKD, Lowercase, StripAccents, Replace, Prepend, Strip, Sequence.
 class HfNormalizer {
  public:
   // `json` may be null (no normalizer). `field` is the JSON path used in messages.
