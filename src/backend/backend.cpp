@@ -75,6 +75,8 @@ std::string_view op_name(Op op) {
     case Op::kSparseAttention: return "sparse_attention";
     case Op::kCompressRows: return "compress_rows";
     case Op::kCacheRoundTrip: return "cache_round_trip";
+    case Op::kGatherRows: return "gather_rows";
+    case Op::kEngramMix: return "engram_mix";
   }
   return "unknown op";
 }

@@ -260,7 +260,7 @@ enum class Op {
   kUpload, kDownload, kEmbed, kMatmul, kRmsNorm, kRope, kGatedActivation, kAdd, kScale, kSoftCap,
   kStoreKv, kAttention, kGatherOutputRows, kRouteTopK, kMoeDispatch, kMoeGather, kGroupedMatmul,
   kMoeCombine, kClamp, kHyperPre, kHyperPost, kRouteSqrtSoftplus, kCompressKv, kIndexTopK, kSparseAttention,
-  kCompressRows, kCacheRoundTrip,
+  kCompressRows, kCacheRoundTrip, kGatherRows, kEngramMix,
 };
 std::string_view op_name(Op op);
 
@@ -372,6 +372,14 @@ class Queue {
                              int32_t layer, const Tensor& ape, const Tensor& norm, const Tensor& out) = 0;
   // x [rows, cols] in place through `format` and back, cols a multiple of block.
   virtual void cache_round_trip(const Tensor& x, CacheFormat format, int64_t block) = 0;
+  // out row i * k + j = row ids[i, j] of `table`, widened to f32: ids [n, k] (i32, each in
+  // [0, table.n_out)), out [n, k * table.n_in] (V4.1's Engram tables).
+  virtual void gather_rows(const Matrix& table, const Tensor& ids, const Tensor& out) = 0;
+  // V4.1's Engram update of the streams [n, s * d], in place, from kv [n, (s + 1) * d] (a key per
+  // stream, then one value) and weight [1, s * d]: per stream i,
+  //   dot = sum_c x_c w_c k_c / (rms(x) rms(k) sqrt(d)),  rms(v) = sqrt(mean(v^2) + eps),
+  //   x += sigmoid(sign(dot) sqrt(max(|dot|, 1e-6))) * value.
+  virtual void engram_mix(const Tensor& streams, const Tensor& kv, const Tensor& weight, float eps) = 0;
   // ids [n, top_k] (i32): each query's best-scoring visible entries (w < (p + 1) / rate) of
   // (group, layer), best first (ties: lower index), -1 past the visible count. q [n, n_heads *
   // head_dim] (roped), weights [n, n_heads]. candidates: see IndexParams (empty with kNone).

@@ -1290,7 +1290,44 @@ OpCase dsv41_csa2_case(DType kv_dtype) {
   return c;
 }
 
+OpCase gather_rows_case(DType type, int64_t n_rows, int64_t cols, int64_t n, int64_t k) {
+  OpCase c;
+  c.op = Op::kGatherRows;
+  c.name = strf("%s %lldx%lld n%lld k%lld", dtype_name(type).data(), ll(n_rows), ll(cols), ll(n), ll(k));
+  c.uses = {{Op::kGatherRows, type}};
+  c.build = [=](CaseRun& run) -> Result<CaseOps> {
+    const Matrix table = run.matrix("table", type, n_rows, cols);
+    std::vector<int32_t> picks;
+    for (int64_t i = 0; i < n * k; ++i) picks.push_back(static_cast<int32_t>(run.rng().below(n_rows)));
+    picks.back() = static_cast<int32_t>(n_rows - 1);
+    const Tensor ids = run.input("ids", n, k, picks);
+    const Tensor out = run.output("out", DType::kF32, n, k * cols, Tolerance::bitwise());
+    DI_RETURN_IF_ERROR(run.status());
+    return CaseOps{[=](Queue& q) { q.gather_rows(table, ids, out); }, {}};
+  };
+  return c;
+}
+
+OpCase engram_mix_case(int64_t n, int64_t s, int64_t d) {
+  OpCase c;
+  c.op = Op::kEngramMix;
+  c.name = strf("n%lld s%lld d%lld", ll(n), ll(s), ll(d));
+  c.uses = {{Op::kEngramMix}};
+  c.build = [=](CaseRun& run) -> Result<CaseOps> {
+    const Tensor streams = run.inout("streams", n, s * d, run.rng().uniform(static_cast<size_t>(n * s * d), -2, 2),
+                                     kWeightedSum);
+    const Tensor kv = run.input("kv", n, (s + 1) * d, run.rng().uniform(static_cast<size_t>(n * (s + 1) * d), -2, 2));
+    const Tensor w = run.input("weight", 1, s * d, run.rng().uniform(static_cast<size_t>(s * d), 0.5f, 1.5f));
+    DI_RETURN_IF_ERROR(run.status());
+    return CaseOps{[=](Queue& q) { q.engram_mix(streams, kv, w, 1e-6f); }, {}};
+  };
+  return c;
+}
+
 void add_dsv4(std::vector<OpCase>& cases) {
+  cases.push_back(gather_rows_case(DType::kF32, 97, 16, 5, 6));
+  cases.push_back(gather_rows_case(DType::kBF16, 1000, 32, 3, 24));
+  cases.push_back(engram_mix_case(5, 4, 48));
   for (CacheFormat f : {CacheFormat::kFp8E4M3, CacheFormat::kMxfp4, CacheFormat::kNvfp4}) {
     cases.push_back(cache_round_trip_case(5, 64, f, f == CacheFormat::kNvfp4 ? 16 : 32));
   }

@@ -45,6 +45,7 @@
 #include "engine/kv_cache_dtype.h"
 #include "engine/kv_store_connector.h"
 #include "engine/sampler.h"
+#include "tokenizer/engram_classes.h"
 #include "engine/scheduler.h"
 #include "engine/speculative/draft_model.h"
 #include "engine/speculative/mtp_drafter.h"
@@ -158,6 +159,7 @@ struct Step {
   std::vector<int32_t> tokens;              // the flattened batch
   std::vector<BatchSequence> batch;         // its block tables point into block_tables
   std::vector<int32_t> block_tables;        // copied (every group's): the KV manager's change while this runs
+  std::vector<int32_t> lookback;            // each sequence's tokens before its chunk (Model::lookback_tokens)
   std::vector<SampleJob> sample_jobs;
   std::vector<PromptJob> prompt_jobs;
   std::vector<Placeholder> placeholders;
@@ -191,6 +193,7 @@ class EngineImpl final : public Engine {
                                    config.swa_replay, config.swa_replay_tokens},
                    kv_manager_),
         runner_(model_->new_batch_runner()),
+        lookback_tokens_(model_->lookback_tokens()),
         logprob_scratch_(static_cast<size_t>(pool_->n_threads())),
         group_peaks_(static_cast<size_t>(kv_manager_.n_groups()), 0) {
     if (tokenizer_) {
@@ -567,6 +570,8 @@ class EngineImpl final : public Engine {
     step.tokens.clear();
     step.batch.clear();
     step.block_tables.clear();
+    step.lookback.clear();
+    lookback_at_.clear();
     step.sample_jobs.clear();
     step.prompt_jobs.clear();
     step.placeholders.clear();
@@ -610,6 +615,11 @@ class EngineImpl final : public Engine {
       b.logits = mode;
       b.replay_start = r->replay_start;
       b.n_shared = r->n_shared;
+      // Tokens before the chunk were sampled (or are the prompt's) before this step was planned.
+      const int64_t n_back = std::min(lookback_tokens_, c.first_position);
+      lookback_at_.emplace_back(step.lookback.size(), static_cast<size_t>(n_back));
+      step.lookback.insert(step.lookback.end(), r->tokens.begin() + (c.first_position - n_back),
+                           r->tokens.begin() + c.first_position);
       for (int g = 0; g < kv_manager_.n_groups(); ++g) {
         const auto table = kv_manager_.block_table(c.id, g);
         table_at.emplace_back(step.block_tables.size(), table.size());
@@ -641,6 +651,8 @@ class EngineImpl final : public Engine {
         const auto [at, n] = table_at[i * per_seq + g];
         step.batch[i].block_tables[g] = {tables + at, n};
       }
+      const auto [at, n] = lookback_at_[i];
+      step.batch[i].lookback = {step.lookback.data() + at, n};
     }
   }
 
@@ -1233,6 +1245,8 @@ class EngineImpl final : public Engine {
   uint64_t seen_signals_ = 0;  // wakeup_->n_signals when cancellations were last applied
   Step steps_[2];  // synchronous: steps_[0]; asynchronous: in flight and being planned, alternating
   std::vector<std::pair<size_t, size_t>> table_offsets_;  // build_batch's scratch
+  std::vector<std::pair<size_t, size_t>> lookback_at_;    // (offset, size) per sequence, build_batch's scratch
+  int64_t lookback_tokens_ = 0;                           // Model::lookback_tokens()
   bool ended_some_ = false;  // the last plan ended cancelled requests (work was done)
   std::vector<std::vector<std::pair<float, int32_t>>> logprob_scratch_;  // [pool threads]
   std::vector<int64_t> group_peaks_;  // [KV groups] most blocks held for computed positions
@@ -1478,7 +1492,15 @@ Result<std::unique_ptr<Engine>> create_engine(const EngineConfig& config, std::s
   DI_ASSIGN_OR_RETURN(parts.backend, backend::create_backend(config.backend, backend::BackendOptions{parts.pool.get()}));
   if (wrap) parts.backend = wrap(std::move(parts.backend));
   // The model's draft layers only for the engine's mtp method: FP8 / FP4 ones cost BF16 memory.
-  const LoadOptions load_options{.draft_layers = config.speculative.method == SpeculativeMethod::kMtp};
+  LoadOptions load_options;
+  load_options.draft_layers = config.speculative.method == SpeculativeMethod::kMtp;
+  if (tokenizer) {
+    load_options.token_classes = [tokenizer]() -> Result<TokenClasses> {
+      TokenClasses c;
+      c.of_token = engram_token_classes(*tokenizer, &c.count);
+      return c;
+    };
+  }
   DI_ASSIGN_OR_RETURN(parts.model, Model::load(config.model_path, *parts.backend, load_options));
   parts.tokenizer = std::move(tokenizer);
   const ModelConfig& c = parts.model->config();

@@ -99,7 +99,14 @@ class SequenceContext final : public InferenceContext {
       seq.first_position = n_past_;
       seq.block_tables.fill(block_table_);
       seq.logits = mode == LogitsMode::kLast && !last ? LogitsMode::kNone : mode;
+      seq.lookback = std::span<const int32_t>(recent_).last(std::min<size_t>(recent_.size(), static_cast<size_t>(n_past_)));
       DI_RETURN_IF_ERROR(runner_->run(tokens.subspan(begin, count), std::span<const BatchSequence>(&seq, 1), *kv_));
+      // Keep the last lookback_ tokens for the next pass.
+      recent_.insert(recent_.end(), tokens.begin() + static_cast<std::ptrdiff_t>(begin),
+                     tokens.begin() + static_cast<std::ptrdiff_t>(begin + count));
+      if (recent_.size() > static_cast<size_t>(lookback_)) {
+        recent_.erase(recent_.begin(), recent_.end() - lookback_);
+      }
       for (int64_t r = 0; r < runner_->n_logit_rows(); ++r) {
         auto row = runner_->logits(r);
         logits_.insert(logits_.end(), row.begin(), row.end());
@@ -119,6 +126,7 @@ class SequenceContext final : public InferenceContext {
   void reset() override {
     n_past_ = 0;
     n_rows_ = 0;
+    recent_.clear();
   }
 
  private:
@@ -130,7 +138,8 @@ class SequenceContext final : public InferenceContext {
         block_size_(block_size),
         block_table_(static_cast<size_t>(n_blocks())),
         runner_(model.new_batch_runner()),
-        n_vocab_(model.config().n_vocab) {
+        n_vocab_(model.config().n_vocab),
+        lookback_(model.lookback_tokens()) {
     std::iota(block_table_.begin(), block_table_.end(), 0);
   }
   int64_t n_blocks() const { return (n_ctx_ + block_size_ - 1) / block_size_; }
@@ -142,6 +151,8 @@ class SequenceContext final : public InferenceContext {
   std::unique_ptr<BatchRunner> runner_;
   int64_t n_vocab_;
   int64_t n_past_ = 0;
+  int64_t lookback_ = 0;
+  std::vector<int32_t> recent_;           // the last lookback_ tokens evaluated
   std::vector<float> logits_;
   int64_t n_rows_ = 0;
 };

@@ -83,6 +83,10 @@ class Model {
   // are left for whoever sizes the cache (new_kv_cache).
   virtual std::vector<KvGroupSpec> kv_groups() const = 0;
 
+  // How many tokens before a pass's first position each sequence must pass along
+  // (BatchSequence::lookback): DeepSeek V4.1's Engram hashes n-grams ending at each position.
+  virtual int64_t lookback_tokens() const { return 0; }
+
   // Scratch and code for forward passes over flattened batches of many sequences. One per
   // thread that runs the model; the model itself stays shared and immutable.
   virtual std::unique_ptr<BatchRunner> new_batch_runner() const = 0;
@@ -135,6 +139,9 @@ struct BatchSequence {
   // groups do not write positions below n_shared (rows other sequences may share).
   int64_t replay_start = 0;
   int64_t n_shared = 0;
+  // The sequence's tokens just before first_position: min(Model::lookback_tokens(),
+  // first_position) of them (models that hash n-grams of token ids read them).
+  std::span<const int32_t> lookback;
 };
 
 class BatchRunner {

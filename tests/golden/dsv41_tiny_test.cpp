@@ -27,9 +27,11 @@
 
 #include "backend/cpu/dsv4_ops.h"
 #include "engine/sampler.h"
+#include "tokenizer/engram_classes.h"
 #include "model/model.h"
 #include "golden_logits.h"
 #include "test_backend.h"
+#include "tokenizer_load_options.h"
 
 namespace deepinfer {
 namespace {
@@ -39,6 +41,11 @@ namespace fs = std::filesystem;
 const fs::path kDir = fs::path(DEEPINFER_TEST_DATA) / "golden" / "dsv41_tiny";
 
 nlohmann::json golden() { return testing::read_golden(kDir); }
+
+// With the tokenizer's Engram classes, as the engine loads it.
+Result<std::unique_ptr<Model>> load(const fs::path& dir) {
+  return Model::load(dir.string(), testing::test_backend(), testing::tokenizer_load_options(dir.string()));
+}
 
 std::pair<double, double> row_error(std::span<const float> ours, const nlohmann::json& ref) {
   return testing::row_error(ours, ref, 1e-4);
@@ -74,11 +81,28 @@ TEST(DeepseekV41Tiny, CacheRoundTripsMatchNemoBitForBit) {
   }
 }
 
+// The tiny vocabulary's Engram classes (its texts fold together every way the normaliser folds)
+// against NeMo's _compressed_token_map over Hugging Face's tokenizers.
+TEST(DeepseekV41Tiny, EngramClassesMatchNemo) {
+  auto tok = Tokenizer::from_hf_dir(kDir.string());
+  ASSERT_TRUE(tok.ok()) << tok.status().to_string();
+  int64_t n = 0;
+  const std::vector<int32_t> classes = engram_token_classes(**tok, &n);
+  EXPECT_EQ(classes, golden()["engram_token_classes"].get<std::vector<int32_t>>());
+  EXPECT_LT(n, 128);  // the vocabulary's variants did fold
+}
+
+TEST(DeepseekV41Tiny, EngramWithoutTheTokenizerIsAClearError) {
+  auto model = testing::load_model(kDir.string());
+  ASSERT_FALSE(model.ok());
+  EXPECT_NE(model.status().message().find("token classes"), std::string::npos) << model.status().to_string();
+}
+
 // Prefill in chunks of `chunk` tokens (0: the whole prompt at once) with every row's logits,
 // each row against the full forward's.
 void check_prefill(int64_t chunk) {
   const auto g = golden();
-  auto model = testing::load_model(kDir.string());
+  auto model = load(kDir);
   ASSERT_TRUE(model.ok()) << model.status().to_string();
   const auto prompt = g["prompt_ids"].get<std::vector<int32_t>>();
   auto ctx = (*model)->new_context(64);
@@ -110,7 +134,7 @@ TEST(DeepseekV41Tiny, TokenByTokenMatchesNemo) { check_prefill(1); }
 
 TEST(DeepseekV41Tiny, GreedyDecodeMatchesNemo) {
   const auto g = golden();
-  auto model = testing::load_model(kDir.string());
+  auto model = load(kDir);
   ASSERT_TRUE(model.ok()) << model.status().to_string();
   const auto prompt = g["prompt_ids"].get<std::vector<int32_t>>();
   const auto greedy = g["greedy"].get<std::vector<int32_t>>();
@@ -128,7 +152,7 @@ TEST(DeepseekV41Tiny, GreedyDecodeMatchesNemo) {
 }
 
 TEST(DeepseekV41Tiny, KvGroupsHoldOnlyTheSourcesCompressedRows) {
-  auto model = testing::load_model(kDir.string());
+  auto model = load(kDir);
   ASSERT_TRUE(model.ok()) << model.status().to_string();
   EXPECT_EQ((*model)->config().architecture, "deepseek_v41");
   const auto groups = (*model)->kv_groups();
@@ -156,7 +180,7 @@ fs::path edited_copy(const std::string& name, const std::string& pattern, const 
   const fs::path dir = fs::temp_directory_path() / ("dsv41_bad_" + name + "_" + std::to_string(::getpid()));
   fs::remove_all(dir);
   fs::create_directories(dir);
-  fs::copy_file(kDir / "model.safetensors", dir / "model.safetensors");
+  for (const char* f : {"model.safetensors", "tokenizer.json", "tokenizer_config.json"}) fs::copy_file(kDir / f, dir / f);
   std::ifstream in(kDir / "config.json");
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   const std::string changed =
@@ -167,7 +191,7 @@ fs::path edited_copy(const std::string& name, const std::string& pattern, const 
 }
 
 void expect_load_error(const fs::path& dir, const std::string& needle) {
-  auto model = testing::load_model(dir.string());
+  auto model = load(dir);
   ASSERT_FALSE(model.ok());
   EXPECT_NE(model.status().message().find(needle), std::string::npos) << model.status().to_string();
   fs::remove_all(dir);
@@ -181,13 +205,17 @@ TEST(DeepseekV41Tiny, BadSchedulesAreClearErrors) {
   expect_load_error(
       edited_copy("window_index", R"("index_source_layer_ids": \[)", R"("index_source_layer_ids": [0, )"),
       "compress ratio 0");
-  // Engram layers are not built yet: one clear error, not a wrong model.
-  expect_load_error(edited_copy("engram", R"("engram_layer_ids": \[\])", R"("engram_layer_ids": [1])"), "Engram");
+  // A tokenizer whose Engram classes are not the ones the checkpoint was hashed with.
+  expect_load_error(edited_copy("classes", R"("engram_compressed_vocab_size": \d+)", R"("engram_compressed_vocab_size": 99092)"),
+                    "Engram token classes");
+  // A table size that is not the checkpoint's.
+  expect_load_error(edited_copy("table", R"("engram_num_embeddings": \[\s*300)", R"("engram_num_embeddings": [100)"),
+                    "DeepSeek V4.1 with this config.json needs [100, 16]");
   // A renamed tensor of a source layer's compressor.
   const fs::path dir = fs::temp_directory_path() / ("dsv41_missing_" + std::to_string(::getpid()));
   fs::remove_all(dir);
   fs::create_directories(dir);
-  fs::copy_file(kDir / "config.json", dir / "config.json");
+  for (const char* f : {"config.json", "tokenizer.json", "tokenizer_config.json"}) fs::copy_file(kDir / f, dir / f);
   std::ifstream in(kDir / "model.safetensors", std::ios::binary);
   std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   const std::string from = "layers.5.attn.indexer.wk.weight", to = "layers.5.attn.indexer.wx.weight";

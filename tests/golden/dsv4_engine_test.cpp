@@ -26,6 +26,7 @@
 #include "backend/backend.h"
 #include "core/thread_pool.h"
 #include "golden_logits.h"
+#include "tokenizer_load_options.h"
 
 namespace deepinfer {
 namespace {
@@ -55,7 +56,10 @@ const Model& reference() {
       std::move(backend::create_backend("cpu", backend::BackendOptions{&pool})).value();
   static std::map<std::string, std::unique_ptr<Model>> models;
   std::unique_ptr<Model>& model = models[g_model];
-  if (!model) model = std::move(Model::load(model_dir().string(), *backend)).value();
+  if (!model) {
+    model = std::move(Model::load(model_dir().string(), *backend, testing::tokenizer_load_options(model_dir().string())))
+                .value();
+  }
   return *model;
 }
 

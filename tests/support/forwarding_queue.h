@@ -91,6 +91,12 @@ class ForwardingQueue : public backend::Queue {
   void cache_round_trip(const backend::Tensor& x, backend::CacheFormat format, int64_t block) override {
     inner_->cache_round_trip(x, format, block);
   }
+  void gather_rows(const backend::Matrix& table, const backend::Tensor& ids, const backend::Tensor& out) override {
+    inner_->gather_rows(table, ids, out);
+  }
+  void engram_mix(const backend::Tensor& s, const backend::Tensor& kv, const backend::Tensor& w, float eps) override {
+    inner_->engram_mix(s, kv, w, eps);
+  }
   void index_top_k(const backend::IndexParams& p, const backend::Tensor& q, const backend::Tensor& w,
                    const backend::KvCache& kv, int g, int32_t layer, const backend::Tensor& ids,
                    const backend::Tensor& candidates) override {

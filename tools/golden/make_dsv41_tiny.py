@@ -17,8 +17,14 @@ Single-pass mHC (4 streams, 20 Sinkhorn iterations, no hyper head), MoE in every
 K=V head, 8 trailing rope channels (interleaved pairs), grouped low-rank output (2 x 16),
 sinks, an indexer of 8 heads x 32 keeping 3 entries, window 8, YaRN on the compress rope. The
 release's cache round trips are part of the forward: FP8 window KV (blocks of 32), NVFP4
-compressed KV (16), MXFP4 index queries and keys (32). No Engram layers, no DSpark layers.
-float32, every weight random under a fixed seed.
+compressed KV (16), MXFP4 index queries and keys (32). Engram before the attention site of
+layers 1 and 4: n-grams of 2 to 4 token classes, 2 hash heads per order over buckets from 31 up,
+16-wide table rows. No DSpark layers. float32, every weight random under a fixed seed.
+
+The Engram classes come from the tokenizer: tokenizer.json here is a 128-token byte-level
+vocabulary made for it (case, width and accent variants, ligatures, whitespace runs, bytes that
+are not UTF-8 alone, special tokens), whose classes golden.json also holds
+("engram_token_classes", NeMo's _compressed_token_map over Hugging Face's tokenizers).
 
 golden.json holds the prompt, the full forward's logits at every prompt position
 ("prefill_logits"), the greedy continuation ("greedy") with the full forward's logits at each
@@ -69,10 +75,55 @@ TEXT = dict(
     rope_theta=10000.0, compress_rope_theta=160000.0,
     rope_scaling={"rope_type": "yarn", "factor": 16, "beta_fast": 32, "beta_slow": 1,
                   "original_max_position_embeddings": 65536},
-    engram_layer_ids=[], engram_num_embeddings=[], num_nextn_predict_layers=0,
+    engram_layer_ids=[1, 4], engram_num_embeddings=[300, 600], engram_max_ngram_size=4, engram_vocab_size=31,
+    engram_n_heads=2, engram_head_dim=16, engram_pad_token_id=2, num_nextn_predict_layers=0,
     dspark_noise_token_id=127, max_position_embeddings=256, dtype="float32",
     bos_token_id=0, eos_token_id=1, pad_token_id=2, initializer_range=WEIGHT_STD,
 )
+
+
+# The tiny vocabulary: three special tokens, then texts whose Engram classes collide in every
+# way the normaliser folds (NFKC, NFD + dropped marks, lowercase, whitespace runs, strip), and
+# lone bytes that are not UTF-8 (keyed by their raw token string), then ASCII filler to 128.
+SPECIALS = ["<bos>", "<eos>", "<pad>"]
+TEXTS = [
+    "Hello", "hello", "HELLO", " hello", "hello ", "\thello", "Caf\u00e9", "cafe", "cafe\u0301", "\ufb01", "fi",
+    "\uff21", "a", "A", " ", "  ", "\n", "\n\n", "\t", " \n ", "\u00df", "\u0130", "\u01c5", "1", "\uff11",
+    "\u4e2d", "\u4e2d ", "\u0915\u093f", "\u0915", "\u00c5", "A\u030a", "\u212b", " x ", "x", "X  ", "\u2460",
+]
+BYTES = [b"\xc3", b"\xa9", b"\xe2\x82", b"\xff", b"\x80"]
+
+
+def make_tokenizer():
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+    # GPT-2's bytes-to-unicode map, which ByteLevel uses.
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("\u00a1"), ord("\u00ac") + 1)) + \
+        list(range(ord("\u00ae"), ord("\u00ff") + 1))
+    cs = bs[:]
+    n = 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    byte_map = dict(zip(bs, map(chr, cs)))
+    pieces = [t.encode() for t in TEXTS] + BYTES
+    filler = [a + b for a in "bcdefgjklmnopqrstuvwyz" for b in "aeiou"]
+    for f in filler:
+        if len(SPECIALS) + len(pieces) >= TEXT["vocab_size"]:
+            break
+        if f.encode() not in pieces:
+            pieces.append(f.encode())
+    vocab = {s: i for i, s in enumerate(SPECIALS)}
+    for p in pieces:
+        vocab["".join(byte_map[b] for b in p)] = len(vocab)
+    assert len(vocab) == TEXT["vocab_size"], len(vocab)
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=[]))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    tok.decoder = decoders.ByteLevel()
+    tok.add_special_tokens(SPECIALS)
+    return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<bos>", eos_token="<eos>", pad_token="<pad>")
 
 
 def backend():
@@ -81,10 +132,13 @@ def backend():
 
 
 @torch.no_grad()
-def build_model():
-    config = DeepseekV41Config(text_config=TEXT, vision_config=dict(num_hidden_layers=0), dtype="float32")
+def build_model(tokenizer):
+    from nemo_automodel.components.models.deepseek_v41.engram import _compressed_token_map
+    classes, n_classes = _compressed_token_map(tokenizer)
+    text = dict(TEXT, engram_compressed_vocab_size=n_classes)
+    config = DeepseekV41Config(text_config=text, vision_config=dict(num_hidden_layers=0), dtype="float32")
     torch.manual_seed(SEED)
-    model = DeepseekV41ForCausalLM(config, backend=backend()).float().eval()
+    model = DeepseekV41ForCausalLM(config, backend=backend(), tokenizer=tokenizer).float().eval()
     gen = torch.Generator().manual_seed(SEED)
     for name, p in sorted(model.named_parameters()):
         noise = torch.randn(p.shape, generator=gen, dtype=torch.float32)
@@ -94,18 +148,25 @@ def build_model():
             p.copy_(1.0 + 0.3 * noise)
         elif name.endswith("_hc.base") or name.endswith("sinks_param.weight"):
             p.copy_(0.5 * noise)
+        elif name.endswith("engram.q_weight") or name.endswith("engram.k_weight"):
+            p.copy_(1.0 + 0.3 * noise)
+        elif name.endswith("engram.embed.weight"):
+            p.copy_(0.5 * noise)
         else:
             p.copy_(WEIGHT_STD * noise)
     for name, b in sorted(model.named_buffers()):
         if name.endswith("e_score_correction_bias"):
             b.copy_(0.1 * torch.randn(b.shape, generator=gen))
-    return config, model
+    return config, model, classes
 
 
-def save(config, model):
+def save(config, model, tokenizer):
     if OUT.exists():
         shutil.rmtree(OUT)
     OUT.mkdir(parents=True)
+    tokenizer.save_pretrained(OUT)
+    for extra in ("special_tokens_map.json",):
+        (OUT / extra).unlink(missing_ok=True)
     tensors = model.state_dict_adapter.to_hf(model.state_dict())
     # bias_vl routes image tokens only (the vision tower is off).
     tensors = {k: v.contiguous() for k, v in tensors.items() if not k.endswith(".gate.bias_vl")}
@@ -180,8 +241,9 @@ def rounded(t):
 
 
 def main():
-    config, model = build_model()
-    names = save(config, model)
+    tokenizer = make_tokenizer()
+    config, model, classes = build_model(tokenizer)
+    names = save(config, model, tokenizer)
     rng = torch.Generator().manual_seed(SEED + 1)
     for attempt in range(200):
         prompt = torch.randint(3, TEXT["vocab_size"], (PROMPT_LEN,), generator=rng).tolist()
@@ -206,6 +268,7 @@ def main():
         "topk_min_gap": float(f"{gaps.gap:.4g}"),
         "step_logits": [rounded(s) for s in steps],
         "cache_round_trips": round_trips(),
+        "engram_token_classes": list(classes),
         "tensor_names": names,
     }
     (OUT / "golden.json").write_text(json.dumps(golden, indent=None, separators=(",", ":")) + "\n")

@@ -214,7 +214,7 @@ class CpuQueue final : public backend::Queue {
 
   void embed(const backend::Matrix& table, const Tensor& out) override {
     DI_ICHECK(out.rows == static_cast<int64_t>(batch_.tokens.size()) && out.cols == table.n_in);
-    gather_rows(matrix_of(table), batch_.tokens, out.f32());
+    cpu::gather_rows(matrix_of(table), batch_.tokens, out.f32());
   }
 
   void matmul(const backend::Matrix& w, const Tensor& x, const Tensor& y, const Tensor& bias) override {
@@ -471,6 +471,22 @@ class CpuQueue final : public backend::Queue {
                    [&](size_t t, int64_t, const backend::StepSequence&, float* entry) {
                      std::copy_n(entry, p.head_dim, out.f32() + static_cast<int64_t>(t) * p.head_dim);
                    });
+  }
+
+  void gather_rows(const backend::Matrix& table, const Tensor& ids, const Tensor& out) override {
+    DI_ICHECK(out.rows == ids.rows && out.cols == ids.cols * table.n_in);
+    const std::span<const int32_t> rows(ids.i32(), static_cast<size_t>(ids.n_elements()));
+    for (int32_t r : rows) DI_ICHECK(r >= 0 && r < table.n_out);
+    cpu::gather_rows(matrix_of(table), rows, out.f32());
+  }
+
+  void engram_mix(const Tensor& streams, const Tensor& kv, const Tensor& weight, float eps) override {
+    const int64_t s = weight.n_elements() / (kv.cols - weight.n_elements());
+    const int64_t d = weight.n_elements() / s;
+    DI_ICHECK(streams.cols == s * d && kv.cols == (s + 1) * d && kv.rows == streams.rows);
+    for (int64_t t = 0; t < streams.rows; ++t) {
+      engram_mix_row(s, d, streams.f32() + t * streams.cols, kv.f32() + t * kv.cols, weight.f32(), eps);
+    }
   }
 
   void cache_round_trip(const Tensor& x, backend::CacheFormat format, int64_t block) override {

@@ -165,6 +165,26 @@ float to_e2m1(float v) { return round_to_format(std::clamp(v, -6.0f, 6.0f), 1, 0
 
 }  // namespace
 
+void engram_mix_row(int64_t s, int64_t d, float* streams, const float* kv, const float* weight, float eps) {
+  const float* value = kv + s * d;
+  for (int64_t i = 0; i < s; ++i) {
+    float* x = streams + i * d;
+    const float* k = kv + i * d;
+    const float* w = weight + i * d;
+    float xx = 0, kk = 0, dot = 0;
+    for (int64_t c = 0; c < d; ++c) {
+      xx += x[c] * x[c];
+      kk += k[c] * k[c];
+      dot += x[c] * w[c] * k[c];
+    }
+    const float n = static_cast<float>(d);
+    const float rstd = (1.0f / std::sqrt(xx / n + eps)) * (1.0f / std::sqrt(kk / n + eps));
+    const float score = dot * rstd / std::sqrt(n);
+    const float gate = sigmoid(std::copysign(std::sqrt(std::max(std::fabs(score), 1e-6f)), score));
+    for (int64_t c = 0; c < d; ++c) x[c] += gate * value[c];
+  }
+}
+
 void cache_round_trip_row(float* x, int64_t n, backend::CacheFormat format, int64_t block) {
   DI_ICHECK(block > 0 && n % block == 0);
   for (int64_t b = 0; b < n; b += block) {

@@ -33,6 +33,9 @@ void compress_entry(int64_t head_dim, int64_t n_slots, const float* const* kv, c
 // `position` (sign -1: the inverse rotation).
 void rope_trailing(float* x, int64_t head_dim, int64_t n_rot, float position, const float* inv_freq, float sign);
 
+// One token's Engram update (Queue::engram_mix): streams [s * d] in place, kv [(s + 1) * d].
+void engram_mix_row(int64_t s, int64_t d, float* streams, const float* kv, const float* weight, float eps);
+
 // x [n] in place through `format` and back, block channels a scale (Queue::cache_round_trip).
 void cache_round_trip_row(float* x, int64_t n, backend::CacheFormat format, int64_t block);
 

@@ -56,10 +56,15 @@
 //     latent), rope, MXFP4 blocks of 32), which the following layers of its ratio read. Index
 //     source layers select their own top-k (MXFP4 queries); the others reuse the last selection.
 //     The candidate source keeps the best blocks of entries for the index sources after it;
+//   - Engram (engram_layer_ids), before the attention site: each token's n-grams (2..4) of
+//     token classes (the tokenizer's, LoadOptions::token_classes), hashed per order and head
+//     (multipliers from NumPy's default_rng, primes above the bucket count) into table rows,
+//     projected to a key per stream and a value; each stream adds the value under a gate of its
+//     agreement with its key. The n-grams reach back into earlier passes (BatchSequence::lookback);
 //   - the KV: a window ring over every layer, and per ratio the sources' compressed rows, index
 //     keys and (ratio > 1) pending tokens (kv_groups).
-// Not yet: V4.1's Engram layers (refused at load) and DSpark draft layers (not bound); V4's
-// official QAT round trips (transformers omits them too).
+// Not yet: V4.1's DSpark draft layers (not bound); V4's official QAT round trips (transformers
+// omits them too).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -68,6 +73,7 @@
 #include <string>
 
 #include "core/check.h"
+#include "core/numpy_random.h"
 #include "model/arch/registry.h"
 #include "model/step_inputs.h"
 
@@ -101,6 +107,18 @@ struct V4Params {
   std::vector<int64_t> ratio;                           // per layer; 0: window only
   std::vector<int64_t> kv_sources, index_sources;
   int64_t candidate_source = -1, candidate_block = 0, candidate_top_blocks = 0;
+  // V4.1's Engram (layers listed in engram_layers): n-grams of up to engram_max_ngram token
+  // classes hashed into engram_heads buckets per order.
+  std::vector<int64_t> engram_layers, engram_table_rows;
+  int64_t engram_max_ngram = 0, engram_buckets = 0, engram_heads = 0, engram_head_dim = 0, engram_classes = 0;
+  int64_t engram_pad_token = 0;
+};
+
+// One Engram layer's hashing: per n-gram order n (2..max) and head h, the prime its hash is
+// taken modulo and the table row where its buckets start; per shift, the multiplier.
+struct EngramHash {
+  std::vector<int64_t> primes, offsets;  // [(max_ngram - 1) * heads]
+  std::vector<int64_t> multipliers;      // [max_ngram]
 };
 
 struct HyperWeights {
@@ -133,6 +151,11 @@ struct Layer {
   backend::CandidateUse candidates = backend::CandidateUse::kNone;
   Matrix index_wk;              // [index_dim, head_dim]
   Tensor index_k_norm;          // [index_dim]
+  // V4.1 Engram layers (engram >= 0: its index among them).
+  int engram = -1;
+  Matrix engram_table;          // [table rows, engram_head_dim]
+  Matrix engram_wkv;            // [(hc + 1) * n_embd, hash heads * engram_head_dim]
+  Tensor engram_weight;         // [1, hc * n_embd]: q_weight * k_weight
   Matrix router;
   Tensor router_bias;           // non-hash layers
   std::vector<int32_t> tid2eid; // hash layers: [n_vocab * n_used], host
@@ -189,6 +212,8 @@ class V4Runner final : public BatchRunner {
   void attention(const Layer& L, int32_t layer, int64_t n, backend::KvCache& kv);
   void attention_v41(const Layer& L, int32_t layer, int64_t n, backend::KvCache& kv);
   void csa2_owner_rows(const Layer& L, int32_t layer, int64_t n, backend::KvCache& kv);
+  Status engram_ids(std::span<const int32_t> tokens, std::span<const BatchSequence> sequences);
+  void engram(const Layer& L, int64_t n);
   void output_projection(const Layer& L, int64_t n);
   void moe(const Layer& L, int32_t layer, int64_t n, std::span<const int32_t> tokens);
   Status prepare(std::span<const int32_t> tokens, std::span<const BatchSequence> sequences, backend::KvCache& kv,
@@ -210,6 +235,7 @@ class V4Runner final : public BatchRunner {
   std::vector<int32_t> host_rows_;
   std::vector<float> host_mask_;
   std::vector<float> host_pre0_;  // V4.1: the first site's input weights (stream 0)
+  std::vector<std::vector<int32_t>> host_engram_;  // per Engram layer: [n, hash heads] table rows
   std::vector<float> logits_;
   int64_t n_logit_rows_ = 0;
   int64_t n_streams_ = 0;  // rows of kX the last pass left (its tokens' output streams)
@@ -220,7 +246,7 @@ enum Slot {
   kX, kX2, kFlat, kMixes, kPost, kComb, kCollapsed, kH, kOut, kQa, kQ, kKv, kAtt, kGrouped, kCkv, kCgate, kIkv,
   kIgate, kQi, kIw, kSel, kRouter, kIds, kW, kFixed, kOrder, kOffsets, kXs, kGate, kUp, kYs, kSGate, kSUp, kSOut,
   kGoOrder, kGoOffsets, kGoW, kGoXs, kGoYs, kHr, kLogits, kBcast, kMtpRows, kMtpMask,
-  kPre, kPrePrev, kPreRows, kLatent, kIk, kCand, kNumSlots
+  kPre, kPrePrev, kPreRows, kLatent, kIk, kCand, kEngIds, kEngEmb, kEngKv, kNumSlots
 };
 
 class V4Model final : public Model {
@@ -253,6 +279,9 @@ class V4Model final : public Model {
   Tensor inv_freq_main, inv_freq_compress;
   Tensor ones_streams, ones_head;  // unweighted RMSNorm over hc * n_embd and over head_dim
   std::vector<Tensor> zero_ape;    // V4.1: per ratio (no position bias), [ratio, head_dim]
+  std::vector<EngramHash> engram_hash;   // per Engram layer
+  TokenClasses token_classes;             // V4.1 with Engram: the tokenizer's classes
+  int64_t lookback_tokens() const override { return p_.engram_layers.empty() ? 0 : p_.engram_max_ngram - 1; }
 
  private:
   Status bad_shape(const TensorView& t, std::initializer_list<int64_t> want) const;
@@ -264,6 +293,8 @@ class V4Model final : public Model {
   Status bind_compressor(const std::string& prefix, int64_t width, int64_t rate, int64_t head_dim, Compressor* c);
   Status bind_layer(const std::string& b, LayerKind kind, bool hash, Layer* L);
   Status bind_csa2(const std::string& a, int32_t layer, Layer* L);
+  Status bind_engram(const std::string& b, int engram, Layer* L);
+  Status prepare_engram_hashes();
   Status read_v41_config(const Metadata& md, const std::string& k);
   void assign_groups();
   Status bind_mtp();
@@ -280,8 +311,8 @@ std::string dims(std::initializer_list<int64_t> shape) {
 }
 
 Status V4Model::bad_shape(const TensorView& t, std::initializer_list<int64_t> want) const {
-  return invalid_argument(source_->path() + ": tensor '" + t.name + "' has shape " + t.shape_string() +
-                          ", but DeepSeek V4 with this config.json needs " + dims(want));
+  return invalid_argument(source_->path() + ": tensor '" + t.name + "' has shape " + t.shape_string() + ", but DeepSeek " +
+                          (p_.v41 ? "V4.1" : "V4") + " with this config.json needs " + dims(want));
 }
 
 Result<const TensorView*> V4Model::get(const std::string& name, std::initializer_list<int64_t> shape) const {
@@ -455,6 +486,25 @@ Status V4Model::read_v41_config(const Metadata& md, const std::string& k) {
     p_.candidate_block = static_cast<int64_t>(block);
     p_.candidate_top_blocks = static_cast<int64_t>(top);
   }
+  if (md.find(k + "engram_layers") != nullptr) {
+    DI_ASSIGN_OR_RETURN(p_.engram_layers, md.get_int_array(k + "engram_layers"));
+    DI_ASSIGN_OR_RETURN(p_.engram_table_rows, md.get_int_array(k + "engram_table_rows"));
+    const auto get = [&](const char* key, int64_t* out) -> Status {
+      DI_ASSIGN_OR_RETURN(uint64_t v, md.get_uint(k + key));
+      *out = static_cast<int64_t>(v);
+      return {};
+    };
+    DI_RETURN_IF_ERROR(get("engram_max_ngram", &p_.engram_max_ngram));
+    DI_RETURN_IF_ERROR(get("engram_buckets", &p_.engram_buckets));
+    DI_RETURN_IF_ERROR(get("engram_heads", &p_.engram_heads));
+    DI_RETURN_IF_ERROR(get("engram_head_dim", &p_.engram_head_dim));
+    DI_RETURN_IF_ERROR(get("engram_classes", &p_.engram_classes));
+    DI_RETURN_IF_ERROR(get("engram_pad_token", &p_.engram_pad_token));
+    if (p_.engram_pad_token >= c_.n_vocab) {
+      return invalid_argument(path + ": engram_pad_token_id " + std::to_string(p_.engram_pad_token) +
+                              " is outside the vocabulary");
+    }
+  }
   // The cache formats' blocks: FP8 window rows in 32s, NVFP4 compressed rows in 16s, MXFP4
   // index queries and keys in 32s, each block within one head.
   if (c_.head_dim % 32 != 0 || p_.index_dim % 32 != 0) {
@@ -589,6 +639,86 @@ Status V4Model::bind_csa2(const std::string& a, int32_t layer, Layer* L) {
   return {};
 }
 
+// A V4.1 Engram layer's tensors under prefix b ("layers.N.engram."): the table, the key/value
+// projection and the gate's two norm weights (their product is what the gate uses).
+Status V4Model::bind_engram(const std::string& b, int engram, Layer* L) {
+  const int64_t D = c_.n_embd, hc = p_.hc;
+  const int64_t hash_heads = (p_.engram_max_ngram - 1) * p_.engram_heads;
+  L->engram = engram;
+  DI_ASSIGN_OR_RETURN(L->engram_table, mat(b + "embed.weight", p_.engram_table_rows[static_cast<size_t>(engram)],
+                                           p_.engram_head_dim));
+  DI_ASSIGN_OR_RETURN(L->engram_wkv, mat(b + "wkv.weight", (hc + 1) * D, hash_heads * p_.engram_head_dim));
+  std::vector<float> q(static_cast<size_t>(hc * D)), k(q.size());
+  for (const auto& [name, out] : {std::pair{"q_weight", &q}, std::pair{"k_weight", &k}}) {
+    DI_ASSIGN_OR_RETURN(const TensorView* t, get(b + name, {hc, D}));
+    if (!widen_to_f32(t->dtype, t->data, out->data(), t->n_elements())) {
+      return unimplemented(source_->path() + ": tensor '" + t->name + "' must be f32, f16 or bf16");
+    }
+  }
+  for (size_t i = 0; i < q.size(); ++i) q[i] *= k[i];
+  DI_ASSIGN_OR_RETURN(L->engram_weight, weights_->add_vector(q));
+  return {};
+}
+
+// The Engram layers' hashing: the tokenizer's classes (LoadOptions::token_classes), and per
+// layer its primes (the smallest unused primes above the bucket count, in layer, order and head
+// order), their table offsets and its multipliers (NumPy's default_rng(10007 * layer), odd, each
+// below 2^63 / classes), as the release's inference/engram.py draws them.
+Status V4Model::prepare_engram_hashes() {
+  const std::string& path = source_->path();
+  const auto& provide = source_->load_options().token_classes;
+  if (!provide) {
+    return failed_precondition(path + ": DeepSeek V4.1's Engram layers hash n-grams of the tokenizer's token classes; "
+                               "load the model with its tokenizer (the engine does)");
+  }
+  DI_ASSIGN_OR_RETURN(token_classes, provide());
+  if (token_classes.count != p_.engram_classes) {
+    return invalid_argument(path + ": the tokenizer has " + std::to_string(token_classes.count) +
+                            " Engram token classes, but config.json's engram_compressed_vocab_size says " +
+                            std::to_string(p_.engram_classes) + " (the hash multipliers depend on it)");
+  }
+  if (static_cast<int64_t>(token_classes.of_token.size()) < c_.n_vocab) {
+    return invalid_argument(path + ": the tokenizer's " + std::to_string(token_classes.of_token.size()) +
+                            " tokens do not cover the model's vocabulary of " + std::to_string(c_.n_vocab));
+  }
+  const auto is_prime = [](int64_t v) {
+    if (v < 2) return false;
+    if (v % 2 == 0) return v == 2;
+    for (int64_t d = 3; d * d <= v; d += 2) {
+      if (v % d == 0) return false;
+    }
+    return true;
+  };
+  std::vector<int64_t> used;
+  const int64_t bound = std::max<int64_t>(1, (std::numeric_limits<int64_t>::max() / token_classes.count) / 2);
+  for (size_t e = 0; e < p_.engram_layers.size(); ++e) {
+    EngramHash h;
+    for (int64_t order = 2; order <= p_.engram_max_ngram; ++order) {
+      int64_t current = p_.engram_buckets - 1;
+      for (int64_t head = 0; head < p_.engram_heads; ++head) {
+        do {
+          ++current;
+        } while (!is_prime(current) || std::ranges::find(used, current) != used.end());
+        used.push_back(current);
+        h.offsets.push_back(h.primes.empty() ? 0 : h.offsets.back() + h.primes.back());
+        h.primes.push_back(current);
+      }
+    }
+    if (h.offsets.back() + h.primes.back() > p_.engram_table_rows[e]) {
+      return invalid_argument(path + ": Engram layer " + std::to_string(p_.engram_layers[e]) + " hashes into " +
+                              std::to_string(h.offsets.back() + h.primes.back()) + " rows, but its table has " +
+                              std::to_string(p_.engram_table_rows[e]));
+    }
+    NumpyPcg64 rng(static_cast<uint64_t>(10007 * p_.engram_layers[e]));
+    for (int64_t i = 0; i < p_.engram_max_ngram; ++i) {
+      DI_ASSIGN_OR_RETURN(int64_t m, rng.integer_below(bound));
+      h.multipliers.push_back(m * 2 + 1);
+    }
+    engram_hash.push_back(std::move(h));
+  }
+  return {};
+}
+
 // The first MTP layer, when the checkpoint has one (a sliding-window block with a biased router).
 Status V4Model::bind_mtp() {
   if (p_.n_mtp < 1 || source_->find("mtp.0.e_proj.weight") == nullptr) return {};
@@ -625,8 +755,14 @@ Status V4Model::bind() {
     DI_RETURN_IF_ERROR(bind_layer(layers_prefix + std::to_string(l) + ".", p_.kinds[i], p_.hash[i], &layers[i]));
     if (p_.v41) {
       DI_RETURN_IF_ERROR(bind_csa2(layers_prefix + std::to_string(l) + ".attn.", static_cast<int32_t>(l), &layers[i]));
+      const auto e = std::ranges::find(p_.engram_layers, l);
+      if (e != p_.engram_layers.end()) {
+        DI_RETURN_IF_ERROR(bind_engram(layers_prefix + std::to_string(l) + ".engram.",
+                                       static_cast<int>(e - p_.engram_layers.begin()), &layers[i]));
+      }
     }
   }
+  if (!p_.engram_layers.empty()) DI_RETURN_IF_ERROR(prepare_engram_hashes());
   DI_RETURN_IF_ERROR(bind_mtp());
   DI_ASSIGN_OR_RETURN(inv_freq_main, weights_->add_vector(inv_freq(c_.rope_theta, c_.n_rot)));
   DI_ASSIGN_OR_RETURN(inv_freq_compress,
@@ -659,7 +795,7 @@ Status V4Model::bind() {
                                  {Op::kGatherOutputRows}};
   DI_RETURN_IF_ERROR(backend::require(backend_, uses, source_->path()));
   if (!p_.v41) return {};
-  const backend::OpUse v41_uses[] = {{Op::kCompressRows}, {Op::kCacheRoundTrip}};
+  const backend::OpUse v41_uses[] = {{Op::kCompressRows}, {Op::kCacheRoundTrip}, {Op::kGatherRows}, {Op::kEngramMix}};
   return backend::require(backend_, v41_uses, source_->path());
 }
 
@@ -1024,7 +1160,9 @@ Status V4Runner::prepare(std::span<const int32_t> tokens, std::span<const BatchS
       n * k, n * k, n * k, p.n_expert + 1, n * k * D, n * k * p.n_ff, n * k * p.n_ff, n * k * D, n * p.n_ff,
       n * p.n_ff, n * D, n * p.o_groups, p.o_groups + 1, n * p.o_groups, n * H * hd, n * p.o_groups * p.o_lora,
       n_rows * D, n_rows * c.n_vocab, n * hc, n, n,
-      n * hc, n * hc, n_rows * hc, n * hd, n * p.index_dim, n * p.candidate_top_blocks};
+      n * hc, n * hc, n_rows * hc, n * hd, n * p.index_dim, n * p.candidate_top_blocks,
+      n * (p.engram_max_ngram - 1) * p.engram_heads, n * (p.engram_max_ngram - 1) * p.engram_heads * p.engram_head_dim,
+      p.engram_layers.empty() ? 0 : n * (hc + 1) * D};
   for (int s = 0; s < kNumSlots; ++s) DI_RETURN_IF_ERROR(ensure(s, sizes[s]));
   backend::Queue& q = *q_;
   DI_RETURN_IF_ERROR(q.set_batch(inputs_.batch()));
@@ -1094,12 +1232,74 @@ void V4Runner::block_single_pass(const Layer& L, int32_t layer, int64_t n, std::
                  f32(kX2, n, hc * D));
     std::swap(buffers_[kX], buffers_[kX2]);
   };
+  if (L.engram >= 0) engram(L, n);
   site(L.attn_hc, L.attn_norm);
   attention_v41(L, layer, n, kv);
   mix_back();
   site(L.ffn_hc, L.ffn_norm);
   moe(L, layer, n, tokens);
   mix_back();
+}
+
+// Every Engram layer's table rows for the batch's tokens, on the host: per token, the classes of
+// it and the tokens before it (from the pass or the sequence's lookback; the pad token's class
+// before the sequence's start), each n-gram's products with the layer's multipliers folded by
+// xor, taken modulo each head's prime, plus the head's offset.
+Status V4Runner::engram_ids(std::span<const int32_t> tokens, std::span<const BatchSequence> sequences) {
+  const V4Params& p = m_.p_;
+  const auto& classes = m_.token_classes.of_token;
+  const int64_t max_n = p.engram_max_ngram, heads = p.engram_heads, hash_heads = (max_n - 1) * heads;
+  const int64_t pad = classes[static_cast<size_t>(p.engram_pad_token)];
+  host_engram_.resize(m_.engram_hash.size());
+  for (auto& h : host_engram_) h.resize(tokens.size() * static_cast<size_t>(hash_heads));
+  std::vector<int64_t> gram(static_cast<size_t>(max_n));
+  int64_t row = 0;
+  for (const BatchSequence& b : sequences) {
+    const int64_t need = std::min(max_n - 1, b.first_position);
+    if (static_cast<int64_t>(b.lookback.size()) < need) {
+      return invalid_argument("DeepSeek V4.1's Engram needs the " + std::to_string(need) + " tokens before position " +
+                              std::to_string(b.first_position) + "; the pass has " + std::to_string(b.lookback.size()));
+    }
+    for (int64_t i = 0; i < b.n_tokens; ++i, ++row) {
+      for (int64_t shift = 0; shift < max_n; ++shift) {
+        const int64_t at = i - shift;  // within the pass when >= 0
+        int32_t token = -1;
+        if (at >= 0) {
+          token = tokens[static_cast<size_t>(row - shift)];
+        } else if (b.first_position + at >= 0) {
+          token = b.lookback[b.lookback.size() - static_cast<size_t>(-at)];
+        }
+        gram[static_cast<size_t>(shift)] = token < 0 ? pad : classes[static_cast<size_t>(token)];
+      }
+      for (size_t e = 0; e < m_.engram_hash.size(); ++e) {
+        const EngramHash& h = m_.engram_hash[e];
+        int32_t* out = host_engram_[e].data() + row * hash_heads;
+        int64_t rolling = gram[0] * h.multipliers[0];
+        for (int64_t shift = 1; shift < max_n; ++shift) {
+          rolling ^= gram[static_cast<size_t>(shift)] * h.multipliers[static_cast<size_t>(shift)];
+          for (int64_t head = 0; head < heads; ++head) {
+            const auto j = static_cast<size_t>((shift - 1) * heads + head);
+            out[j] = static_cast<int32_t>(rolling % h.primes[j] + h.offsets[j]);
+          }
+        }
+      }
+    }
+  }
+  return {};
+}
+
+// V4.1's Engram before the attention site: the layer's table rows (engram_ids), projected to a
+// key per stream and one value, gate each stream's update (Queue::engram_mix).
+void V4Runner::engram(const Layer& L, int64_t n) {
+  const V4Params& p = m_.p_;
+  const int64_t D = m_.c_.n_embd, hc = p.hc, hash_heads = (p.engram_max_ngram - 1) * p.engram_heads;
+  backend::Queue& q = *q_;
+  const Tensor ids = i32(kEngIds, n, hash_heads), emb = f32(kEngEmb, n, hash_heads * p.engram_head_dim),
+               kvx = f32(kEngKv, n, (hc + 1) * D);
+  q.upload(host_engram_[static_cast<size_t>(L.engram)].data(), ids);
+  q.gather_rows(L.engram_table, ids, emb);
+  q.matmul(L.engram_wkv, emb, kvx, Tensor{});
+  q.engram_mix(f32(kX, n, hc * D), kvx, L.engram_weight, static_cast<float>(m_.c_.rms_norm_eps));
 }
 
 // V4.1's end: the kept rows' streams collapsed with the last site's pre weights, a norm and the
@@ -1154,6 +1354,7 @@ Status V4Runner::run(std::span<const int32_t> tokens, std::span<const BatchSeque
   // [n * hc, D] is row t of the embeddings.
   q.embed(m_.embed, f32(kCollapsed, n, D));
   q.moe_gather(f32(kCollapsed, n, D), i32(kBcast, 1, n * hc), hc, f32(kX, n * hc, D));
+  if (!m_.p_.engram_layers.empty()) DI_RETURN_IF_ERROR(engram_ids(tokens, sequences));
   if (m_.p_.v41) {
     // The first site's input is stream 0.
     host_pre0_.assign(static_cast<size_t>(n * hc), 0.0f);

@@ -478,11 +478,39 @@ Status read_v41_schedule(const ConfigReader& cfg, const std::string& path, int64
     md->set(p + "candidate_block_size", u32(block));
     md->set(p + "candidate_top_blocks", u32(top));
   }
+  // Engram: n-gram hash tables read before the attention site of their layers.
+  const json* all_engram = cfg.get("engram_layer_ids");
+  const size_t n_listed = all_engram && all_engram->is_array() ? all_engram->size() : 2;
   DI_ASSIGN_OR_RETURN(std::vector<int64_t> engram, layer_ids(cfg, "engram_layer_ids", {1, 14}, n_layer));
-  if (!engram.empty()) {
-    return unimplemented(path + ": DeepSeek V4.1 Engram layers (engram_layer_ids, here layer " +
-                         std::to_string(engram.front()) + ") are not supported yet");
+  if (engram.empty()) return {};
+  const json* rows = cfg.get("engram_num_embeddings");
+  if (!rows || !rows->is_array() || rows->size() != n_listed) {
+    return cfg.bad("engram_num_embeddings", "a list with one table size per engram_layer_ids entry");
   }
+  MetaArray table_rows{MetaType::kU32, {}};
+  for (size_t i = 0; i < engram.size(); ++i) {
+    const json& r = (*rows)[i];
+    if (!r.is_number_integer() || r.get<int64_t>() <= 0 || r.get<int64_t>() >= (int64_t{1} << 31)) {
+      return cfg.bad("engram_num_embeddings", "a list of table sizes below 2^31");
+    }
+    table_rows.items.push_back(u32(r.get<int64_t>()));
+  }
+  md->set(p + "engram_layers", id_array(engram));
+  md->set(p + "engram_table_rows", MetaValue::of_array(std::move(table_rows)));
+  DI_ASSIGN_OR_RETURN(int64_t max_ngram, cfg.positive_int_or("engram_max_ngram_size", 4));
+  if (max_ngram < 2 || max_ngram > 16) return cfg.bad("engram_max_ngram_size", "an n-gram order from 2 to 16");
+  DI_ASSIGN_OR_RETURN(int64_t buckets, cfg.positive_int_or("engram_vocab_size", 16000000));
+  DI_ASSIGN_OR_RETURN(int64_t heads, cfg.positive_int_or("engram_n_heads", 8));
+  DI_ASSIGN_OR_RETURN(int64_t head_dim, cfg.positive_int_or("engram_head_dim", 256));
+  DI_ASSIGN_OR_RETURN(int64_t classes, cfg.positive_int_or("engram_compressed_vocab_size", 99092));
+  DI_ASSIGN_OR_RETURN(std::optional<int64_t> pad, cfg.opt_int("engram_pad_token_id"));
+  if (pad.value_or(2) < 0) return cfg.bad("engram_pad_token_id", "a token id");
+  md->set(p + "engram_max_ngram", u32(max_ngram));
+  md->set(p + "engram_buckets", u32(std::min<int64_t>(buckets, int64_t{1} << 31)));
+  md->set(p + "engram_heads", u32(heads));
+  md->set(p + "engram_head_dim", u32(head_dim));
+  md->set(p + "engram_classes", u32(classes));
+  md->set(p + "engram_pad_token", u32(pad.value_or(2)));
   return {};
 }
 

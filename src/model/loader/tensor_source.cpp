@@ -48,12 +48,16 @@ Result<std::unique_ptr<TensorSource>> open_tensor_source(const std::string& path
   namespace fs = std::filesystem;
   std::error_code ec;
   if (!fs::exists(path, ec)) return not_found("model path '" + path + "' does not exist");
-  if (fs::is_directory(path, ec)) return open_safetensors(path, options);
-  const std::string ext = fs::path(path).extension().string();
-  if (ext == ".safetensors" || fs::path(path).filename() == "config.json") {
-    return open_safetensors(fs::path(path).parent_path().string(), options);
-  }
-  return open_gguf(path);
+  Result<std::unique_ptr<TensorSource>> source = [&]() -> Result<std::unique_ptr<TensorSource>> {
+    if (fs::is_directory(path, ec)) return open_safetensors(path, options);
+    const std::string ext = fs::path(path).extension().string();
+    if (ext == ".safetensors" || fs::path(path).filename() == "config.json") {
+      return open_safetensors(fs::path(path).parent_path().string(), options);
+    }
+    return open_gguf(path);
+  }();
+  if (source.ok()) (*source)->set_load_options(options);
+  return source;
 }
 
 }  // namespace deepinfer

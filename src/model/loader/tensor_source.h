@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -40,9 +41,30 @@ struct TensorView {
   std::string shape_string() const;  // "[576, 49152]"
 };
 
+// A vocabulary's token classes (DeepSeek V4.1's Engram hashes n-grams of classes): per token
+// id its class, and how many classes there are.
+struct TokenClasses {
+  std::vector<int32_t> of_token;
+  int64_t count = 0;
+};
+
+struct LoadOptions {
+  // The tensors of the draft layers a checkpoint carries (DeepSeek V4's mtp.*). Left out unless
+  // asked for: only speculative decoding with them reads them, and FP8 / FP4 ones would be
+  // multiplied out to BF16 (V4-Flash's MTP layer: about 13 GB).
+  bool draft_layers = false;
+  // The Engram token classes, which come from the tokenizer (a layer above the model): called
+  // only by a model with Engram layers, which cannot load without them.
+  std::function<Result<TokenClasses>()> token_classes;
+};
+
 class TensorSource {
  public:
   virtual ~TensorSource() = default;
+
+  // What the source was opened with (open_tensor_source sets them).
+  const LoadOptions& load_options() const { return load_options_; }
+  void set_load_options(LoadOptions options) { load_options_ = std::move(options); }
 
   // The file or directory the source was opened from.
   virtual const std::string& path() const = 0;
@@ -52,13 +74,9 @@ class TensorSource {
   const TensorView* find(std::string_view name) const;
   // NOT_FOUND naming the tensor and the file when it is absent.
   Result<const TensorView*> get(std::string_view name) const;
-};
 
-struct LoadOptions {
-  // The tensors of the draft layers a checkpoint carries (DeepSeek V4's mtp.*). Left out unless
-  // asked for: only speculative decoding with them reads them, and FP8 / FP4 ones would be
-  // multiplied out to BF16 (V4-Flash's MTP layer: about 13 GB).
-  bool draft_layers = false;
+ private:
+  LoadOptions load_options_;
 };
 
 // Whether a tensor (by its loaded name) belongs to the draft layers LoadOptions::draft_layers
