@@ -46,7 +46,9 @@ enum class KvCacheDtype { kF16, kF32 };
 //            (SpeculativeConfig::draft_model_path), run in the same engine on its own KV cache.
 //   kMtp     greedy tokens of the model's own draft layers (DeepSeek V4's MTP layer), chained
 //            from the model's hidden states, on a KV cache of their own.
-enum class SpeculativeMethod { kNone, kNgram, kSuffix, kDraft, kMtp };
+//   kDspark  a block of greedy tokens in one pass of the model's DSpark layers (DeepSeek V4.1)
+//            from its features of the context, each with the layers' confidence estimate.
+enum class SpeculativeMethod { kNone, kNgram, kSuffix, kDraft, kMtp, kDspark };
 // kFixed verifies every proposed draft token (up to num_tokens); kConfidence verifies, per
 // request and step, the draft prefix that maximises expected accepted tokens per second given
 // each position's estimated acceptance and the step time the batch's size costs (DSpark's
@@ -66,13 +68,14 @@ struct SpeculativeConfig {
   int64_t draft_kv_cache_tokens = 0;
 };
 
-// "none", "ngram", "suffix", "draft", "mtp"; "fixed", "confidence".
+// "none", "ngram", "suffix", "draft", "mtp", "dspark"; "fixed", "confidence".
 inline const char* speculative_method_name(SpeculativeMethod m) {
   switch (m) {
     case SpeculativeMethod::kNgram: return "ngram";
     case SpeculativeMethod::kSuffix: return "suffix";
     case SpeculativeMethod::kDraft: return "draft";
     case SpeculativeMethod::kMtp: return "mtp";
+    case SpeculativeMethod::kDspark: return "dspark";
     case SpeculativeMethod::kNone: break;
   }
   return "none";

@@ -77,6 +77,7 @@ std::string_view op_name(Op op) {
     case Op::kCacheRoundTrip: return "cache_round_trip";
     case Op::kGatherRows: return "gather_rows";
     case Op::kEngramMix: return "engram_mix";
+    case Op::kBlockAttention: return "block_attention";
   }
   return "unknown op";
 }
@@ -92,6 +93,7 @@ std::string describe(const OpUse& use) {
     case Op::kIndexTopK:
     case Op::kSparseAttention:
     case Op::kCompressRows:
+    case Op::kBlockAttention:
     case Op::kStoreKv: return s + " over a " + std::string(dtype_name(use.dtype)) + " KV cache";
     case Op::kRope:
       return s + (static_cast<RopePairing>(use.variant) == RopePairing::kInterleaved ? " (interleaved pairs)"

@@ -228,6 +228,18 @@ struct SparseAttentionParams {
   int32_t compressed_layer = -1;  // the layer whose compressed rows are read (V4.1 shares them); -1: `layer`
 };
 
+// DSpark's draft blocks (V4.1): each sequence of the batch is one block of `block` rows at
+// positions a .. a + block - 1 (a: its anchor). Every row attends, K = V, to the window rows
+// a - window .. a - 1 of its layer in the KV group (the target context the draft layers
+// observed) and to all rows of its own block (given in the pass, not cached), plus a sink.
+struct BlockAttentionParams {
+  int64_t n_head = 0;
+  int64_t head_dim = 0;
+  float scale = 1.0f;
+  int64_t window = 0;
+  int64_t block = 0;
+};
+
 // A cache format's round trip (V4.1 keeps its caches in these; the reference rounds through
 // them in the forward): each run of `block` channels of a row shares one scale.
 //   kFp8E4M3: scale = 2^ceil(log2(max(amax, 1e-4) / 448)), values to e4m3 (nearest, even).
@@ -260,7 +272,7 @@ enum class Op {
   kUpload, kDownload, kEmbed, kMatmul, kRmsNorm, kRope, kGatedActivation, kAdd, kScale, kSoftCap,
   kStoreKv, kAttention, kGatherOutputRows, kRouteTopK, kMoeDispatch, kMoeGather, kGroupedMatmul,
   kMoeCombine, kClamp, kHyperPre, kHyperPost, kRouteSqrtSoftplus, kCompressKv, kIndexTopK, kSparseAttention,
-  kCompressRows, kCacheRoundTrip, kGatherRows, kEngramMix,
+  kCompressRows, kCacheRoundTrip, kGatherRows, kEngramMix, kBlockAttention,
 };
 std::string_view op_name(Op op);
 
@@ -380,6 +392,10 @@ class Queue {
   //   dot = sum_c x_c w_c k_c / (rms(x) rms(k) sqrt(d)),  rms(v) = sqrt(mean(v^2) + eps),
   //   x += sigmoid(sign(dot) sqrt(max(|dot|, 1e-6))) * value.
   virtual void engram_mix(const Tensor& streams, const Tensor& kv, const Tensor& weight, float eps) = 0;
+  // out [n, n_head * head_dim]: BlockAttentionParams over q [n, n_head * head_dim] (roped), the
+  // window rows of (group, layer) and the blocks' own rows block_kv [n, head_dim].
+  virtual void block_attention(const BlockAttentionParams& p, const Tensor& q, const KvCache& kv, int group,
+                               int32_t layer, const Tensor& block_kv, const Tensor& sinks, const Tensor& out) = 0;
   // ids [n, top_k] (i32): each query's best-scoring visible entries (w < (p + 1) / rate) of
   // (group, layer), best first (ties: lower index), -1 past the visible count. q [n, n_heads *
   // head_dim] (roped), weights [n, n_heads]. candidates: see IndexParams (empty with kNone).

@@ -1324,7 +1324,59 @@ OpCase engram_mix_case(int64_t n, int64_t s, int64_t d) {
   return c;
 }
 
+// DSpark's draft blocks: a window group filled by a first step, then blocks of `block` rows at
+// anchors of two sequences (one near its start, the window cut short), over scattered blocks.
+OpCase block_attention_case(DType kv_dtype) {
+  OpCase c;
+  c.op = Op::kBlockAttention;
+  c.name = strf("dspark blocks kv%s", std::string(dtype_name(kv_dtype)).c_str());
+  // The fill's store_kv is set-up (K = V rows: a K/V mix-up cannot show here).
+  c.uses = {{Op::kBlockAttention, kv_dtype}};
+  c.build = [=](CaseRun& run) -> Result<CaseOps> {
+    constexpr int64_t hd = 32, H = 3, window = 8, block = 5, bs = 16;
+    KvGroupSpec g;
+    g.name = "dspark_window";
+    g.kind = KvGroupKind::kSlidingWindow;
+    g.layers = {0, 1};
+    g.n_head_kv = 1;
+    g.head_dim = hd;
+    g.window = window;
+    g.k_only = true;
+    g.dtype = kv_dtype;
+    g.block_size = bs;
+    g.n_blocks = 6;
+    KvCache* kv = run.kv_cache({g}, CaseRun::KvCheck::kNone);
+    DI_RETURN_IF_ERROR(run.status());
+    const auto spec = [](int64_t n, int64_t first, std::vector<int32_t> table) {
+      SequenceSpec s{n, first, {}, {}, {}};
+      s.block_tables.assign(1, std::move(table));
+      return s;
+    };
+    BatchSpec fill, step;
+    fill.sequences = {spec(30, 0, {4, 0}), spec(3, 0, {1, 5})};
+    step.sequences = {spec(block, 30, {4, 0}), spec(block, 3, {1, 5})};
+    const auto rows = [&](const char* name, int64_t r, int64_t cols) {
+      return run.input(name, r, cols, run.rng().uniform(static_cast<size_t>(r * cols), -1, 1));
+    };
+    const Tensor fk = rows("context", 33, hd), bk = rows("block kv", 2 * block, hd), q = rows("q", 2 * block, H * hd);
+    const Tensor sinks = rows("sinks", 1, H);
+    const Tensor out = run.output("out", DType::kF32, 2 * block, H * hd, kAttention);
+    DI_RETURN_IF_ERROR(run.status());
+    DI_RETURN_IF_ERROR(run.set_batch(fill));
+    run.queue().store_kv(*kv, 0, 1, fk, fk);
+    DI_RETURN_IF_ERROR(run.queue().sync());
+    DI_RETURN_IF_ERROR(run.set_batch(step));
+    return CaseOps{[=](Queue& qu) {
+                     qu.block_attention({H, hd, 1.0f / std::sqrt(32.0f), window, block}, q, *kv, 0, 1, bk, sinks, out);
+                   },
+                   {}};
+  };
+  return c;
+}
+
 void add_dsv4(std::vector<OpCase>& cases) {
+  cases.push_back(block_attention_case(DType::kF32));
+  cases.push_back(block_attention_case(DType::kF16));
   cases.push_back(gather_rows_case(DType::kF32, 97, 16, 5, 6));
   cases.push_back(gather_rows_case(DType::kBF16, 1000, 32, 3, 24));
   cases.push_back(engram_mix_case(5, 4, 48));

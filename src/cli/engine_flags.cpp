@@ -109,8 +109,9 @@ Result<SpeculativeMethod> parse_speculative_method(const std::string& name) {
   if (name == "suffix") return SpeculativeMethod::kSuffix;
   if (name == "draft") return SpeculativeMethod::kDraft;
   if (name == "mtp") return SpeculativeMethod::kMtp;
+  if (name == "dspark") return SpeculativeMethod::kDspark;
   if (name == "none") return SpeculativeMethod::kNone;
-  return invalid_argument("--speculative-method must be ngram, suffix, draft, mtp or none, got '" + name + "'");
+  return invalid_argument("--speculative-method must be ngram, suffix, draft, mtp, dspark or none, got '" + name + "'");
 }
 
 Status read_speculative_flags(const Args& args, EngineConfig& config) {
@@ -191,8 +192,9 @@ std::string engine_flags_usage(const EngineConfig& d) {
                              (default %s)
   --kv-store-page-tokens N   tokens per page, a multiple of --block-size (default %lld)
   --speculative-method M     speculative decoding: ngram (prompt lookup), suffix (suffix tries
-                             over the request and earlier outputs) or draft (--draft-model's
-                             greedy tokens); lossless (default none)
+                             over the request and earlier outputs), draft (--draft-model's
+                             greedy tokens), mtp (DeepSeek V4's MTP layer) or dspark (DeepSeek
+                             V4.1's DSpark layers); lossless (default none)
   --draft-model MODEL        a smaller model with the target's tokenizer that drafts on its own KV
                              cache (implies --speculative-method draft)
   --num-speculative-tokens N draft tokens verified per step at most, 1-15 (default %d)

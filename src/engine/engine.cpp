@@ -48,6 +48,7 @@
 #include "tokenizer/engram_classes.h"
 #include "engine/scheduler.h"
 #include "engine/speculative/draft_model.h"
+#include "engine/speculative/dspark_drafter.h"
 #include "engine/speculative/mtp_drafter.h"
 #include "engine/speculative/schedule.h"
 #include "engine/speculative/sequence_drafter.h"
@@ -216,9 +217,18 @@ class EngineImpl final : public Engine {
       stats_.kv_store.enabled = true;
     }
     if (parts.mtp_kv) {
-      speculative::MtpDrafter::Parts p{model_->new_draft_head_runner(*runner_), std::move(parts.mtp_kv),
-                                       std::move(parts.mtp_kv_config)};
-      mtp_ = std::make_unique<speculative::MtpDrafter>(std::move(p), speculative::MtpDrafter::Limits{n_vocab()});
+      layer_method_ = config_.speculative.method;
+      if (layer_method_ == SpeculativeMethod::kDspark) {
+        speculative::DsparkDrafter::Parts p{model_->new_block_draft_runner(*runner_), std::move(parts.mtp_kv),
+                                            std::move(parts.mtp_kv_config)};
+        layer_drafter_ =
+            std::make_unique<speculative::DsparkDrafter>(std::move(p), speculative::DsparkDrafter::Limits{n_vocab()});
+      } else {
+        speculative::MtpDrafter::Parts p{model_->new_draft_head_runner(*runner_), std::move(parts.mtp_kv),
+                                         std::move(parts.mtp_kv_config)};
+        layer_drafter_ =
+            std::make_unique<speculative::MtpDrafter>(std::move(p), speculative::MtpDrafter::Limits{n_vocab()});
+      }
     }
     if (config_.async_scheduling) worker_ = std::make_unique<ForwardWorker>();
     // Masks computed during the pass take a core the pass would use, unless one is spare: a CPU
@@ -309,9 +319,11 @@ class EngineImpl final : public Engine {
       return invalid_argument("speculative method 'draft' needs a draft model, and this engine has none (start it "
                               "with --draft-model PATH)");
     }
-    if (r.speculative_method == SpeculativeMethod::kMtp && !mtp_) {
-      return invalid_argument("speculative method 'mtp' needs the model's MTP layers, which this engine has not "
-                              "loaded (start it with --speculative-method mtp, on a model with MTP layers)");
+    if (r.speculative_method && is_layer_method(*r.speculative_method) && *r.speculative_method != layer_method_) {
+      const std::string name = speculative_method_name(*r.speculative_method);
+      return invalid_argument("speculative method '" + name + "' needs the model's " +
+                              (name == "mtp" ? "MTP" : "DSpark") + " layers, which this engine has not loaded (start "
+                              "it with --speculative-method " + name + ", on a model with those layers)");
     }
     return Sampler::validate(r.sampling, n_vocab());
   }
@@ -845,7 +857,7 @@ class EngineImpl final : public Engine {
     if (it->second.drafter) {
       --n_speculating_;
       if (it->second.drafter->method() == SpeculativeMethod::kDraft) draft_model_->release(id);
-      if (it->second.drafter->method() == SpeculativeMethod::kMtp) mtp_->release(id);
+      if (is_layer_method(it->second.drafter->method())) layer_drafter_->release(id);
     }
     if (it->second.grammar_drafts) --n_grammar_drafting_;
     seqs_.erase(it);
@@ -879,7 +891,7 @@ class EngineImpl final : public Engine {
           // Drafted below, all sequences in the same passes; `out` is set once proposals_ stops growing.
           draft_jobs_.push_back({id, r->tokens, static_cast<int32_t>(room), nullptr});
           p.draft_job = static_cast<int32_t>(draft_jobs_.size());
-        } else if (seq.drafter->method() == SpeculativeMethod::kMtp) {
+        } else if (is_layer_method(seq.drafter->method())) {
           mtp_jobs_.push_back({id, r->tokens, static_cast<int32_t>(room), nullptr});
           p.draft_job = -static_cast<int32_t>(mtp_jobs_.size());
         } else {
@@ -901,7 +913,7 @@ class EngineImpl final : public Engine {
       for (Proposal& p : proposals_) {
         if (p.draft_job < 0) mtp_jobs_[static_cast<size_t>(-p.draft_job - 1)].out = &p.draft;
       }
-      (void)mtp_->propose(mtp_jobs_);  // as above: a failed pass leaves fewer drafts
+      (void)layer_drafter_->propose(mtp_jobs_);  // as above: a failed pass leaves fewer drafts
     }
     // Nothing after a stop token can be kept: the sequence ends with it.
     for (Proposal& p : proposals_) cut_after_stop(p.draft, scheduler_.find(p.id)->stop_token_ids);
@@ -914,10 +926,11 @@ class EngineImpl final : public Engine {
     }
   }
 
-  // After a synchronous step: the MTP rows of the positions its pass computed for sequences that
-  // draft with the MTP, while the runner still holds that pass's hidden states (mtp_drafter.h).
+  // After a synchronous step: the draft layers' rows of the positions its pass computed for
+  // sequences that draft with them, while the runner still holds that pass's states
+  // (layer_drafter.h).
   void observe_mtp(const Step& step) {
-    if (!mtp_) return;
+    if (!layer_drafter_) return;
     mtp_chunks_.clear();
     int64_t row = 0;
     for (const ScheduledChunk& c : step.plan.chunks) {
@@ -926,13 +939,13 @@ class EngineImpl final : public Engine {
       const Request* r = scheduler_.find(c.id);
       auto it = seqs_.find(c.id);
       if (r == nullptr || !r->live(c.epoch) || it == seqs_.end() || !it->second.drafter ||
-          it->second.drafter->method() != SpeculativeMethod::kMtp) {
+          !is_layer_method(it->second.drafter->method())) {
         continue;
       }
       mtp_chunks_.push_back({c.id, c.first_position, c.n_tokens, first_row, r->tokens});
     }
     // A failed pass leaves those sequences without MTP state: they draft again after their next chunk.
-    if (!mtp_chunks_.empty()) (void)mtp_->observe(mtp_chunks_);
+    if (!mtp_chunks_.empty()) (void)layer_drafter_->observe(mtp_chunks_);
   }
 
   static void cut_after_stop(speculative::Draft& d, std::span<const int32_t> stop_ids) {
@@ -1097,6 +1110,7 @@ class EngineImpl final : public Engine {
       case SpeculativeMethod::kSuffix: return 1;
       case SpeculativeMethod::kDraft: return 3;
       case SpeculativeMethod::kMtp: return 4;
+      case SpeculativeMethod::kDspark: return 5;
       case SpeculativeMethod::kNone: break;
     }
     return 0;
@@ -1112,6 +1126,7 @@ class EngineImpl final : public Engine {
       u.methods.push_back({"grammar"});
       u.methods.push_back({speculative_method_name(SpeculativeMethod::kDraft)});
       u.methods.push_back({speculative_method_name(SpeculativeMethod::kMtp)});
+      u.methods.push_back({speculative_method_name(SpeculativeMethod::kDspark)});
       u.verify_sizes.assign(kMaxSpeculativeTokens + 1, 0);
     }
     return u;
@@ -1267,9 +1282,12 @@ class EngineImpl final : public Engine {
   speculative::AcceptanceStats grammar_pooled_;  // forced-text verifications of every sequence
   std::vector<Proposal> proposals_;  // propose_drafts' scratch
   std::vector<speculative::DraftModel::Job> draft_jobs_;  // propose_drafts' scratch
-  std::unique_ptr<speculative::MtpDrafter> mtp_;  // null: the model has no MTP layers
-  std::vector<speculative::MtpDrafter::Job> mtp_jobs_;      // propose_drafts' scratch
-  std::vector<speculative::MtpDrafter::Chunk> mtp_chunks_;  // observe_mtp's scratch
+  // The model's own draft layers (MTP or DSpark, as the engine was started): null without.
+  std::unique_ptr<speculative::LayerDrafter> layer_drafter_;
+  SpeculativeMethod layer_method_ = SpeculativeMethod::kNone;
+  static bool is_layer_method(SpeculativeMethod m) { return m == SpeculativeMethod::kMtp || m == SpeculativeMethod::kDspark; }
+  std::vector<speculative::DraftJob> mtp_jobs_;                  // propose_drafts' scratch
+  std::vector<speculative::LayerDrafter::Chunk> mtp_chunks_;     // observe_mtp's scratch
   std::array<speculative::AcceptanceStats, 5> pooled_{};  // by SpeculativeMethod, over all sequences
   speculative::StepCostModel step_cost_;
   bool step_cost_profiled_ = false;
@@ -1447,7 +1465,24 @@ Status allocate_mtp_kv(const EngineConfig& config, int64_t n_blocks, EngineParts
                               "num_nextn_predict_layers and its mtp.* tensors), and " + parts.model->source().path() +
                               " has none; use ngram, suffix or draft");
     }
+    if (config.speculative.method == SpeculativeMethod::kDspark) {
+      return invalid_argument("speculative method 'dspark' needs a model with DSpark layers (DeepSeek V4.1's "
+                              "num_nextn_predict_layers and its mtp.* tensors), and " + parts.model->source().path() +
+                              " has none; use ngram, suffix or draft");
+    }
     return Status::ok_status();
+  }
+  // Draft layers of the other kind (V4's MTP for dspark, V4.1's DSpark for mtp) do not serve.
+  if (config.speculative.method == SpeculativeMethod::kMtp || config.speculative.method == SpeculativeMethod::kDspark) {
+    const auto probe = parts.model->new_batch_runner();
+    const bool dspark = config.speculative.method == SpeculativeMethod::kDspark;
+    if (dspark ? parts.model->new_block_draft_runner(*probe) == nullptr
+               : parts.model->new_draft_head_runner(*probe) == nullptr) {
+      return invalid_argument(std::string("speculative method '") + speculative_method_name(config.speculative.method) +
+                              "' does not fit " + parts.model->source().path() + "'s draft layers (" +
+                              (dspark ? "MTP" : "DSpark") + " layers); use --speculative-method " +
+                              (dspark ? "mtp" : "dspark"));
+    }
   }
   const DType kv_dtype = kv_element_type(config.kv_cache_dtype);
   DI_ASSIGN_OR_RETURN(parts.mtp_kv, parts.model->new_draft_kv_cache(config.block_size, kv_dtype,
@@ -1493,7 +1528,8 @@ Result<std::unique_ptr<Engine>> create_engine(const EngineConfig& config, std::s
   if (wrap) parts.backend = wrap(std::move(parts.backend));
   // The model's draft layers only for the engine's mtp method: FP8 / FP4 ones cost BF16 memory.
   LoadOptions load_options;
-  load_options.draft_layers = config.speculative.method == SpeculativeMethod::kMtp;
+  load_options.draft_layers = config.speculative.method == SpeculativeMethod::kMtp ||
+                              config.speculative.method == SpeculativeMethod::kDspark;
   if (tokenizer) {
     load_options.token_classes = [tokenizer]() -> Result<TokenClasses> {
       TokenClasses c;

@@ -62,6 +62,7 @@ struct ModelConfig {
 class InferenceContext;
 class BatchRunner;
 class DraftHeadRunner;
+class BlockDraftRunner;
 
 class Model {
  public:
@@ -105,6 +106,12 @@ class Model {
   // A runner of the draft layers that reads the hidden states of `target`'s passes; `target`
   // must be a runner of this model and outlive it. Null when draft_kv_groups() is empty.
   virtual std::unique_ptr<DraftHeadRunner> new_draft_head_runner(const BatchRunner& target) const {
+    (void)target;
+    return nullptr;
+  }
+  // DeepSeek V4.1's DSpark: a runner of the draft layers that drafts a block of tokens per pass
+  // from the features of `target`'s passes (same contract on `target`). Null without them.
+  virtual std::unique_ptr<BlockDraftRunner> new_block_draft_runner(const BatchRunner& target) const {
     (void)target;
     return nullptr;
   }
@@ -181,6 +188,37 @@ class DraftHeadRunner {
 
   virtual std::span<const float> logits(int64_t row) const = 0;  // [n_vocab], host memory
   virtual int64_t n_logit_rows() const = 0;
+};
+
+// Draft layers that draft a whole block of tokens in one pass (DeepSeek V4.1's DSpark): from the
+// target's features of the context they observed and the block's anchor token (the last token
+// the target produced, not yet in its cache), block_size() tokens for the positions after it,
+// with a confidence logit each (an uncalibrated estimate that the target accepts the token).
+// Their KV is the draft layers' own (Model::new_draft_kv_cache).
+class BlockDraftRunner {
+ public:
+  virtual ~BlockDraftRunner() = default;
+
+  virtual int64_t block_size() const = 0;
+
+  // The context rows of the target's last pass: rows[i] is the pass row whose features go to
+  // the draft layers' KV at its position (sequences: their n_tokens consecutive positions from
+  // first_position over rows, with the draft cache's block tables). Run after every target
+  // pass, for the rows it keeps (every prompt and verified token).
+  virtual Status observe(std::span<const int32_t> rows, std::span<const BatchSequence> sequences,
+                         backend::KvCache& kv) = 0;
+
+  // One block per sequence: anchors[i] at sequences[i].first_position (n_tokens ==
+  // block_size()), every position below it observed. Greedy: each slot's token is the best
+  // of its logits plus the Markov bias of the slot before's token (the anchor for slot 0).
+  virtual Status draft(std::span<const int32_t> anchors, std::span<const BatchSequence> sequences,
+                       backend::KvCache& kv) = 0;
+
+  // Of the last draft(), sequence i: its tokens, their confidence logits ([block_size()] each),
+  // and slot j's logits (bias included; [n_vocab], host memory).
+  virtual std::span<const int32_t> drafts(int64_t i) const = 0;
+  virtual std::span<const float> confidence(int64_t i) const = 0;
+  virtual std::span<const float> logits(int64_t i, int64_t slot) const = 0;
 };
 
 class InferenceContext {

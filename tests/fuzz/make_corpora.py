@@ -173,6 +173,9 @@ def safetensors_seeds():
               ("model.layers.0.mlp.gate_proj.scale", "F8_E8M0", [8, 2]),
               ("model.embed_tokens.weight", "F32", [2, 2])]
     out.append(("block_scaled.bin", bytes([0]) + safetensors_bytes(scaled)))
+    # DeepSeek V4.1's config (nested text_config: the CSA2 schedule, candidates, Engram).
+    dsv41 = (TESTS / "golden" / "dsv41_tiny" / "config.json").read_bytes()
+    out.append(("dsv41_config.bin", bytes([2]) + dsv41 + b"\0" + safetensors_bytes([("embed.weight", "F32", [2, 2])])))
     return out
 
 

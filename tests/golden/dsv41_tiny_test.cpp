@@ -20,6 +20,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <numeric>
 #include <regex>
 #include <unistd.h>
 
@@ -149,6 +150,114 @@ TEST(DeepseekV41Tiny, GreedyDecodeMatchesNemo) {
     ASSERT_TRUE((*ctx)->eval(std::span<const int32_t>(&greedy[k], 1), LogitsMode::kLast).ok());
   }
   EXPECT_EQ(got, greedy);
+}
+
+// DSpark's draft layers against NeMo's DeepseekV41DSparkModel: the target's features of the
+// context (in passes of `chunk` tokens, each observed), then one block per anchor (several
+// anchors batched in one draft call when `batched`): every slot's logits (with the Markov bias of
+// the greedy chain), the drafts and the confidence logits.
+void check_dspark(int64_t chunk, bool batched) {
+  const auto g = golden();
+  LoadOptions options = testing::tokenizer_load_options(kDir.string());
+  options.draft_layers = true;
+  auto model = Model::load(kDir.string(), testing::test_backend(), options);
+  ASSERT_TRUE(model.ok()) << model.status().to_string();
+  const auto seq = [&] {
+    auto s = g["prompt_ids"].get<std::vector<int32_t>>();
+    const auto more = g["greedy"].get<std::vector<int32_t>>();
+    s.insert(s.end(), more.begin(), more.end());
+    return s;
+  }();
+  const auto& cases = g["dspark"];
+  ASSERT_GE(cases.size(), 3u);
+  constexpr int64_t kBlock = 16, kBlocksPerSeq = 5;
+  const auto n_seq = static_cast<int64_t>(cases.size());
+  auto kv = (*model)->new_kv_cache(kBlock, DType::kF32, kBlocksPerSeq * n_seq);
+  auto draft_kv = (*model)->new_draft_kv_cache(kBlock, DType::kF32, std::vector<int64_t>{kBlocksPerSeq * n_seq});
+  ASSERT_TRUE(kv.ok() && draft_kv.ok());
+  auto runner = (*model)->new_batch_runner();
+  auto drafter = (*model)->new_block_draft_runner(*runner);
+  ASSERT_NE(drafter, nullptr);
+  EXPECT_EQ(drafter->block_size(), 5);
+  std::vector<std::vector<int32_t>> tables(static_cast<size_t>(n_seq));
+  for (int64_t i = 0; i < n_seq; ++i) {
+    for (int64_t b = 0; b < kBlocksPerSeq; ++b) tables[static_cast<size_t>(i)].push_back(static_cast<int32_t>(i * kBlocksPerSeq + b));
+  }
+  const auto sequence = [&](int64_t i, int64_t n, int64_t first) {
+    BatchSequence s;
+    s.n_tokens = n;
+    s.first_position = first;
+    s.logits = LogitsMode::kNone;
+    s.block_tables.fill(tables[static_cast<size_t>(i)]);
+    s.lookback = std::span<const int32_t>(seq).subspan(static_cast<size_t>(std::max<int64_t>(0, first - 3)),
+                                                         static_cast<size_t>(std::min<int64_t>(3, first)));
+    return s;
+  };
+  // The context of every case, its chunks batched across cases.
+  std::vector<int64_t> done(static_cast<size_t>(n_seq), 0);
+  for (bool more = true; more;) {
+    more = false;
+    std::vector<int32_t> tokens, rows;
+    std::vector<BatchSequence> batch;
+    for (int64_t i = 0; i < n_seq; ++i) {
+      const int64_t anchor = cases[static_cast<size_t>(i)]["anchor"].get<int64_t>();
+      const int64_t first = done[static_cast<size_t>(i)], n = std::min(chunk, anchor - first);
+      if (n <= 0) continue;
+      for (int64_t t = 0; t < n; ++t) {
+        rows.push_back(static_cast<int32_t>(tokens.size()));
+        tokens.push_back(seq[static_cast<size_t>(first + t)]);
+      }
+      batch.push_back(sequence(i, n, first));
+      done[static_cast<size_t>(i)] += n;
+      more = true;
+    }
+    if (!more) break;
+    ASSERT_TRUE(runner->run(tokens, batch, **kv).ok());
+    ASSERT_TRUE(drafter->observe(rows, batch, **draft_kv).ok());
+  }
+  const auto check = [&](std::span<const int64_t> which) {
+    std::vector<int32_t> anchors;
+    std::vector<BatchSequence> blocks;
+    for (int64_t i : which) {
+      const int64_t anchor = cases[static_cast<size_t>(i)]["anchor"].get<int64_t>();
+      anchors.push_back(seq[static_cast<size_t>(anchor)]);
+      blocks.push_back(sequence(i, 5, anchor));
+    }
+    ASSERT_TRUE(drafter->draft(anchors, blocks, **draft_kv).ok());
+    for (size_t j = 0; j < which.size(); ++j) {
+      const auto& c = cases[static_cast<size_t>(which[j])];
+      const auto drafts = drafter->drafts(static_cast<int64_t>(j));
+      EXPECT_EQ(std::vector<int32_t>(drafts.begin(), drafts.end()), c["drafts"].get<std::vector<int32_t>>())
+          << "anchor " << c["anchor"];
+      for (int64_t k = 0; k < 5; ++k) {
+        const auto [err, tol] = row_error(drafter->logits(static_cast<int64_t>(j), k), c["logits"][static_cast<size_t>(k)]);
+        EXPECT_LE(err, tol) << "anchor " << c["anchor"] << ", slot " << k;
+        const double want = c["confidence"][static_cast<size_t>(k)].get<double>();
+        EXPECT_NEAR(drafter->confidence(static_cast<int64_t>(j))[static_cast<size_t>(k)], want, 1e-4 * (1 + std::fabs(want)))
+            << "anchor " << c["anchor"] << ", slot " << k;
+      }
+    }
+  };
+  if (batched) {
+    std::vector<int64_t> all(static_cast<size_t>(n_seq));
+    std::iota(all.begin(), all.end(), 0);
+    check(all);
+  } else {
+    for (int64_t i = 0; i < n_seq; ++i) check(std::span<const int64_t>(&i, 1));
+  }
+}
+
+TEST(DeepseekV41Tiny, DsparkDraftsMatchNemo) { check_dspark(64, false); }
+// Context in passes of 3 tokens (the draft layers' window rows written across passes), and all
+// anchors' blocks in one draft pass.
+TEST(DeepseekV41Tiny, DsparkDraftsInChunksAndBatchesMatchNemo) { check_dspark(3, true); }
+
+TEST(DeepseekV41Tiny, DsparkLayersLoadOnlyWhenAskedFor) {
+  auto model = load(kDir);
+  ASSERT_TRUE(model.ok()) << model.status().to_string();
+  EXPECT_TRUE((*model)->draft_kv_groups().empty());
+  auto runner = (*model)->new_batch_runner();
+  EXPECT_EQ((*model)->new_block_draft_runner(*runner), nullptr);
 }
 
 TEST(DeepseekV41Tiny, KvGroupsHoldOnlyTheSourcesCompressedRows) {

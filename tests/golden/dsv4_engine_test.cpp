@@ -196,6 +196,41 @@ TEST_P(DeepseekEngine, SpeculativeDecodingGivesEachRequestsTokens) {
   EXPECT_GT(engine->stats().speculative.accepted_tokens(), static_cast<int64_t>(all.size()) * kMaxTokens / 2);
 }
 
+// V4.1's DSpark layers drafting in the engine: blocks of greedy drafts from the layers' own
+// window of the target's features, verified; every request keeps the model's tokens alone
+// (random weights: nearly every draft is rejected, which is what exercises the window rows the
+// layers observed past a rejection), under both schedules and with async scheduling.
+TEST(DeepseekV41Engine, DsparkDraftsGiveEachRequestsTokens) {
+  g_model = "dsv41_tiny";
+  for (const SpeculativeSchedule schedule : {SpeculativeSchedule::kFixed, SpeculativeSchedule::kConfidence}) {
+    for (const bool async : {false, true}) {
+      SCOPED_TRACE(std::string(schedule == SpeculativeSchedule::kFixed ? "fixed" : "confidence") +
+                   (async ? ", async" : ""));
+      EngineConfig cfg = v4_config();
+      cfg.speculative.method = SpeculativeMethod::kDspark;
+      cfg.speculative.schedule = schedule;
+      cfg.async_scheduling = async;
+      cfg.max_num_seqs = 3;
+      const EngineStats s = check_engine(cfg, kMaxTokens);
+      EXPECT_GT(s.speculative.draft_tokens(), 0);
+      ::testing::Test::RecordProperty(std::string("accepted_of_drafted") + (async ? "_async" : "") +
+                                          (schedule == SpeculativeSchedule::kFixed ? "_fixed" : "_confidence"),
+                                      std::to_string(s.speculative.accepted_tokens()) + "/" +
+                                          std::to_string(s.speculative.draft_tokens()));
+    }
+  }
+}
+
+TEST(DeepseekV41Engine, DraftLayersOfTheOtherKindAreOneClearError) {
+  g_model = "dsv41_tiny";
+  EngineConfig cfg = v4_config();
+  cfg.speculative.method = SpeculativeMethod::kMtp;
+  auto engine = Engine::create(cfg);
+  ASSERT_FALSE(engine.ok());
+  EXPECT_NE(engine.status().message().find("--speculative-method dspark"), std::string::npos)
+      << engine.status().message();
+}
+
 TEST_P(DeepseekEngine, ChunkedPrefillGivesTheSameTokens) {
   // Budgets of 3 and 7 tokens a step: chunks end inside every kind of window, and decodes of
   // some requests share steps with prefill chunks of others.

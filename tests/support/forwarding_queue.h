@@ -97,6 +97,11 @@ class ForwardingQueue : public backend::Queue {
   void engram_mix(const backend::Tensor& s, const backend::Tensor& kv, const backend::Tensor& w, float eps) override {
     inner_->engram_mix(s, kv, w, eps);
   }
+  void block_attention(const backend::BlockAttentionParams& p, const backend::Tensor& q, const backend::KvCache& kv,
+                       int g, int32_t layer, const backend::Tensor& bkv, const backend::Tensor& sinks,
+                       const backend::Tensor& out) override {
+    inner_->block_attention(p, q, kv, g, layer, bkv, sinks, out);
+  }
   void index_top_k(const backend::IndexParams& p, const backend::Tensor& q, const backend::Tensor& w,
                    const backend::KvCache& kv, int g, int32_t layer, const backend::Tensor& ids,
                    const backend::Tensor& candidates) override {

@@ -48,7 +48,8 @@ from importlib import metadata
 from pathlib import Path
 
 import torch
-from safetensors.torch import save_file
+import torch.nn.functional as F
+from safetensors.torch import load_file, save_file
 
 from nemo_automodel.components.models.common import BackendConfig
 from nemo_automodel.components.models.deepseek_v41.config import DeepseekV41Config
@@ -68,7 +69,7 @@ TEXT = dict(
     num_attention_heads=4, num_key_value_heads=1, head_dim=32, qk_rope_head_dim=8, q_lora_rank=24,
     o_lora_rank=16, o_groups=2, n_routed_experts=4, n_shared_experts=1, num_experts_per_tok=2,
     routed_scaling_factor=1.5, swiglu_limit=10.0, sliding_window=8,
-    compress_ratios=[0, 0, 2, 2, 2, 1, 1, 1], kv_source_layer_ids=[2, 5],
+    compress_ratios=[0, 0, 2, 2, 2, 1, 1, 1, 0, 0, 0], kv_source_layer_ids=[2, 5],
     index_source_layer_ids=[2, 4, 5, 7], index_n_heads=8, index_head_dim=32, index_topk=3,
     candidate_source_layer_id=5, candidate_topk_blocks=3, candidate_block_size=2,
     hc_mult=4, hc_sinkhorn_iters=20, hc_eps=1e-6, rms_norm_eps=1e-6,
@@ -76,8 +77,10 @@ TEXT = dict(
     rope_scaling={"rope_type": "yarn", "factor": 16, "beta_fast": 32, "beta_slow": 1,
                   "original_max_position_embeddings": 65536},
     engram_layer_ids=[1, 4], engram_num_embeddings=[300, 600], engram_max_ngram_size=4, engram_vocab_size=31,
-    engram_n_heads=2, engram_head_dim=16, engram_pad_token_id=2, num_nextn_predict_layers=0,
-    dspark_noise_token_id=127, max_position_embeddings=256, dtype="float32",
+    engram_n_heads=2, engram_head_dim=16, engram_pad_token_id=2,
+    num_nextn_predict_layers=3, dspark_block_size=5, dspark_noise_token_id=127, dspark_target_layer_ids=[5, 6, 7],
+    dspark_markov_rank=16, dspark_n_routed_experts=4, dspark_num_experts_per_tok=3,
+    max_position_embeddings=256, dtype="float32",
     bos_token_id=0, eos_token_id=1, pad_token_id=2, initializer_range=WEIGHT_STD,
 )
 
@@ -236,6 +239,92 @@ def round_trips():
     return out
 
 
+@torch.no_grad()
+def build_dspark(config, model):
+    """The three DSpark draft layers (mtp.0..2), random under their own seed (after the target's
+    weights, which stay as they are), with the target's embedding and lm_head."""
+    from types import SimpleNamespace
+    options = SimpleNamespace(num_draft_layers=3, target_layer_ids=[5, 6, 7], block_size=5, num_anchors=1,
+                              mask_token_id=TEXT["dspark_noise_token_id"], markov_rank=16, markov_head_type="vanilla",
+                              confidence_head_alpha=1.0, confidence_head_with_markov=True,
+                              confidence_head_stop_gradient=False)
+    torch.manual_seed(SEED + 3)
+    draft = config.build_dspark_draft(options).float().eval()
+    gen = torch.Generator().manual_seed(SEED + 3)
+    for name, p in sorted(draft.named_parameters()):
+        noise = torch.randn(p.shape, generator=gen, dtype=torch.float32)
+        if name.endswith("norm.weight"):
+            p.copy_(1.0 + 0.2 * noise)
+        elif name.endswith("_hc.scale"):
+            p.copy_(1.0 + 0.3 * noise)
+        elif name.endswith("_hc.base") or name.endswith("sinks_param.weight"):
+            p.copy_(0.5 * noise)
+        else:
+            p.copy_(WEIGHT_STD * noise)
+    for name, b in sorted(draft.named_buffers()):
+        if name.endswith("e_score_correction_bias"):
+            b.copy_(0.1 * torch.randn(b.shape, generator=gen))
+    return draft
+
+
+def dspark_tensors(config, draft):
+    """The draft layers under the release's names (mtp.N.*, experts one by one), through NeMo's
+    own DSpark state-dict adapter; the embedding and lm_head are the target's."""
+    from nemo_automodel.components.models.deepseek_v41.state_dict_adapter import DeepseekV41DSparkStateDictAdapter
+    adapter = DeepseekV41DSparkStateDictAdapter(config.text_config, draft.moe_config, backend(), dtype=torch.float32)
+    tensors = adapter.to_hf(draft.state_dict())
+    return {k: v.contiguous() for k, v in tensors.items()
+            if k.startswith("mtp.") and not k.endswith(".gate.bias_vl")}
+
+
+@torch.no_grad()
+def dspark_golden(model, draft, seq):
+    """The target's features (the residual streams entering attention in layers 5, 6, 7,
+    averaged over the streams, as NeMo's DSpark trainer takes them), then for a few anchors the
+    draft block: base logits (lm_head of the normed output), the greedy chain with the Markov
+    bias (each slot's previous token: the anchor, then the slot before's pick) and the
+    confidence logits."""
+    taps = {}
+    modules = model.get_dspark_target_feature_modules([5, 6, 7])
+    hooks = [m.register_forward_pre_hook(lambda mod, args, i=i: taps.__setitem__(i, args[0].mean(dim=2)))
+             for i, m in enumerate(modules)]
+    model(torch.tensor([seq]))
+    for h in hooks:
+        h.remove()
+    features = torch.cat([taps[i] for i in range(3)], dim=-1)
+    block, noise = TEXT["dspark_block_size"], TEXT["dspark_noise_token_id"]
+    out = []
+    for anchor in (3, 5, 20, 24, 33, 41, 47, 55, 60):
+        if len(out) == 4:
+            break
+        anchors = torch.tensor([[anchor]])
+        ids = torch.tensor([[seq[anchor]] + [noise] * (block - 1)])
+        embeddings = model.model.embed_tokens(ids)
+        positions = draft.build_position_ids(anchors, len(seq))
+        mask = draft.build_attention_mask(anchors, torch.tensor([[True]]), len(seq), torch.float32)
+        prev = [seq[anchor]]
+        result = draft.__class__.__mro__[1].forward(draft, embeddings, features, position_ids=positions,
+                                                    attention_mask=mask, previous_token_ids=torch.tensor([prev * block]))
+        normed = result.normalized_hidden_states[0]
+        base = F.linear(normed, model.lm_head.weight.float())
+        last = draft.mtp[-1]
+        logits, confidence = [], []
+        for k in range(block):
+            bias, e = last.markov_head(torch.tensor([prev[k]]))
+            row = base[k] + bias[0]
+            logits.append(row)
+            confidence.append(float(last.confidence_head(normed[k:k + 1], e)[0]))
+            if k + 1 < block:
+                prev.append(int(row.argmax()))
+        margin = min(float(torch.topk(r, 2).values[0] - torch.topk(r, 2).values[1]) for r in logits)
+        if margin < MIN_MARGIN:
+            continue  # a greedy pick that rounding could flip
+        out.append({"anchor": anchor, "drafts": prev[1:] + [int(logits[-1].argmax())],
+                    "logits": [rounded(r) for r in logits], "confidence": [float(f"{c:.7g}") for c in confidence],
+                    "min_margin": float(f"{margin:.4g}")})
+    return out
+
+
 def rounded(t):
     return [float(f"{float(v):.7g}") for v in t]
 
@@ -244,6 +333,10 @@ def main():
     tokenizer = make_tokenizer()
     config, model, classes = build_model(tokenizer)
     names = save(config, model, tokenizer)
+    draft = build_dspark(config, model)
+    tensors = load_file(OUT / "model.safetensors")
+    tensors.update(dspark_tensors(config, draft))
+    save_file(tensors, OUT / "model.safetensors")
     rng = torch.Generator().manual_seed(SEED + 1)
     for attempt in range(200):
         prompt = torch.randint(3, TEXT["vocab_size"], (PROMPT_LEN,), generator=rng).tolist()
@@ -269,6 +362,7 @@ def main():
         "step_logits": [rounded(s) for s in steps],
         "cache_round_trips": round_trips(),
         "engram_token_classes": list(classes),
+        "dspark": dspark_golden(model, draft, prompt + ids),
         "tensor_names": names,
     }
     (OUT / "golden.json").write_text(json.dumps(golden, indent=None, separators=(",", ":")) + "\n")

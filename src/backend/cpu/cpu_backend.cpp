@@ -489,6 +489,37 @@ class CpuQueue final : public backend::Queue {
     }
   }
 
+  void block_attention(const backend::BlockAttentionParams& p, const Tensor& q, const backend::KvCache& kv, int group,
+                       int32_t layer, const Tensor& block_kv, const Tensor& sinks, const Tensor& out) override {
+    const CpuKvCache& cache = cpu_cache(kv);
+    const int64_t d = p.head_dim;
+    DI_ICHECK(cache.groups()[static_cast<size_t>(group)].row_elems() == d && block_kv.cols == d);
+    DI_ICHECK(q.cols == p.n_head * d && out.cols == q.cols && sinks.n_elements() == p.n_head);
+    const uint8_t* pool = cache.layer_data(group, layer).first;
+    // The first batch row of each token's sequence (its block).
+    std::vector<int64_t> block_start(positions_.size());
+    for (size_t t = 0; t < positions_.size(); ++t) {
+      block_start[t] = t > 0 && token_seq_[t] == token_seq_[t - 1] ? block_start[t - 1] : static_cast<int64_t>(t);
+    }
+    pool_.parallel_for(static_cast<int64_t>(positions_.size()), [&](int, int64_t begin, int64_t end) {
+      std::vector<float> rows, scores;
+      for (int64_t t = begin; t < end; ++t) {
+        const backend::StepSequence& seq = batch_.sequences[static_cast<size_t>(token_seq_[t])];
+        DI_ICHECK(seq.n_tokens == p.block);
+        const int64_t anchor = seq.first_position;
+        const int64_t first =
+            std::max<int64_t>({0, anchor - p.window, seq.min_position[static_cast<size_t>(group)]});
+        const int64_t n_rows = anchor - first + p.block;
+        rows.resize(static_cast<size_t>(n_rows * d));
+        for (int64_t j = first; j < anchor; ++j) read_row(cache, group, pool, true, seq, j, rows.data() + (j - first) * d);
+        std::copy_n(block_kv.f32() + block_start[static_cast<size_t>(t)] * d, p.block * d,
+                    rows.data() + (anchor - first) * d);
+        attend_with_sinks(p.n_head, d, p.scale, q.f32() + t * q.cols, rows.data(), n_rows, sinks.f32(),
+                          out.f32() + t * out.cols, &scores);
+      }
+    });
+  }
+
   void cache_round_trip(const Tensor& x, backend::CacheFormat format, int64_t block) override {
     DI_ICHECK(x.cols % block == 0);
     for (int64_t r = 0; r < x.rows; ++r) cache_round_trip_row(x.f32() + r * x.cols, x.cols, format, block);
@@ -589,26 +620,8 @@ class CpuQueue final : public backend::Queue {
             }
           }
         }
-        scores.resize(static_cast<size_t>(n_rows));
-        for (int64_t h = 0; h < p.n_head; ++h) {
-          const float* qh = q.f32() + t * q.cols + h * d;
-          const float sink = sinks.f32()[h];
-          float mx = sink;
-          for (int64_t r = 0; r < n_rows; ++r) {
-            float dot = 0;
-            for (int64_t i = 0; i < d; ++i) dot += qh[i] * rows[static_cast<size_t>(r * d + i)];
-            scores[static_cast<size_t>(r)] = dot * p.scale;
-            mx = std::max(mx, scores[static_cast<size_t>(r)]);
-          }
-          float denom = std::exp(sink - mx);
-          for (int64_t r = 0; r < n_rows; ++r) denom += scores[static_cast<size_t>(r)] = std::exp(scores[static_cast<size_t>(r)] - mx);
-          float* oh = out.f32() + t * out.cols + h * d;
-          std::fill_n(oh, d, 0.0f);
-          for (int64_t r = 0; r < n_rows; ++r) {
-            const float w = scores[static_cast<size_t>(r)] / denom;
-            for (int64_t i = 0; i < d; ++i) oh[i] += w * rows[static_cast<size_t>(r * d + i)];
-          }
-        }
+        attend_with_sinks(p.n_head, d, p.scale, q.f32() + t * q.cols, rows.data(), n_rows, sinks.f32(),
+                          out.f32() + t * out.cols, &scores);
       }
     });
   }
@@ -616,6 +629,32 @@ class CpuQueue final : public backend::Queue {
   Status sync() override { return {}; }
 
  private:
+  // One query row's heads (q [n_head * d]) over n_rows K = V rows [n_rows, d] with a sink logit
+  // per head in the denominator: out [n_head * d]. scores: scratch.
+  static void attend_with_sinks(int64_t n_head, int64_t d, float scale, const float* q, const float* rows,
+                                int64_t n_rows, const float* sinks, float* out, std::vector<float>* scores) {
+    scores->resize(static_cast<size_t>(n_rows));
+    float* sc = scores->data();
+    for (int64_t h = 0; h < n_head; ++h) {
+      const float* qh = q + h * d;
+      float mx = sinks[h];
+      for (int64_t r = 0; r < n_rows; ++r) {
+        float dot = 0;
+        for (int64_t i = 0; i < d; ++i) dot += qh[i] * rows[r * d + i];
+        sc[r] = dot * scale;
+        mx = std::max(mx, sc[r]);
+      }
+      float denom = std::exp(sinks[h] - mx);
+      for (int64_t r = 0; r < n_rows; ++r) denom += sc[r] = std::exp(sc[r] - mx);
+      float* oh = out + h * d;
+      std::fill_n(oh, d, 0.0f);
+      for (int64_t r = 0; r < n_rows; ++r) {
+        const float w = sc[r] / denom;
+        for (int64_t i = 0; i < d; ++i) oh[i] += w * rows[r * d + i];
+      }
+    }
+  }
+
   // Each compressor entry the batch closes (CompressParams), pooled from the state group's rows
   // and normed: fn(token, entry index, sequence, entry [head_dim]). Entries whose first position
   // is below first_write of `write_group` (a shared prefix being replayed) are skipped: their

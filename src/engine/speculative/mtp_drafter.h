@@ -30,12 +30,13 @@
 #include "backend/backend.h"
 #include "deepinfer/status.h"
 #include "engine/speculative/draft.h"
+#include "engine/speculative/layer_drafter.h"
 #include "kv/kv_cache_manager.h"
 #include "model/model.h"
 
 namespace deepinfer::speculative {
 
-class MtpDrafter {
+class MtpDrafter final : public LayerDrafter {
  public:
   struct Parts {
     std::unique_ptr<DraftHeadRunner> runner;  // over the engine's target runner
@@ -48,27 +49,10 @@ class MtpDrafter {
   };
   MtpDrafter(Parts parts, Limits limits);
 
-  // One chunk of the target's last pass: positions [first, first + n) of sequence `id` at rows
-  // [row, row + n) of the pass; `tokens` is the sequence after the step (sampled tokens
-  // included), so positions up to tokens.size() - 2 have a next token.
-  struct Chunk {
-    kv::RequestId id = 0;
-    int64_t first = 0;
-    int64_t n = 0;
-    int64_t row = 0;
-    std::span<const int32_t> tokens;
-  };
-  // Right after the target's pass: the MTP rows of all chunks in one pass. A failed pass is
-  // returned; those sequences' MTP state starts over.
-  Status observe(std::span<const Chunk> chunks);
-
-  // Drafts after `context` for sequences whose last observed chunk reached their last token in
-  // the pass just observed (others get none this step).
   using Job = DraftJob;
-  Status propose(std::span<const Job> jobs);
-
-  // The sequence ended: its MTP KV blocks go back.
-  void release(kv::RequestId id);
+  Status observe(std::span<const Chunk> chunks) override;
+  Status propose(std::span<const Job> jobs) override;
+  void release(kv::RequestId id) override;
 
  private:
   struct SequenceState {

@@ -63,8 +63,13 @@
 //     agreement with its key. The n-grams reach back into earlier passes (BatchSequence::lookback);
 //   - the KV: a window ring over every layer, and per ratio the sources' compressed rows, index
 //     keys and (ratio > 1) pending tokens (kv_groups).
-// Not yet: V4.1's DSpark draft layers (not bound); V4's official QAT round trips (transformers
-// omits them too).
+//   - DSpark (num_nextn_predict_layers, mtp.0..2; with LoadOptions::draft_layers): window-only
+//     V4.1 blocks over a block of [anchor, noise...] whose attention also reads their own window of
+//     the target's features (the streams entering dspark_target_layer_ids' attention, averaged,
+//     through main_proj and main_norm), the last one's output through the lm_head plus a Markov
+//     bias of the previous slot's token, and a confidence head (BlockDraftRunner, V4DsparkRunner;
+//     as NeMo Automodel's DeepseekV41DSparkModel, tests/golden/dsv41_tiny).
+// Not yet: V4's official QAT round trips (transformers omits them too).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -112,6 +117,10 @@ struct V4Params {
   std::vector<int64_t> engram_layers, engram_table_rows;
   int64_t engram_max_ngram = 0, engram_buckets = 0, engram_heads = 0, engram_head_dim = 0, engram_classes = 0;
   int64_t engram_pad_token = 0;
+  // V4.1's DSpark draft layers (mtp.0 .. mtp.{dspark_layers - 1}).
+  int64_t dspark_layers = 0, dspark_block = 0, dspark_noise = 0, dspark_rank = 0;
+  int64_t dspark_experts = 0, dspark_used = 0;
+  std::vector<int64_t> dspark_targets;  // target layers whose streams (mean over them) feed it
 };
 
 // One Engram layer's hashing: per n-gram order n (2..max) and head h, the prime its hash is
@@ -135,6 +144,7 @@ struct Compressor {
 struct Layer {
   LayerKind kind = LayerKind::kSliding;
   bool hash = false;
+  int64_t n_expert = 0, n_used = 0;  // routed experts and how many a token uses
   HyperWeights attn_hc, ffn_hc;
   Tensor attn_norm, ffn_norm;
   Matrix q_a, q_b, kv, o_b;
@@ -178,6 +188,18 @@ struct Csa2Groups {
   int kv = -1, index = -1, state = -1;
 };
 
+// V4.1's DSpark draft layers: stages on the target's features of the context (stage 0
+// projects them: main_proj, main_norm) and a block of an anchor token and noise tokens; the
+// last stage's norm, the target's lm_head plus a Markov bias of each slot's previous token,
+// and a confidence head.
+struct Dspark {
+  std::vector<Layer> stages;
+  Matrix main_proj;            // [n_embd, targets * n_embd]
+  Tensor main_norm, norm;
+  Matrix markov_embed, markov_head;  // [n_vocab, rank] each
+  std::vector<float> confidence;     // [n_embd + rank], host
+};
+
 // KV group indices; -1 where the model has no layer of that kind.
 struct Groups {
   int window = -1, csa_kv = -1, csa_index = -1, hca_kv = -1, csa_state = -1, csa_index_state = -1, hca_state = -1;
@@ -213,6 +235,20 @@ class V4Runner final : public BatchRunner {
   void attention_v41(const Layer& L, int32_t layer, int64_t n, backend::KvCache& kv);
   void csa2_owner_rows(const Layer& L, int32_t layer, int64_t n, backend::KvCache& kv);
   Status engram_ids(std::span<const int32_t> tokens, std::span<const BatchSequence> sequences);
+
+ public:
+  // DSpark (V4DsparkRunner): the draft layers' context rows from `source`'s last pass rows, and
+  // one draft block per sequence.
+  Status run_dspark_observe(std::span<const int32_t> rows, const V4Runner& source,
+                            std::span<const BatchSequence> sequences, backend::KvCache& kv);
+  Status run_dspark_block(std::span<const int32_t> anchors, std::span<const BatchSequence> sequences,
+                          backend::KvCache& kv);
+  std::span<const int32_t> dspark_drafts() const { return dspark_drafts_; }
+  std::span<const float> dspark_confidence() const { return dspark_confidence_; }
+
+ private:
+  void dspark_stage(const Layer& L, int32_t stage, int64_t n, std::span<const int32_t> tokens, backend::KvCache& kv);
+  void record_tap(int32_t layer, int64_t n);
   void engram(const Layer& L, int64_t n);
   void output_projection(const Layer& L, int64_t n);
   void moe(const Layer& L, int32_t layer, int64_t n, std::span<const int32_t> tokens);
@@ -236,6 +272,13 @@ class V4Runner final : public BatchRunner {
   std::vector<float> host_mask_;
   std::vector<float> host_pre0_;  // V4.1: the first site's input weights (stream 0)
   std::vector<std::vector<int32_t>> host_engram_;  // per Engram layer: [n, hash heads] table rows
+  std::vector<float> host_mean_w_;                 // 1 / hc per stream: the DSpark features' mean
+  std::vector<int32_t> host_tap_order_;            // the features' rows from layer-major to token-major
+  int64_t n_taps_ = 0;                              // rows of kTapsCat the last pass left
+  std::vector<int32_t> host_prev_;                  // DSpark: each block's previous tokens
+  std::vector<float> dspark_hidden_;                // DSpark: the normed outputs [blocks * block, n_embd]
+  std::vector<int32_t> dspark_drafts_;              // [blocks * block]
+  std::vector<float> dspark_confidence_;            // [blocks * block]
   std::vector<float> logits_;
   int64_t n_logit_rows_ = 0;
   int64_t n_streams_ = 0;  // rows of kX the last pass left (its tokens' output streams)
@@ -246,7 +289,8 @@ enum Slot {
   kX, kX2, kFlat, kMixes, kPost, kComb, kCollapsed, kH, kOut, kQa, kQ, kKv, kAtt, kGrouped, kCkv, kCgate, kIkv,
   kIgate, kQi, kIw, kSel, kRouter, kIds, kW, kFixed, kOrder, kOffsets, kXs, kGate, kUp, kYs, kSGate, kSUp, kSOut,
   kGoOrder, kGoOffsets, kGoW, kGoXs, kGoYs, kHr, kLogits, kBcast, kMtpRows, kMtpMask,
-  kPre, kPrePrev, kPreRows, kLatent, kIk, kCand, kEngIds, kEngEmb, kEngKv, kNumSlots
+  kPre, kPrePrev, kPreRows, kLatent, kIk, kCand, kEngIds, kEngEmb, kEngKv, kMeanW, kTaps, kTapOrder, kTapsCat,
+  kPrevIds, kMarkovE, kMarkovBias, kNumSlots
 };
 
 class V4Model final : public Model {
@@ -276,6 +320,7 @@ class V4Model final : public Model {
   HyperWeights head_hc;
   std::vector<Layer> layers;
   std::optional<Mtp> mtp;
+  std::optional<Dspark> dspark;
   Tensor inv_freq_main, inv_freq_compress;
   Tensor ones_streams, ones_head;  // unweighted RMSNorm over hc * n_embd and over head_dim
   std::vector<Tensor> zero_ape;    // V4.1: per ratio (no position bias), [ratio, head_dim]
@@ -294,6 +339,10 @@ class V4Model final : public Model {
   Status bind_layer(const std::string& b, LayerKind kind, bool hash, Layer* L);
   Status bind_csa2(const std::string& a, int32_t layer, Layer* L);
   Status bind_engram(const std::string& b, int engram, Layer* L);
+  Status bind_dspark();
+ public:
+  std::unique_ptr<BlockDraftRunner> new_block_draft_runner(const BatchRunner& target) const override;
+ private:
   Status prepare_engram_hashes();
   Status read_v41_config(const Metadata& md, const std::string& k);
   void assign_groups();
@@ -505,6 +554,25 @@ Status V4Model::read_v41_config(const Metadata& md, const std::string& k) {
                               " is outside the vocabulary");
     }
   }
+  if (md.find(k + "dspark_layers") != nullptr) {
+    const auto get = [&](const char* key, int64_t* out) -> Status {
+      DI_ASSIGN_OR_RETURN(uint64_t v, md.get_uint(k + key));
+      *out = static_cast<int64_t>(v);
+      return {};
+    };
+    DI_RETURN_IF_ERROR(get("dspark_layers", &p_.dspark_layers));
+    DI_RETURN_IF_ERROR(get("dspark_block_size", &p_.dspark_block));
+    DI_RETURN_IF_ERROR(get("dspark_noise_token", &p_.dspark_noise));
+    DI_RETURN_IF_ERROR(get("dspark_markov_rank", &p_.dspark_rank));
+    DI_RETURN_IF_ERROR(get("dspark_experts", &p_.dspark_experts));
+    DI_RETURN_IF_ERROR(get("dspark_experts_used", &p_.dspark_used));
+    DI_ASSIGN_OR_RETURN(p_.dspark_targets, md.get_int_array(k + "dspark_target_layers"));
+    if (p_.dspark_noise >= c_.n_vocab || p_.dspark_used > p_.dspark_experts ||
+        std::ranges::any_of(p_.dspark_targets, [&](int64_t l) { return l >= c_.n_layer; })) {
+      return invalid_argument(path + ": DeepSeek V4.1's DSpark fields (noise token, experts, target layers) do not "
+                              "fit the model");
+    }
+  }
   // The cache formats' blocks: FP8 window rows in 32s, NVFP4 compressed rows in 16s, MXFP4
   // index queries and keys in 32s, each block within one head.
   if (c_.head_dim % 32 != 0 || p_.index_dim % 32 != 0) {
@@ -529,6 +597,10 @@ Status V4Model::bind_layer(const std::string& b, LayerKind kind, bool hash, Laye
   const std::string a = b + "attn.";
   L->kind = kind;
   L->hash = hash;
+  if (L->n_expert == 0) {
+    L->n_expert = p_.n_expert;
+    L->n_used = p_.n_used;
+  }
   DI_RETURN_IF_ERROR(bind_hyper(b, "hc_attn_fn", "hc_attn_base", "hc_attn_scale", n_mix, 3, &L->attn_hc));
   DI_RETURN_IF_ERROR(bind_hyper(b, "hc_ffn_fn", "hc_ffn_base", "hc_ffn_scale", n_mix, 3, &L->ffn_hc));
   DI_ASSIGN_OR_RETURN(L->attn_norm, vec(b + "attn_norm.weight", {D}));
@@ -559,9 +631,9 @@ Status V4Model::bind_layer(const std::string& b, LayerKind kind, bool hash, Laye
     DI_RETURN_IF_ERROR(bind_compressor(a + "compressor.", hd, p_.rate_hca, hd, &L->comp));
   }
   const std::string f = b + "ffn.";
-  DI_ASSIGN_OR_RETURN(L->router, mat(f + "gate.weight", p_.n_expert, D));
+  DI_ASSIGN_OR_RETURN(L->router, mat(f + "gate.weight", L->n_expert, D));
   if (L->hash) {
-    DI_ASSIGN_OR_RETURN(const TensorView* t, get(f + "gate.tid2eid", {c_.n_vocab, p_.n_used}));
+    DI_ASSIGN_OR_RETURN(const TensorView* t, get(f + "gate.tid2eid", {c_.n_vocab, L->n_used}));
     if (t->dtype != DType::kI32 && t->dtype != DType::kI64) {
       return invalid_argument(source_->path() + ": tensor '" + t->name + "' must hold integers (I32 or I64)");
     }
@@ -582,9 +654,9 @@ Status V4Model::bind_layer(const std::string& b, LayerKind kind, bool hash, Laye
       L->tid2eid[i] = static_cast<int32_t>(v);
     }
   } else {
-    DI_ASSIGN_OR_RETURN(L->router_bias, vec(f + "gate.bias", {p_.n_expert}));
+    DI_ASSIGN_OR_RETURN(L->router_bias, vec(f + "gate.bias", {L->n_expert}));
   }
-  for (int64_t e = 0; e < p_.n_expert; ++e) {
+  for (int64_t e = 0; e < L->n_expert; ++e) {
     const std::string x = f + "experts." + std::to_string(e) + ".";
     DI_ASSIGN_OR_RETURN(L->gate.emplace_back(), mat(x + "w1.weight", p_.n_ff, D));
     DI_ASSIGN_OR_RETURN(L->up.emplace_back(), mat(x + "w3.weight", p_.n_ff, D));
@@ -719,6 +791,37 @@ Status V4Model::prepare_engram_hashes() {
   return {};
 }
 
+// V4.1's DSpark draft layers, when loaded with the draft layers (LoadOptions::draft_layers) and
+// the checkpoint has them: mtp.S.* as a window-only V4.1 block each (with DSpark's expert
+// counts), mtp.0.main_proj / main_norm, and on the last stage norm, markov_head.{embed, head}
+// and confidence_head.proj.
+Status V4Model::bind_dspark() {
+  if (p_.dspark_layers < 1 || source_->find("mtp.0.main_proj.weight") == nullptr) return {};
+  const int64_t D = c_.n_embd, R = p_.dspark_rank, last = p_.dspark_layers - 1;
+  const auto n_targets = static_cast<int64_t>(p_.dspark_targets.size());
+  Dspark d;
+  d.stages.resize(static_cast<size_t>(p_.dspark_layers));
+  for (int64_t s = 0; s < p_.dspark_layers; ++s) {
+    Layer& L = d.stages[static_cast<size_t>(s)];
+    L.n_expert = p_.dspark_experts;
+    L.n_used = p_.dspark_used;
+    DI_RETURN_IF_ERROR(bind_layer("mtp." + std::to_string(s) + ".", LayerKind::kSliding, false, &L));
+  }
+  const std::string l = "mtp." + std::to_string(last) + ".";
+  DI_ASSIGN_OR_RETURN(d.main_proj, mat("mtp.0.main_proj.weight", D, n_targets * D));
+  DI_ASSIGN_OR_RETURN(d.main_norm, vec("mtp.0.main_norm.weight", {D}));
+  DI_ASSIGN_OR_RETURN(d.norm, vec(l + "norm.weight", {D}));
+  DI_ASSIGN_OR_RETURN(d.markov_embed, mat(l + "markov_head.embed.weight", c_.n_vocab, R));
+  DI_ASSIGN_OR_RETURN(d.markov_head, mat(l + "markov_head.head.weight", c_.n_vocab, R));
+  DI_ASSIGN_OR_RETURN(const TensorView* conf, get(l + "confidence_head.proj.weight", {1, D + R}));
+  d.confidence.resize(static_cast<size_t>(D + R));
+  if (!widen_to_f32(conf->dtype, conf->data, d.confidence.data(), D + R)) {
+    return unimplemented(source_->path() + ": tensor '" + conf->name + "' must be f32, f16 or bf16");
+  }
+  dspark = std::move(d);
+  return {};
+}
+
 // The first MTP layer, when the checkpoint has one (a sliding-window block with a biased router).
 Status V4Model::bind_mtp() {
   if (p_.n_mtp < 1 || source_->find("mtp.0.e_proj.weight") == nullptr) return {};
@@ -764,6 +867,7 @@ Status V4Model::bind() {
   }
   if (!p_.engram_layers.empty()) DI_RETURN_IF_ERROR(prepare_engram_hashes());
   DI_RETURN_IF_ERROR(bind_mtp());
+  DI_RETURN_IF_ERROR(bind_dspark());
   DI_ASSIGN_OR_RETURN(inv_freq_main, weights_->add_vector(inv_freq(c_.rope_theta, c_.n_rot)));
   DI_ASSIGN_OR_RETURN(inv_freq_compress,
                       weights_->add_vector(p_.yarn ? yarn_inv_freq(p_.compress_theta, c_.n_rot, p_.yarn_factor,
@@ -795,7 +899,8 @@ Status V4Model::bind() {
                                  {Op::kGatherOutputRows}};
   DI_RETURN_IF_ERROR(backend::require(backend_, uses, source_->path()));
   if (!p_.v41) return {};
-  const backend::OpUse v41_uses[] = {{Op::kCompressRows}, {Op::kCacheRoundTrip}, {Op::kGatherRows}, {Op::kEngramMix}};
+  const backend::OpUse v41_uses[] = {{Op::kCompressRows}, {Op::kCacheRoundTrip}, {Op::kGatherRows}, {Op::kEngramMix},
+                                     {Op::kBlockAttention}};
   return backend::require(backend_, v41_uses, source_->path());
 }
 
@@ -880,6 +985,19 @@ std::vector<KvGroupSpec> V4Model::kv_groups() const {
 // The MTP block's KV: a sliding ring of K=V rows of its one layer (group 0, as the main model's
 // window group is, so attention() addresses both alike).
 std::vector<KvGroupSpec> V4Model::draft_kv_groups() const {
+  if (dspark) {
+    // DSpark: each stage's K=V rows of the target context, a window ring.
+    KvGroupSpec g;
+    g.name = "dspark_window";
+    g.kind = KvGroupKind::kSlidingWindow;
+    g.n_head_kv = 1;
+    g.head_dim = c_.head_dim;
+    g.tokens_per_row = 1;
+    g.window = p_.window;
+    g.k_only = true;
+    for (int32_t s = 0; s < static_cast<int32_t>(dspark->stages.size()); ++s) g.layers.push_back(s);
+    return {g};
+  }
   if (!mtp) return {};
   KvGroupSpec g;
   g.name = "mtp_window";
@@ -912,6 +1030,39 @@ std::unique_ptr<DraftHeadRunner> V4Model::new_draft_head_runner(const BatchRunne
   const auto* t = dynamic_cast<const V4Runner*>(&target);
   if (!mtp || t == nullptr) return nullptr;
   return std::make_unique<V4MtpRunner>(*this, *t);
+}
+
+class V4DsparkRunner final : public BlockDraftRunner {
+ public:
+  V4DsparkRunner(const V4Model& m, const V4Runner& target) : m_(m), target_(target), own_(m) {}
+  int64_t block_size() const override { return m_.p_.dspark_block; }
+  Status observe(std::span<const int32_t> rows, std::span<const BatchSequence> sequences,
+                 backend::KvCache& kv) override {
+    return own_.run_dspark_observe(rows, target_, sequences, kv);
+  }
+  Status draft(std::span<const int32_t> anchors, std::span<const BatchSequence> sequences,
+               backend::KvCache& kv) override {
+    return own_.run_dspark_block(anchors, sequences, kv);
+  }
+  std::span<const int32_t> drafts(int64_t i) const override { return own_.dspark_drafts().subspan(slot0(i), block_size()); }
+  std::span<const float> confidence(int64_t i) const override {
+    return own_.dspark_confidence().subspan(slot0(i), block_size());
+  }
+  std::span<const float> logits(int64_t i, int64_t slot) const override {
+    return own_.logits(static_cast<int64_t>(slot0(i)) + slot);
+  }
+
+ private:
+  size_t slot0(int64_t i) const { return static_cast<size_t>(i * block_size()); }
+  const V4Model& m_;
+  const V4Runner& target_;
+  V4Runner own_;
+};
+
+std::unique_ptr<BlockDraftRunner> V4Model::new_block_draft_runner(const BatchRunner& target) const {
+  const auto* t = dynamic_cast<const V4Runner*>(&target);
+  if (!dspark || t == nullptr) return nullptr;
+  return std::make_unique<V4DsparkRunner>(*this, *t);
 }
 
 V4Runner::V4Runner(const V4Model& m) : m_(m), q_(m.backend().new_queue()), buffers_(kNumSlots) {}
@@ -1103,9 +1254,9 @@ void V4Runner::csa2_owner_rows(const Layer& L, int32_t layer, int64_t n, backend
 // kH -> kOut.
 void V4Runner::moe(const Layer& L, int32_t layer, int64_t n, std::span<const int32_t> tokens) {
   const V4Params& p = m_.p_;
-  const int64_t D = m_.c_.n_embd, k = p.n_used, rows = n * k, F = p.n_ff;
+  const int64_t D = m_.c_.n_embd, k = L.n_used, rows = n * k, F = p.n_ff;
   backend::Queue& q = *q_;
-  const Tensor h = f32(kH, n, D), router = f32(kRouter, n, p.n_expert), ids = i32(kIds, n, k), w = f32(kW, n, k);
+  const Tensor h = f32(kH, n, D), router = f32(kRouter, n, L.n_expert), ids = i32(kIds, n, k), w = f32(kW, n, k);
   q.matmul(L.router, h, router, Tensor{});
   Tensor fixed;
   if (L.hash) {
@@ -1119,9 +1270,9 @@ void V4Runner::moe(const Layer& L, int32_t layer, int64_t n, std::span<const int
     q.upload(host.data(), fixed);
   }
   q.route_sqrt_softplus(router, L.router_bias, fixed, k, p.routed_scale, ids, w);
-  const Tensor order = i32(kOrder, 1, rows), offsets = i32(kOffsets, 1, p.n_expert + 1);
+  const Tensor order = i32(kOrder, 1, rows), offsets = i32(kOffsets, 1, L.n_expert + 1);
   const Tensor xs = f32(kXs, rows, D), ys = f32(kYs, rows, D), gate = f32(kGate, rows, F), up = f32(kUp, rows, F);
-  q.moe_dispatch(ids, p.n_expert, order, offsets);
+  q.moe_dispatch(ids, L.n_expert, order, offsets);
   q.moe_gather(h, order, k, xs);
   const backend::GroupedTarget gate_up[] = {{L.gate, gate}, {L.up, up}};
   q.grouped_matmul(gate_up, offsets, xs);
@@ -1152,17 +1303,20 @@ Status V4Runner::prepare(std::span<const int32_t> tokens, std::span<const BatchS
   n_streams_ = 0;
   DI_RETURN_IF_ERROR(inputs_.build(tokens, sequences, kv, n_groups, c.n_vocab));
   const int64_t n = inputs_.n_tokens(), n_rows = inputs_.n_output_rows();
-  const int64_t D = c.n_embd, hc = p.hc, H = c.n_head, hd = c.head_dim, k = p.n_used;
+  const int64_t D = c.n_embd, hc = p.hc, H = c.n_head, hd = c.head_dim, k = std::max(p.n_used, p.dspark_used);
+  const int64_t n_experts = std::max(p.n_expert, p.dspark_experts);
+  const int64_t taps = m_.dspark ? n * static_cast<int64_t>(p.dspark_targets.size()) * D : 0;
   const int64_t sizes[kNumSlots] = {
       n * hc * D, n * hc * D, n * hc * D, n * (2 + hc) * hc, n * hc, n * hc * hc, n * D, n * D, n * D, n * p.q_lora,
       n * H * hd, n * hd, n * H * hd, n * p.o_groups * p.o_lora, n * 2 * hd, n * 2 * hd, n * 2 * p.index_dim,
-      n * 2 * p.index_dim, n * p.index_heads * p.index_dim, n * p.index_heads, n * p.index_topk, n * p.n_expert, n * k,
-      n * k, n * k, n * k, p.n_expert + 1, n * k * D, n * k * p.n_ff, n * k * p.n_ff, n * k * D, n * p.n_ff,
+      n * 2 * p.index_dim, n * p.index_heads * p.index_dim, n * p.index_heads, n * p.index_topk, n * n_experts, n * k,
+      n * k, n * k, n * k, n_experts + 1, n * k * D, n * k * p.n_ff, n * k * p.n_ff, n * k * D, n * p.n_ff,
       n * p.n_ff, n * D, n * p.o_groups, p.o_groups + 1, n * p.o_groups, n * H * hd, n * p.o_groups * p.o_lora,
       n_rows * D, n_rows * c.n_vocab, n * hc, n, n,
       n * hc, n * hc, n_rows * hc, n * hd, n * p.index_dim, n * p.candidate_top_blocks,
       n * (p.engram_max_ngram - 1) * p.engram_heads, n * (p.engram_max_ngram - 1) * p.engram_heads * p.engram_head_dim,
-      p.engram_layers.empty() ? 0 : n * (hc + 1) * D};
+      p.engram_layers.empty() ? 0 : n * (hc + 1) * D, n * hc, taps, taps / std::max<int64_t>(D, 1), taps,
+      n, n * p.dspark_rank, n * c.n_vocab};
   for (int s = 0; s < kNumSlots; ++s) DI_RETURN_IF_ERROR(ensure(s, sizes[s]));
   backend::Queue& q = *q_;
   DI_RETURN_IF_ERROR(q.set_batch(inputs_.batch()));
@@ -1233,6 +1387,7 @@ void V4Runner::block_single_pass(const Layer& L, int32_t layer, int64_t n, std::
     std::swap(buffers_[kX], buffers_[kX2]);
   };
   if (L.engram >= 0) engram(L, n);
+  if (m_.dspark) record_tap(layer, n);
   site(L.attn_hc, L.attn_norm);
   attention_v41(L, layer, n, kv);
   mix_back();
@@ -1355,6 +1510,17 @@ Status V4Runner::run(std::span<const int32_t> tokens, std::span<const BatchSeque
   q.embed(m_.embed, f32(kCollapsed, n, D));
   q.moe_gather(f32(kCollapsed, n, D), i32(kBcast, 1, n * hc), hc, f32(kX, n * hc, D));
   if (!m_.p_.engram_layers.empty()) DI_RETURN_IF_ERROR(engram_ids(tokens, sequences));
+  const auto n_targets = static_cast<int64_t>(m_.p_.dspark_targets.size());
+  if (m_.dspark) {
+    // The DSpark features: per target layer the mean of its streams, then token-major.
+    host_mean_w_.assign(static_cast<size_t>(n * hc), 1.0f / static_cast<float>(hc));
+    q.upload(host_mean_w_.data(), f32(kMeanW, n, hc));
+    host_tap_order_.resize(static_cast<size_t>(n * n_targets));
+    for (int64_t t = 0; t < n; ++t) {
+      for (int64_t j = 0; j < n_targets; ++j) host_tap_order_[static_cast<size_t>(t * n_targets + j)] = static_cast<int32_t>(j * n + t);
+    }
+    q.upload(host_tap_order_.data(), i32(kTapOrder, 1, n * n_targets));
+  }
   if (m_.p_.v41) {
     // The first site's input is stream 0.
     host_pre0_.assign(static_cast<size_t>(n * hc), 0.0f);
@@ -1369,6 +1535,9 @@ Status V4Runner::run(std::span<const int32_t> tokens, std::span<const BatchSeque
       block(L, l, n, tokens, kv);
     }
   }
+  if (m_.dspark) {
+    q.moe_gather(f32(kTaps, n * n_targets, D), i32(kTapOrder, 1, n * n_targets), 1, f32(kTapsCat, n * n_targets, D));
+  }
   if (n_rows > 0) {
     if (m_.p_.v41) {
       head_single_pass(n_rows);
@@ -1376,7 +1545,184 @@ Status V4Runner::run(std::span<const int32_t> tokens, std::span<const BatchSeque
       head(m_.head_hc, m_.final_norm, n_rows);
     }
   }
+  DI_RETURN_IF_ERROR(finish());
+  n_taps_ = m_.dspark ? n : 0;
+  return {};
+}
+
+// A DSpark target layer's feature (the streams entering its attention site, averaged) into its
+// rows of kTaps (layer-major: [targets * n, n_embd]).
+void V4Runner::record_tap(int32_t layer, int64_t n) {
+  const auto& targets = m_.p_.dspark_targets;
+  const auto it = std::ranges::find(targets, layer);
+  if (it == targets.end()) return;
+  const int64_t D = m_.c_.n_embd, hc = m_.p_.hc, j = it - targets.begin();
+  const Tensor taps = f32(kTaps, n * static_cast<int64_t>(targets.size()), D);
+  q_->moe_combine(f32(kX, n * hc, D), i32(kBcast, 1, n * hc), f32(kMeanW, n, hc), taps.view_rows(j * n, n));
+}
+
+// DSpark's context rows: the source pass's features at `rows` through main_proj and main_norm,
+// then per stage its K=V row (kv_norm(Wkv x), rope, FP8) at the row's position.
+Status V4Runner::run_dspark_observe(std::span<const int32_t> rows, const V4Runner& source,
+                                    std::span<const BatchSequence> sequences, backend::KvCache& kv) {
+  const Dspark& d = *m_.dspark;
+  const ModelConfig& c = m_.c_;
+  const int64_t D = c.n_embd, hd = c.head_dim, width = static_cast<int64_t>(m_.p_.dspark_targets.size()) * D;
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  for (int32_t r : rows) {
+    if (r < 0 || r >= source.n_taps_) {
+      return invalid_argument("DSpark context row " + std::to_string(r) + " of a pass that left " +
+                              std::to_string(source.n_taps_));
+    }
+  }
+  const int64_t n_src = source.n_taps_;
+  const Tensor src = source.buffers_[kTapsCat].tensor(DType::kF32, n_src, width);
+  host_rows_.assign(rows.begin(), rows.end());
+  host_prev_.assign(rows.size(), 0);  // tokens: unused by these ops, but a pass needs ids
+  DI_RETURN_IF_ERROR(prepare(host_prev_, sequences, kv, 1));
+  const int64_t n = inputs_.n_tokens();
+  DI_RETURN_IF_ERROR(ensure(kFlat, n * width));
+  backend::Queue& q = *q_;
+  q.upload(host_rows_.data(), i32(kMtpRows, 1, n));
+  q.moe_gather(src, i32(kMtpRows, 1, n), 1, f32(kFlat, n, width));
+  q.matmul(d.main_proj, f32(kFlat, n, width), f32(kH, n, D), Tensor{});
+  q.rms_norm(f32(kH, n, D), d.main_norm, eps, f32(kH, n, D));
+  for (int32_t s = 0; s < static_cast<int32_t>(d.stages.size()); ++s) {
+    const Layer& L = d.stages[static_cast<size_t>(s)];
+    const Tensor kvt = f32(kKv, n, hd);
+    q.matmul(L.kv, f32(kH, n, D), kvt, Tensor{});
+    q.rms_norm(kvt, L.kv_norm, eps, kvt);
+    q.rope(kvt, {1, hd, c.n_rot, backend::RopePairing::kInterleaved, true, false}, m_.inv_freq_main);
+    q.cache_round_trip(kvt, backend::CacheFormat::kFp8E4M3, 32);
+    q.store_kv(kv, 0, s, kvt, kvt);
+  }
   return finish();
+}
+
+// One DSpark stage over the blocks' streams: V4.1's single-pass block, its attention over the
+// stage's context rows and the block's own rows (Queue::block_attention).
+void V4Runner::dspark_stage(const Layer& L, int32_t stage, int64_t n, std::span<const int32_t> tokens,
+                            backend::KvCache& kv) {
+  const ModelConfig& c = m_.c_;
+  const V4Params& p = m_.p_;
+  const int64_t D = c.n_embd, H = c.n_head, hd = c.head_dim, hc = p.hc;
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  const backend::HyperParams hp{hc, p.sinkhorn, p.hc_eps};
+  backend::Queue& q = *q_;
+  const auto site = [&](const HyperWeights& w, const Tensor& norm) {
+    q.rms_norm(f32(kX, n, hc * D), m_.ones_streams, eps, f32(kFlat, n, hc * D));
+    q.matmul(w.fn, f32(kFlat, n, hc * D), f32(kMixes, n, w.fn.n_out), Tensor{});
+    q.hyper_pre(hp, f32(kX, n, hc * D), f32(kMixes, n, w.fn.n_out), w.base, w.scale, f32(kCollapsed, n, D),
+                f32(kPost, n, hc), f32(kComb, n, hc * hc), f32(kPre, n, hc));
+    q.moe_combine(f32(kX, n * hc, D), i32(kBcast, 1, n * hc), f32(kPrePrev, n, hc), f32(kCollapsed, n, D));
+    std::swap(buffers_[kPre], buffers_[kPrePrev]);
+    q.rms_norm(f32(kCollapsed, n, D), norm, eps, f32(kH, n, D));
+  };
+  const auto mix_back = [&] {
+    q.hyper_post(hp, f32(kX, n, hc * D), f32(kOut, n, D), f32(kPost, n, hc), f32(kComb, n, hc * hc),
+                 f32(kX2, n, hc * D));
+    std::swap(buffers_[kX], buffers_[kX2]);
+  };
+  site(L.attn_hc, L.attn_norm);
+  const Tensor h = f32(kH, n, D), qa = f32(kQa, n, p.q_lora), qt = f32(kQ, n, H * hd), kvt = f32(kKv, n, hd),
+               att = f32(kAtt, n, H * hd);
+  q.matmul(L.q_a, h, qa, Tensor{});
+  q.rms_norm(qa, L.q_a_norm, eps, qa);
+  q.matmul(L.q_b, qa, qt, Tensor{});
+  q.rope(qt, {H, hd, c.n_rot, backend::RopePairing::kInterleaved, true, false}, m_.inv_freq_main);
+  q.matmul(L.kv, h, kvt, Tensor{});
+  q.rms_norm(kvt, L.kv_norm, eps, kvt);
+  q.rope(kvt, {1, hd, c.n_rot, backend::RopePairing::kInterleaved, true, false}, m_.inv_freq_main);
+  q.cache_round_trip(kvt, backend::CacheFormat::kFp8E4M3, 32);
+  q.block_attention({H, hd, 1.0f / std::sqrt(static_cast<float>(hd)), p.window, p.dspark_block}, qt, kv, 0, stage, kvt,
+                    L.sinks, att);
+  q.rope(att, {H, hd, c.n_rot, backend::RopePairing::kInterleaved, true, true}, m_.inv_freq_main);
+  output_projection(L, n);
+  mix_back();
+  site(L.ffn_hc, L.ffn_norm);
+  moe(L, stage, n, tokens);
+  mix_back();
+}
+
+// DSpark's blocks: [anchor, noise...] per sequence through the stages; the last stage's output
+// collapsed, normed and through the target's lm_head; then slot by slot the Markov bias of the
+// slot before's token (the anchor first) is added and the best token taken, which the next
+// slot's bias reads; each slot's confidence from its normed output and that token's Markov
+// embedding.
+Status V4Runner::run_dspark_block(std::span<const int32_t> anchors, std::span<const BatchSequence> sequences,
+                                  backend::KvCache& kv) {
+  const Dspark& d = *m_.dspark;
+  const ModelConfig& c = m_.c_;
+  const V4Params& p = m_.p_;
+  const int64_t B = p.dspark_block, n_seq = static_cast<int64_t>(sequences.size());
+  if (static_cast<int64_t>(anchors.size()) != n_seq) return invalid_argument("one DSpark anchor per sequence");
+  for (const BatchSequence& b : sequences) {
+    if (b.n_tokens != B) {
+      return invalid_argument("a DSpark block has " + std::to_string(B) + " rows, not " + std::to_string(b.n_tokens));
+    }
+  }
+  std::vector<int32_t>& tokens = host_rows_;
+  tokens.assign(static_cast<size_t>(n_seq * B), static_cast<int32_t>(p.dspark_noise));
+  for (int64_t i = 0; i < n_seq; ++i) tokens[static_cast<size_t>(i * B)] = anchors[static_cast<size_t>(i)];
+  DI_RETURN_IF_ERROR(prepare(tokens, sequences, kv, 1));
+  const int64_t n = inputs_.n_tokens(), D = c.n_embd, hc = p.hc, R = p.dspark_rank, V = c.n_vocab;
+  // Every row is an output, whatever the sequences' logits modes.
+  DI_RETURN_IF_ERROR(ensure(kHr, n * D));
+  DI_RETURN_IF_ERROR(ensure(kLogits, n * V));
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  backend::Queue& q = *q_;
+  q.embed(m_.embed, f32(kCollapsed, n, D));
+  q.moe_gather(f32(kCollapsed, n, D), i32(kBcast, 1, n * hc), hc, f32(kX, n * hc, D));
+  host_pre0_.assign(static_cast<size_t>(n * hc), 0.0f);
+  for (int64_t t = 0; t < n; ++t) host_pre0_[static_cast<size_t>(t * hc)] = 1.0f;
+  q.upload(host_pre0_.data(), f32(kPrePrev, n, hc));
+  for (int32_t s = 0; s < static_cast<int32_t>(d.stages.size()); ++s) {
+    dspark_stage(d.stages[static_cast<size_t>(s)], s, n, tokens, kv);
+  }
+  // Every row is an output: normed [n, D] and base logits [n, V].
+  const Tensor hr = f32(kHr, n, D), logits = f32(kLogits, n, V);
+  q.moe_combine(f32(kX, n * hc, D), i32(kBcast, 1, n * hc), f32(kPrePrev, n, hc), hr);
+  q.rms_norm(hr, d.norm, eps, hr);
+  q.matmul(m_.lm_head, hr, logits, Tensor{});
+  logits_.resize(static_cast<size_t>(n * V));
+  dspark_hidden_.resize(static_cast<size_t>(n * D));
+  q.download(logits, logits_.data());
+  q.download(hr, dspark_hidden_.data());
+  DI_RETURN_IF_ERROR(q.sync());
+  // Slot by slot: the Markov bias of each block's previous token.
+  dspark_drafts_.assign(static_cast<size_t>(n), 0);
+  dspark_confidence_.assign(static_cast<size_t>(n), 0.0f);
+  host_prev_.assign(anchors.begin(), anchors.end());
+  std::vector<float> bias(static_cast<size_t>(n_seq * V)), embedding(static_cast<size_t>(n_seq * R));
+  const Tensor prev = i32(kPrevIds, n_seq, 1), e = f32(kMarkovE, n_seq, R), bias_t = f32(kMarkovBias, n_seq, V);
+  for (int64_t k = 0; k < B; ++k) {
+    q.upload(host_prev_.data(), prev);
+    q.gather_rows(d.markov_embed, prev, e);
+    q.matmul(d.markov_head, e, bias_t, Tensor{});
+    q.download(bias_t, bias.data());
+    q.download(e, embedding.data());
+    DI_RETURN_IF_ERROR(q.sync());
+    for (int64_t i = 0; i < n_seq; ++i) {
+      const int64_t row = i * B + k;
+      float* l = logits_.data() + row * V;
+      const float* b = bias.data() + i * V;
+      int32_t best = 0;
+      for (int64_t v = 0; v < V; ++v) {
+        l[v] += b[v];
+        if (l[v] > l[best]) best = static_cast<int32_t>(v);
+      }
+      // Confidence: proj . [normed output ; Markov embedding of the previous token].
+      double acc = 0;
+      for (int64_t j = 0; j < D; ++j) acc += static_cast<double>(d.confidence[static_cast<size_t>(j)]) * dspark_hidden_[static_cast<size_t>(row * D + j)];
+      for (int64_t j = 0; j < R; ++j) acc += static_cast<double>(d.confidence[static_cast<size_t>(D + j)]) * embedding[static_cast<size_t>(i * R + j)];
+      dspark_confidence_[static_cast<size_t>(row)] = static_cast<float>(acc);
+      dspark_drafts_[static_cast<size_t>(row)] = best;
+      host_prev_[static_cast<size_t>(i)] = best;
+    }
+  }
+  n_logit_rows_ = n;
+  n_streams_ = 0;
+  return {};
 }
 
 Status V4Runner::run_mtp(std::span<const int32_t> tokens, std::span<const int32_t> hidden_rows, const V4Runner& source,

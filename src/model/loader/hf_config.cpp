@@ -478,6 +478,35 @@ Status read_v41_schedule(const ConfigReader& cfg, const std::string& path, int64
     md->set(p + "candidate_block_size", u32(block));
     md->set(p + "candidate_top_blocks", u32(top));
   }
+  // DSpark's draft layers (num_nextn_predict_layers of them, window-only: their compress ratios,
+  // after the model's, are 0), fed by the streams of dspark_target_layer_ids.
+  DI_ASSIGN_OR_RETURN(std::optional<int64_t> n_draft, cfg.opt_int("num_nextn_predict_layers"));
+  if (n_draft.value_or(0) > 0) {
+    for (int64_t l = n_layer; l < n_layer + *n_draft && l < static_cast<int64_t>(ratios->size()); ++l) {
+      if ((*ratios)[static_cast<size_t>(l)] != 0) {
+        return invalid_argument(path + ": DSpark draft layer " + std::to_string(l - n_layer) +
+                                " must be window-only (compress ratio 0)");
+      }
+    }
+    DI_ASSIGN_OR_RETURN(std::vector<int64_t> targets,
+                        layer_ids(cfg, "dspark_target_layer_ids", {37, 38, 39}, n_layer + 1024));
+    if (targets.empty() || targets.back() >= n_layer) {
+      return cfg.bad("dspark_target_layer_ids", "a list of the model's layers");
+    }
+    DI_ASSIGN_OR_RETURN(int64_t block, cfg.positive_int_or("dspark_block_size", 5));
+    DI_ASSIGN_OR_RETURN(std::optional<int64_t> noise, cfg.opt_int("dspark_noise_token_id"));
+    DI_ASSIGN_OR_RETURN(int64_t rank, cfg.positive_int_or("dspark_markov_rank", 256));
+    DI_ASSIGN_OR_RETURN(int64_t experts, cfg.positive_int_or("dspark_n_routed_experts", 128));
+    DI_ASSIGN_OR_RETURN(int64_t used, cfg.positive_int_or("dspark_num_experts_per_tok", 3));
+    if (noise.value_or(128799) < 0 || block > 64) return cfg.bad("dspark_noise_token_id", "a token id");
+    md->set(p + "dspark_layers", u32(*n_draft));
+    md->set(p + "dspark_target_layers", id_array(targets));
+    md->set(p + "dspark_block_size", u32(block));
+    md->set(p + "dspark_noise_token", u32(noise.value_or(128799)));
+    md->set(p + "dspark_markov_rank", u32(rank));
+    md->set(p + "dspark_experts", u32(experts));
+    md->set(p + "dspark_experts_used", u32(used));
+  }
   // Engram: n-gram hash tables read before the attention site of their layers.
   const json* all_engram = cfg.get("engram_layer_ids");
   const size_t n_listed = all_engram && all_engram->is_array() ? all_engram->size() : 2;

@@ -195,7 +195,7 @@ TEST(SpeculativeDistribution, TheEnginesSampledDistributionMatchesPlainSampling)
   EngineStats plain_stats, spec_stats;
   const Counts plain = engine_counts(SpeculativeMethod::kNone, 1, &plain_stats);
   const Counts spec = engine_counts(SpeculativeMethod::kSuffix, 500000, &spec_stats);
-  ASSERT_EQ(spec_stats.speculative.methods.size(), 5u);  // ngram, suffix, grammar, draft, mtp
+  ASSERT_EQ(spec_stats.speculative.methods.size(), 6u);  // ngram, suffix, grammar, draft, mtp, dspark
   EXPECT_GT(spec_stats.speculative.methods[1].accepted_tokens, 1000) << "suffix drafts were seldom accepted";
   int df = 0;
   const double stat = chi_square(plain, spec, &df);

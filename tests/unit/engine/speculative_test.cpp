@@ -115,15 +115,15 @@ TEST(SpeculativeEngine, ABatchOf32WithMixedMethodsAndPrefillChunksEqualsThePlain
   expect_same_tokens(plain, mixed, "batch of 32");
   for (size_t i = 0; i < mixed.size(); i += 4) EXPECT_EQ(mixed[i].n_draft, 0) << "request " << i << " asked for none";
   // Every method verified and kept drafts, and the statistics add up.
-  ASSERT_EQ(stats.speculative.methods.size(), 5u);  // ngram, suffix, grammar, draft, mtp
+  ASSERT_EQ(stats.speculative.methods.size(), 6u);  // ngram, suffix, grammar, draft, mtp, dspark
   int64_t drafted = 0, accepted = 0;
   for (const Output& o : mixed) {
     drafted += o.n_draft;
     accepted += o.n_accepted;
   }
   for (const SpeculativeMethodUsage& m : stats.speculative.methods) {
-    if (m.method == "grammar" || m.method == "mtp") {
-      EXPECT_EQ(m.draft_tokens, 0) << "no request is constrained, and SmolLM2 has no MTP layers";
+    if (m.method == "grammar" || m.method == "mtp" || m.method == "dspark") {
+      EXPECT_EQ(m.draft_tokens, 0) << "no request is constrained, and SmolLM2 has no MTP or DSpark layers";
       continue;
     }
     EXPECT_GT(m.accepted_tokens, 0) << m.method;

@@ -1,0 +1,43 @@
+// Drafts from the target model's own draft layers, run in the same engine on a KV cache of their
+// own: DeepSeek V4's MTP layer (mtp_drafter.h) and V4.1's DSpark layers (dspark_drafter.h). Both
+// see each target pass right after it (observe: the layers' rows of the positions it computed
+// whose next token is known, while the target runner still holds that pass's states) and draft
+// for the sequences whose last observed chunk reached their last token (propose).
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "deepinfer/status.h"
+#include "engine/speculative/draft.h"
+#include "kv/kv_cache_manager.h"
+
+namespace deepinfer::speculative {
+
+class LayerDrafter {
+ public:
+  virtual ~LayerDrafter() = default;
+
+  // One chunk of the target's last pass: positions [first, first + n) of sequence `id` at rows
+  // [row, row + n) of the pass; `tokens` is the sequence after the step (sampled tokens
+  // included), so positions up to tokens.size() - 2 have a next token.
+  struct Chunk {
+    kv::RequestId id = 0;
+    int64_t first = 0;
+    int64_t n = 0;
+    int64_t row = 0;
+    std::span<const int32_t> tokens;
+  };
+  // Right after the target's pass: the draft layers' rows of all chunks in one pass. A failed
+  // pass is returned; those sequences' state starts over.
+  virtual Status observe(std::span<const Chunk> chunks) = 0;
+
+  // Drafts after each job's context for sequences whose last observed chunk reached their last
+  // token in the pass just observed (others get none this step).
+  virtual Status propose(std::span<const DraftJob> jobs) = 0;
+
+  // The sequence ended: its draft KV blocks go back.
+  virtual void release(kv::RequestId id) = 0;
+};
+
+}  // namespace deepinfer::speculative
