@@ -21,8 +21,9 @@ after every other tensor so the main model's weights stay the same.
 --fp4-experts writes the routed experts as the release does (FP4 e2m1 codes two a byte with an
 F8_E8M0 scale per 32 inputs), which deepinfer keeps as MXFP4.
 
---v41 writes DeepSeek V4.1 instead (model_type deepseek_v41, the release's tensor names): layers
-[window only, a ratio-2 CSA2 source, a ratio-1 CSA2 source that is also the candidate source]
+--v41 writes DeepSeek V4.1 instead (model_type deepseek_v41, the release's tensor names; either
+preset's sizes): layers [window only, a ratio-2 CSA2 source, a ratio-1 CSA2 source that is also
+the candidate source]
 and Engram on layer 1 (2 hash heads per n-gram order, 16-wide rows, buckets from 31). Engram
 hashes the tokenizer's token classes: config.json says DeepSeek's vocabulary's 99,092, so
 --tokenizer must be DeepSeek's.
@@ -352,9 +353,10 @@ def main():
     args = ap.parse_args()
     p = dict(PRESETS[args.preset], fp4_experts=args.fp4_experts)
     if args.v41:
-        if args.preset != "e2e" or args.mtp:
-            sys.exit("make_dsv4_random.py: --v41 makes the e2e preset only, without --mtp")
-        p.update(ratios=[0, 2, 1], kv_sources=[1, 2], index_dim=32, dspark=args.dspark)
+        if args.mtp:
+            sys.exit("make_dsv4_random.py: --v41 has no MTP layer (see --dspark)")
+        p.update(ratios=[0, 2, 1], layers=[0, 0, 0], kv_sources=[1, 2], index_dim=max(32, p["index_dim"]),
+                 dspark=args.dspark)
     elif args.dspark:
         sys.exit("make_dsv4_random.py: --dspark needs --v41")
     os.makedirs(args.out, exist_ok=True)
