@@ -11,17 +11,6 @@ DsparkDrafter::DsparkDrafter(Parts parts, Limits limits)
       kv_manager_(std::move(parts.kv_config)),
       limits_(limits) {}
 
-BatchSequence DsparkDrafter::sequence(kv::RequestId id, const SequenceState& st, int64_t first, int64_t n) const {
-  BatchSequence b;
-  b.n_tokens = n;
-  b.first_position = first;
-  b.logits = LogitsMode::kNone;
-  b.replay_start = st.base;
-  // The tables stay put until the pass returns: nothing allocates meanwhile.
-  for (int g = 0; g < kv_manager_.n_groups(); ++g) b.block_tables[static_cast<size_t>(g)] = kv_manager_.block_table(id, g);
-  return b;
-}
-
 Status DsparkDrafter::observe(std::span<const Chunk> chunks) {
   rows_.clear();
   batch_.clear();
@@ -30,20 +19,13 @@ Status DsparkDrafter::observe(std::span<const Chunk> chunks) {
     const int64_t last = std::min(c.first + c.n - 1, static_cast<int64_t>(c.tokens.size()) - 2);
     if (last < c.first) continue;  // no position of the chunk has its next token yet
     const bool fresh = !states_.contains(c.id);
-    SequenceState& st = states_[c.id];
-    // A gap (positions the layers never saw) or a rewind below the window's start: the window
-    // starts over at the chunk.
-    if (fresh || c.first > st.end || c.first < st.base) st.base = c.first;
-    st.end = c.first;
-    kv_manager_.free_out_of_window(c.id, c.first);
-    const int64_t align = kv_manager_.block_alignment();
-    const int64_t start = fresh ? c.first / align * align : 0;
-    if (!kv_manager_.allocate_slots(c.id, last + 1, nullptr, start)) {  // a pool is short: no rows now
+    LayerWindow& st = states_[c.id];
+    if (!begin_observed_chunk(kv_manager_, c.id, fresh, c.first, last, &st)) {  // a pool is short: no rows now
       forget(c.id);
       continue;
     }
     for (int64_t p = c.first; p <= last; ++p) rows_.push_back(static_cast<int32_t>(c.row + p - c.first));
-    batch_.push_back(sequence(c.id, st, c.first, last - c.first + 1));
+    batch_.push_back(draft_layer_sequence(kv_manager_, c.id, st, c.first, last - c.first + 1, LogitsMode::kNone));
     observed_.push_back({c.id, &st});
   }
   if (batch_.empty()) return Status::ok_status();
@@ -71,7 +53,7 @@ Status DsparkDrafter::propose(std::span<const DraftJob> jobs) {
     if (it == states_.end() || job.max_tokens <= 0 || it->second.end != n - 1) continue;
     // The block's rows sit at n - 1 .. n - 2 + block (read from the pass, not cached).
     if (!kv_manager_.allocate_slots(job.id, n - 1 + block, nullptr)) continue;
-    batch_.push_back(sequence(job.id, it->second, n - 1, block));
+    batch_.push_back(draft_layer_sequence(kv_manager_, job.id, it->second, n - 1, block, LogitsMode::kNone));
     anchors_.push_back(job.context.back());
     drafting_.push_back(&job);
   }

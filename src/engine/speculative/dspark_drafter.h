@@ -42,22 +42,17 @@ class DsparkDrafter final : public LayerDrafter {
   void release(kv::RequestId id) override;
 
  private:
-  struct SequenceState {
-    int64_t base = 0;  // the layers' window starts here
-    int64_t end = 0;   // context rows [base, end) observed
-  };
-  BatchSequence sequence(kv::RequestId id, const SequenceState& st, int64_t first, int64_t n) const;
   void forget(kv::RequestId id);
 
   std::unique_ptr<BlockDraftRunner> runner_;
   std::unique_ptr<backend::KvCache> kv_;
   kv::KvCacheManager kv_manager_;
   Limits limits_;
-  std::unordered_map<kv::RequestId, SequenceState> states_;
+  std::unordered_map<kv::RequestId, LayerWindow> states_;  // context rows [base, end) observed
   // Scratch of one pass.
   std::vector<int32_t> rows_, anchors_;
   std::vector<BatchSequence> batch_;
-  std::vector<std::pair<kv::RequestId, SequenceState*>> observed_;
+  std::vector<std::pair<kv::RequestId, LayerWindow*>> observed_;
   std::vector<const DraftJob*> drafting_;
 };
 

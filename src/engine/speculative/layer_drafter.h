@@ -11,6 +11,7 @@
 #include "deepinfer/status.h"
 #include "engine/speculative/draft.h"
 #include "kv/kv_cache_manager.h"
+#include "model/model.h"
 
 namespace deepinfer::speculative {
 
@@ -39,5 +40,24 @@ class LayerDrafter {
   // The sequence ended: its draft KV blocks go back.
   virtual void release(kv::RequestId id) = 0;
 };
+
+// What both drafters keep of a sequence's draft-layer window: it starts at `base` (positions the
+// layers saw from) and holds rows up to `end`.
+struct LayerWindow {
+  int64_t base = 0;
+  int64_t end = 0;
+};
+
+// The start of an observed chunk of positions [first, last]: after a gap (positions the layers
+// never saw) or a rewind below the window's start, the window starts over at the chunk; blocks
+// below the chunk's window are freed and slots up to `last` taken (a fresh sequence's first
+// block aligned down). False when a pool is short: the caller forgets the sequence.
+bool begin_observed_chunk(kv::KvCacheManager& kv_manager, kv::RequestId id, bool fresh, int64_t first, int64_t last,
+                          LayerWindow* window);
+
+// One sequence of a draft-layer pass: n positions from `first`, with the layers' block tables
+// (which stay put until the pass returns: nothing allocates meanwhile) and their window start.
+BatchSequence draft_layer_sequence(const kv::KvCacheManager& kv_manager, kv::RequestId id, const LayerWindow& window,
+                                   int64_t first, int64_t n, LogitsMode mode);
 
 }  // namespace deepinfer::speculative

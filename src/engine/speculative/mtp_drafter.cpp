@@ -10,18 +10,6 @@ MtpDrafter::MtpDrafter(Parts parts, Limits limits)
       kv_manager_(std::move(parts.kv_config)),
       limits_(limits) {}
 
-BatchSequence MtpDrafter::sequence(kv::RequestId id, const SequenceState& st, int64_t first, int64_t n,
-                                   LogitsMode mode) const {
-  BatchSequence b;
-  b.n_tokens = n;
-  b.first_position = first;
-  b.logits = mode;
-  b.replay_start = st.base;
-  // The tables stay put until the pass returns: nothing allocates meanwhile.
-  for (int g = 0; g < kv_manager_.n_groups(); ++g) b.block_tables[static_cast<size_t>(g)] = kv_manager_.block_table(id, g);
-  return b;
-}
-
 Status MtpDrafter::observe(std::span<const Chunk> chunks) {
   tokens_.clear();
   rows_.clear();
@@ -32,15 +20,8 @@ Status MtpDrafter::observe(std::span<const Chunk> chunks) {
     if (last < c.first) continue;  // no position of the chunk has its next token yet
     const bool fresh = !states_.contains(c.id);
     SequenceState& st = states_[c.id];
-    // A gap (positions the MTP never saw) or a rewind below its window's start: the window
-    // starts over at the chunk.
-    if (fresh || c.first > st.end || c.first < st.base) st.base = c.first;
-    st.end = c.first;
     st.ready_pass = 0;
-    kv_manager_.free_out_of_window(c.id, c.first);
-    const int64_t align = kv_manager_.block_alignment();
-    const int64_t start = fresh ? c.first / align * align : 0;
-    if (!kv_manager_.allocate_slots(c.id, last + 1, nullptr, start)) {  // a pool is short: no MTP rows now
+    if (!begin_observed_chunk(kv_manager_, c.id, fresh, c.first, last, &st.window)) {  // no MTP rows now
       forget(c.id);
       continue;
     }
@@ -49,7 +30,8 @@ Status MtpDrafter::observe(std::span<const Chunk> chunks) {
       tokens_.push_back(c.tokens[static_cast<size_t>(p + 1)]);
       rows_.push_back(static_cast<int32_t>(c.row + p - c.first));
     }
-    batch_.push_back(sequence(c.id, st, c.first, last - c.first + 1, reaches_end ? LogitsMode::kLast : LogitsMode::kNone));
+    batch_.push_back(draft_layer_sequence(kv_manager_, c.id, st.window, c.first, last - c.first + 1,
+                                          reaches_end ? LogitsMode::kLast : LogitsMode::kNone));
     observed_.push_back({c.id, &st});
   }
   if (batch_.empty()) return Status::ok_status();
@@ -63,7 +45,7 @@ Status MtpDrafter::observe(std::span<const Chunk> chunks) {
   for (size_t i = 0; i < batch_.size(); ++i) {
     SequenceState& st = *observed_[i].second;
     const int64_t last = batch_[i].first_position + batch_[i].n_tokens - 1;
-    st.end = last + 1;
+    st.window.end = last + 1;
     pass_row += batch_[i].n_tokens;
     if (batch_[i].logits == LogitsMode::kNone) continue;
     const auto [token, p] =
@@ -102,7 +84,7 @@ Status MtpDrafter::propose(std::span<const Job> jobs) {
       tokens_.push_back(d.tokens[static_cast<size_t>(d.n - 1)]);
       rows_.push_back(a.row);
       const int64_t position = static_cast<int64_t>(a.job->context.size()) - 2 + d.n;
-      batch_.push_back(sequence(a.job->id, *a.state, position, 1, LogitsMode::kLast));
+      batch_.push_back(draft_layer_sequence(kv_manager_, a.job->id, a.state->window, position, 1, LogitsMode::kLast));
     }
     const Status status = runner_->run(tokens_, rows_, DraftHeadRunner::HiddenFrom::kSelf, batch_, *kv_);
     ++pass_;

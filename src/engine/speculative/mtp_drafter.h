@@ -56,8 +56,7 @@ class MtpDrafter final : public LayerDrafter {
 
  private:
   struct SequenceState {
-    int64_t base = 0;  // the MTP's window starts here (positions it saw from the start of)
-    int64_t end = 0;   // rows [base, end) hold the target's hidden states (true rows)
+    LayerWindow window;  // rows [base, end) hold the target's hidden states (true rows)
     // From the pass that last ran, when it was an observe that reached the last token:
     uint64_t ready_pass = 0;  // that pass's serial (0: none)
     int64_t ready_context = 0;
@@ -72,7 +71,6 @@ class MtpDrafter final : public LayerDrafter {
     int32_t row = 0;  // its row in the last pass
   };
 
-  BatchSequence sequence(kv::RequestId id, const SequenceState& st, int64_t first, int64_t n, LogitsMode mode) const;
   void forget(kv::RequestId id);
 
   std::unique_ptr<DraftHeadRunner> runner_;

@@ -234,6 +234,9 @@ class V4Runner final : public BatchRunner {
   void attention(const Layer& L, int32_t layer, int64_t n, backend::KvCache& kv);
   void attention_v41(const Layer& L, int32_t layer, int64_t n, backend::KvCache& kv);
   void csa2_owner_rows(const Layer& L, int32_t layer, int64_t n, backend::KvCache& kv);
+  void project_q_kv(const Layer& L, int64_t n, const Tensor& freq);
+  void single_pass_site(const HyperWeights& w, const Tensor& norm, int64_t n);
+  void mix_back(int64_t n);
   Status engram_ids(std::span<const int32_t> tokens, std::span<const BatchSequence> sequences);
 
  public:
@@ -1175,18 +1178,10 @@ void V4Runner::attention_v41(const Layer& L, int32_t layer, int64_t n, backend::
   const Groups& g = m_.g_;
   backend::Queue& q = *q_;
   const int64_t D = c.n_embd, H = c.n_head, hd = c.head_dim;
-  const float eps = static_cast<float>(c.rms_norm_eps);
   const Tensor h = f32(kH, n, D), qa = f32(kQa, n, p.q_lora), qt = f32(kQ, n, H * hd), kvt = f32(kKv, n, hd),
                att = f32(kAtt, n, H * hd);
-  q.matmul(L.q_a, h, qa, Tensor{});
-  q.rms_norm(qa, L.q_a_norm, eps, qa);
-  q.matmul(L.q_b, qa, qt, Tensor{});
   const Tensor& freq = L.ratio > 0 ? m_.inv_freq_compress : m_.inv_freq_main;
-  q.rope(qt, {H, hd, c.n_rot, backend::RopePairing::kInterleaved, true, false}, freq);
-  q.matmul(L.kv, h, kvt, Tensor{});
-  q.rms_norm(kvt, L.kv_norm, eps, kvt);
-  q.rope(kvt, {1, hd, c.n_rot, backend::RopePairing::kInterleaved, true, false}, freq);
-  q.cache_round_trip(kvt, backend::CacheFormat::kFp8E4M3, 32);
+  project_q_kv(L, n, freq);
   q.store_kv(kv, g.window, layer, kvt, kvt);
   if (L.ratio == 0) {
     q.sparse_attention({H, hd, 1.0f / std::sqrt(static_cast<float>(hd)), p.window, 0}, qt, kv, g.window, -1, layer,
@@ -1214,6 +1209,24 @@ void V4Runner::attention_v41(const Layer& L, int32_t layer, int64_t n, backend::
   }
   q.rope(att, {H, hd, c.n_rot, backend::RopePairing::kInterleaved, true, true}, freq);
   output_projection(L, n);
+}
+
+// V4.1's queries kQ (q_a, its norm, q_b; no per-head rescale; rope) from kH via the latent kQa,
+// and the layer's own K = V rows kKv (kv_norm(Wkv x), rope, FP8), at the batch's positions.
+void V4Runner::project_q_kv(const Layer& L, int64_t n, const Tensor& freq) {
+  const ModelConfig& c = m_.c_;
+  const int64_t D = c.n_embd, H = c.n_head, hd = c.head_dim;
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  backend::Queue& q = *q_;
+  const Tensor h = f32(kH, n, D), qa = f32(kQa, n, m_.p_.q_lora), qt = f32(kQ, n, H * hd), kvt = f32(kKv, n, hd);
+  q.matmul(L.q_a, h, qa, Tensor{});
+  q.rms_norm(qa, L.q_a_norm, eps, qa);
+  q.matmul(L.q_b, qa, qt, Tensor{});
+  q.rope(qt, {H, hd, c.n_rot, backend::RopePairing::kInterleaved, true, false}, freq);
+  q.matmul(L.kv, h, kvt, Tensor{});
+  q.rms_norm(kvt, L.kv_norm, eps, kvt);
+  q.rope(kvt, {1, hd, c.n_rot, backend::RopePairing::kInterleaved, true, false}, freq);
+  q.cache_round_trip(kvt, backend::CacheFormat::kFp8E4M3, 32);
 }
 
 // A CSA2 source's rows for the entries the batch closes: the latent (ratio 1: RMSNorm(Wkv x) of
@@ -1367,33 +1380,40 @@ void V4Runner::block(const Layer& L, int32_t layer, int64_t n, std::span<const i
 // the output mixes back with the site's own post and comb.
 void V4Runner::block_single_pass(const Layer& L, int32_t layer, int64_t n, std::span<const int32_t> tokens,
                                  backend::KvCache& kv) {
-  const int64_t D = m_.c_.n_embd, hc = m_.p_.hc;
-  const float eps = static_cast<float>(m_.c_.rms_norm_eps);
-  const backend::HyperParams hp{hc, m_.p_.sinkhorn, m_.p_.hc_eps};
-  backend::Queue& q = *q_;
-  const auto site = [&](const HyperWeights& w, const Tensor& norm) {
-    q.rms_norm(f32(kX, n, hc * D), m_.ones_streams, eps, f32(kFlat, n, hc * D));
-    q.matmul(w.fn, f32(kFlat, n, hc * D), f32(kMixes, n, w.fn.n_out), Tensor{});
-    q.hyper_pre(hp, f32(kX, n, hc * D), f32(kMixes, n, w.fn.n_out), w.base, w.scale, f32(kCollapsed, n, D),
-                f32(kPost, n, hc), f32(kComb, n, hc * hc), f32(kPre, n, hc));
-    // Row t * hc + s of the streams is stream s of token t: a weighted sum per token.
-    q.moe_combine(f32(kX, n * hc, D), i32(kBcast, 1, n * hc), f32(kPrePrev, n, hc), f32(kCollapsed, n, D));
-    std::swap(buffers_[kPre], buffers_[kPrePrev]);
-    q.rms_norm(f32(kCollapsed, n, D), norm, eps, f32(kH, n, D));
-  };
-  const auto mix_back = [&] {
-    q.hyper_post(hp, f32(kX, n, hc * D), f32(kOut, n, D), f32(kPost, n, hc), f32(kComb, n, hc * hc),
-                 f32(kX2, n, hc * D));
-    std::swap(buffers_[kX], buffers_[kX2]);
-  };
   if (L.engram >= 0) engram(L, n);
   if (m_.dspark) record_tap(layer, n);
-  site(L.attn_hc, L.attn_norm);
+  single_pass_site(L.attn_hc, L.attn_norm, n);
   attention_v41(L, layer, n, kv);
-  mix_back();
-  site(L.ffn_hc, L.ffn_norm);
+  mix_back(n);
+  single_pass_site(L.ffn_hc, L.ffn_norm, n);
   moe(L, layer, n, tokens);
-  mix_back();
+  mix_back(n);
+}
+
+// A V4.1 site over the streams kX: its own weights (pre into kPre, post, comb), and kH the
+// streams collapsed with the previous site's pre (kPrePrev, which then becomes this site's),
+// RMS-normed with `norm`.
+void V4Runner::single_pass_site(const HyperWeights& w, const Tensor& norm, int64_t n) {
+  const int64_t D = m_.c_.n_embd, hc = m_.p_.hc;
+  const float eps = static_cast<float>(m_.c_.rms_norm_eps);
+  backend::Queue& q = *q_;
+  q.rms_norm(f32(kX, n, hc * D), m_.ones_streams, eps, f32(kFlat, n, hc * D));
+  q.matmul(w.fn, f32(kFlat, n, hc * D), f32(kMixes, n, w.fn.n_out), Tensor{});
+  q.hyper_pre({hc, m_.p_.sinkhorn, m_.p_.hc_eps}, f32(kX, n, hc * D), f32(kMixes, n, w.fn.n_out), w.base, w.scale,
+              f32(kCollapsed, n, D), f32(kPost, n, hc), f32(kComb, n, hc * hc), f32(kPre, n, hc));
+  // Row t * hc + s of the streams is stream s of token t: a weighted sum per token.
+  q.moe_combine(f32(kX, n * hc, D), i32(kBcast, 1, n * hc), f32(kPrePrev, n, hc), f32(kCollapsed, n, D));
+  std::swap(buffers_[kPre], buffers_[kPrePrev]);
+  q.rms_norm(f32(kCollapsed, n, D), norm, eps, f32(kH, n, D));
+}
+
+// The sublayer's output kOut mixed into the streams with the site's post and comb:
+// kX <- hyper_post(kX, kOut).
+void V4Runner::mix_back(int64_t n) {
+  const int64_t D = m_.c_.n_embd, hc = m_.p_.hc;
+  q_->hyper_post({hc, m_.p_.sinkhorn, m_.p_.hc_eps}, f32(kX, n, hc * D), f32(kOut, n, D), f32(kPost, n, hc),
+                 f32(kComb, n, hc * hc), f32(kX2, n, hc * D));
+  std::swap(buffers_[kX], buffers_[kX2]);
 }
 
 // Every Engram layer's table rows for the batch's tokens, on the host: per token, the classes of
@@ -1605,43 +1625,19 @@ void V4Runner::dspark_stage(const Layer& L, int32_t stage, int64_t n, std::span<
                             backend::KvCache& kv) {
   const ModelConfig& c = m_.c_;
   const V4Params& p = m_.p_;
-  const int64_t D = c.n_embd, H = c.n_head, hd = c.head_dim, hc = p.hc;
-  const float eps = static_cast<float>(c.rms_norm_eps);
-  const backend::HyperParams hp{hc, p.sinkhorn, p.hc_eps};
+  const int64_t H = c.n_head, hd = c.head_dim;
   backend::Queue& q = *q_;
-  const auto site = [&](const HyperWeights& w, const Tensor& norm) {
-    q.rms_norm(f32(kX, n, hc * D), m_.ones_streams, eps, f32(kFlat, n, hc * D));
-    q.matmul(w.fn, f32(kFlat, n, hc * D), f32(kMixes, n, w.fn.n_out), Tensor{});
-    q.hyper_pre(hp, f32(kX, n, hc * D), f32(kMixes, n, w.fn.n_out), w.base, w.scale, f32(kCollapsed, n, D),
-                f32(kPost, n, hc), f32(kComb, n, hc * hc), f32(kPre, n, hc));
-    q.moe_combine(f32(kX, n * hc, D), i32(kBcast, 1, n * hc), f32(kPrePrev, n, hc), f32(kCollapsed, n, D));
-    std::swap(buffers_[kPre], buffers_[kPrePrev]);
-    q.rms_norm(f32(kCollapsed, n, D), norm, eps, f32(kH, n, D));
-  };
-  const auto mix_back = [&] {
-    q.hyper_post(hp, f32(kX, n, hc * D), f32(kOut, n, D), f32(kPost, n, hc), f32(kComb, n, hc * hc),
-                 f32(kX2, n, hc * D));
-    std::swap(buffers_[kX], buffers_[kX2]);
-  };
-  site(L.attn_hc, L.attn_norm);
-  const Tensor h = f32(kH, n, D), qa = f32(kQa, n, p.q_lora), qt = f32(kQ, n, H * hd), kvt = f32(kKv, n, hd),
-               att = f32(kAtt, n, H * hd);
-  q.matmul(L.q_a, h, qa, Tensor{});
-  q.rms_norm(qa, L.q_a_norm, eps, qa);
-  q.matmul(L.q_b, qa, qt, Tensor{});
-  q.rope(qt, {H, hd, c.n_rot, backend::RopePairing::kInterleaved, true, false}, m_.inv_freq_main);
-  q.matmul(L.kv, h, kvt, Tensor{});
-  q.rms_norm(kvt, L.kv_norm, eps, kvt);
-  q.rope(kvt, {1, hd, c.n_rot, backend::RopePairing::kInterleaved, true, false}, m_.inv_freq_main);
-  q.cache_round_trip(kvt, backend::CacheFormat::kFp8E4M3, 32);
+  single_pass_site(L.attn_hc, L.attn_norm, n);
+  project_q_kv(L, n, m_.inv_freq_main);
+  const Tensor qt = f32(kQ, n, H * hd), kvt = f32(kKv, n, hd), att = f32(kAtt, n, H * hd);
   q.block_attention({H, hd, 1.0f / std::sqrt(static_cast<float>(hd)), p.window, p.dspark_block}, qt, kv, 0, stage, kvt,
                     L.sinks, att);
   q.rope(att, {H, hd, c.n_rot, backend::RopePairing::kInterleaved, true, true}, m_.inv_freq_main);
   output_projection(L, n);
-  mix_back();
-  site(L.ffn_hc, L.ffn_norm);
+  mix_back(n);
+  single_pass_site(L.ffn_hc, L.ffn_norm, n);
   moe(L, stage, n, tokens);
-  mix_back();
+  mix_back(n);
 }
 
 // DSpark's blocks: [anchor, noise...] per sequence through the stages; the last stage's output
