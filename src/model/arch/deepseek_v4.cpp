@@ -538,14 +538,14 @@ Status V4Model::read_v41_config(const Metadata& md, const std::string& k) {
     p_.candidate_block = static_cast<int64_t>(block);
     p_.candidate_top_blocks = static_cast<int64_t>(top);
   }
+  const auto get = [&](const char* key, int64_t* out) -> Status {
+    DI_ASSIGN_OR_RETURN(uint64_t v, md.get_uint(k + key));
+    *out = static_cast<int64_t>(v);
+    return {};
+  };
   if (md.find(k + "engram_layers") != nullptr) {
     DI_ASSIGN_OR_RETURN(p_.engram_layers, md.get_int_array(k + "engram_layers"));
     DI_ASSIGN_OR_RETURN(p_.engram_table_rows, md.get_int_array(k + "engram_table_rows"));
-    const auto get = [&](const char* key, int64_t* out) -> Status {
-      DI_ASSIGN_OR_RETURN(uint64_t v, md.get_uint(k + key));
-      *out = static_cast<int64_t>(v);
-      return {};
-    };
     DI_RETURN_IF_ERROR(get("engram_max_ngram", &p_.engram_max_ngram));
     DI_RETURN_IF_ERROR(get("engram_buckets", &p_.engram_buckets));
     DI_RETURN_IF_ERROR(get("engram_heads", &p_.engram_heads));
@@ -558,11 +558,6 @@ Status V4Model::read_v41_config(const Metadata& md, const std::string& k) {
     }
   }
   if (md.find(k + "dspark_layers") != nullptr) {
-    const auto get = [&](const char* key, int64_t* out) -> Status {
-      DI_ASSIGN_OR_RETURN(uint64_t v, md.get_uint(k + key));
-      *out = static_cast<int64_t>(v);
-      return {};
-    };
     DI_RETURN_IF_ERROR(get("dspark_layers", &p_.dspark_layers));
     DI_RETURN_IF_ERROR(get("dspark_block_size", &p_.dspark_block));
     DI_RETURN_IF_ERROR(get("dspark_noise_token", &p_.dspark_noise));
