@@ -41,8 +41,12 @@ namespace {
 namespace fs = std::filesystem;
 
 const fs::path kDir = fs::path(DEEPINFER_TEST_DATA) / "golden" / "dsv4_tiny";
+// The second configuration (make_dsv4_tiny.py --variant b): hidden 48, 6 heads in 3 output
+// groups, 2 mHC streams and 10 Sinkhorn iterations, layers [CSA, HCA, sliding, CSA, HCA],
+// compress rates 2 and 16, window 6, 3 of 6 experts, indexer top-3, YaRN factor 4.
+const fs::path kDirB = fs::path(DEEPINFER_TEST_DATA) / "golden" / "dsv4_tiny_b";
 
-nlohmann::json golden() { return testing::read_golden(kDir); }
+nlohmann::json golden(const fs::path& dir = kDir) { return testing::read_golden(dir); }
 
 std::pair<double, double> row_error(std::span<const float> ours, const nlohmann::json& ref) {
   return testing::row_error(ours, ref, 1e-4);
@@ -62,9 +66,9 @@ TEST(DeepseekV4Tiny, GoldenCrossesWindowsAndCompressions) {
 
 // Prefill in chunks of `chunk` tokens (0: the whole prompt at once) with every row's logits,
 // each row against the full forward's.
-void check_prefill(int64_t chunk) {
-  const auto g = golden();
-  auto model = testing::load_model(kDir.string());
+void check_prefill(int64_t chunk, const fs::path& dir = kDir) {
+  const auto g = golden(dir);
+  auto model = testing::load_model(dir.string());
   ASSERT_TRUE(model.ok()) << model.status().to_string();
   const auto prompt = g["prompt_ids"].get<std::vector<int32_t>>();
   auto ctx = (*model)->new_context(64);
@@ -94,9 +98,9 @@ TEST(DeepseekV4Tiny, ChunkedPrefillMatchesTransformers) {
 // One token at a time: prefill-versus-incremental-decode equivalence at every position.
 TEST(DeepseekV4Tiny, TokenByTokenMatchesTransformers) { check_prefill(1); }
 
-TEST(DeepseekV4Tiny, GreedyDecodeMatchesTransformers) {
-  const auto g = golden();
-  auto model = testing::load_model(kDir.string());
+void check_greedy(const fs::path& dir) {
+  const auto g = golden(dir);
+  auto model = testing::load_model(dir.string());
   ASSERT_TRUE(model.ok()) << model.status().to_string();
   const auto prompt = g["prompt_ids"].get<std::vector<int32_t>>();
   const auto greedy = g["greedy"].get<std::vector<int32_t>>();
@@ -123,6 +127,19 @@ TEST(DeepseekV4Tiny, GreedyDecodeMatchesTransformers) {
     }
   }
 }
+
+TEST(DeepseekV4Tiny, GreedyDecodeMatchesTransformers) { check_greedy(kDir); }
+
+// The second configuration: whole, in chunks ending inside and at CSA (2) and HCA (16)
+// windows and the sliding window (6), token by token, and greedy decoding.
+TEST(DeepseekV4TinyB, PrefillWholeChunkedAndTokenByTokenMatchTransformers) {
+  const auto g = golden(kDirB);
+  EXPECT_EQ(g["prompt_ids"].size(), 52u);
+  EXPECT_GE(g["greedy_min_margin"].get<double>(), 1e-2);
+  EXPECT_GE(g["index_min_gap"].get<double>(), 1e-4);
+  for (int64_t chunk : {0, 1, 3, 7, 16}) check_prefill(chunk, kDirB);
+}
+TEST(DeepseekV4TinyB, GreedyDecodeMatchesTransformers) { check_greedy(kDirB); }
 
 // Two sequences in one batch, at different positions, each as it would be alone.
 TEST(DeepseekV4Tiny, BatchedSequencesAreIndependent) {

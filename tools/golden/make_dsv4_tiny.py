@@ -19,6 +19,12 @@ step ("step_logits"), and "self_consistency": transformers' own cached decode (`
 against its full forward over the same tokens. The full forward is the reference: one pass
 over the whole sequence, every compressed window closed inside it.
 
+--variant b writes tests/golden/dsv4_tiny_b/ instead: a second configuration with other shapes
+everywhere the architecture has a knob: hidden 48, six query heads of 32 in three output groups
+of 8, two mHC streams with 10 Sinkhorn iterations, layers [CSA, HCA, sliding, CSA, HCA] with only
+layer 0 hash-routed, compress rates 2 and 16, window 6, 6 experts of which 3 are used, an
+indexer of 4 heads x 16 keeping 3 entries, YaRN factor 4, a 52-token prompt.
+
 Needs torch and transformers >= 5.8 (models/deepseek_v4):
     python -m venv build/ref-venv && build/ref-venv/bin/pip install torch transformers
     build/ref-venv/bin/python tools/golden/make_dsv4_tiny.py
@@ -29,6 +35,7 @@ Seeded: rerunning with the same versions gives the same files.
 import json
 import math
 import shutil
+import sys
 from pathlib import Path
 
 import torch
@@ -47,7 +54,7 @@ MIN_MARGIN = 1e-2
 # rounding pick the entries, so such a prompt is rejected too.
 MIN_INDEX_GAP = 1e-4
 
-CONFIG = dict(
+CONFIG_A = dict(
     vocab_size=128, hidden_size=32, moe_intermediate_size=32, num_hidden_layers=6,
     num_attention_heads=4, num_key_value_heads=1, head_dim=32, q_lora_rank=24,
     partial_rotary_factor=0.25,
@@ -64,6 +71,24 @@ CONFIG = dict(
     num_nextn_predict_layers=0, rms_norm_eps=1e-6, tie_word_embeddings=False,
     bos_token_id=0, eos_token_id=1, initializer_range=WEIGHT_STD,
 )
+
+
+# The second configuration (--variant b): other shapes wherever the architecture has a knob.
+CONFIG_B = dict(CONFIG_A, hidden_size=48, moe_intermediate_size=24, num_hidden_layers=5, num_attention_heads=6,
+                q_lora_rank=20, num_experts_per_tok=3, n_routed_experts=6,
+                rope_parameters={"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 65536,
+                                 "beta_fast": 32.0, "beta_slow": 1.0},
+                layer_types=["compressed_sparse_attention", "heavily_compressed_attention", "sliding_attention",
+                             "compressed_sparse_attention", "heavily_compressed_attention"],
+                compress_rates={"compressed_sparse_attention": 2, "heavily_compressed_attention": 16},
+                mlp_layer_types=["hash_moe", "moe", "moe", "moe", "moe"],
+                hc_mult=2, hc_sinkhorn_iters=10, sliding_window=6, o_groups=3, o_lora_rank=8, index_n_heads=4,
+                index_head_dim=16, index_topk=3)
+VARIANT = "b" if "--variant" in sys.argv and sys.argv[sys.argv.index("--variant") + 1] == "b" else "a"
+CONFIG = CONFIG_B if VARIANT == "b" else CONFIG_A
+if VARIANT == "b":
+    OUT = OUT.with_name("dsv4_tiny_b")
+    PROMPT_LEN = 52
 
 
 @torch.no_grad()
