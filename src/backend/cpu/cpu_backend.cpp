@@ -558,7 +558,11 @@ class CpuQueue final : public backend::Queue {
           for (int64_t h = 0; h < p.n_heads; ++h) {
             const float* qh = q.f32() + t * q.cols + h * p.head_dim;
             float dot = 0;
-            for (int64_t i = 0; i < p.head_dim; ++i) dot += qh[i] * key[static_cast<size_t>(i)];
+            if (reference_) {
+              for (int64_t i = 0; i < p.head_dim; ++i) dot += qh[i] * key[static_cast<size_t>(i)];
+            } else {
+              dot = vec_dot(DType::kF32, key.data(), qh, p.head_dim);  // the dispatched f32 dot
+            }
             score += std::max(dot, 0.0f) * p.scale * weights.f32()[t * p.n_heads + h];
           }
           scores.emplace_back(score, static_cast<int32_t>(w));
