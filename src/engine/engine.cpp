@@ -102,7 +102,7 @@ struct Sequence {
   bool draft_from_grammar = false;        // the draft last proposed is forced text
   speculative::AcceptanceStats grammar_acceptance;
   // A model drafter (draft model, MTP, DSpark) costs a pass per proposal whether or not the
-  // draft is kept: after proposals that kept nothing it skips 1, 2, 4 .. 32 steps (back_off).
+  // draft is kept: after proposals that kept nothing it skips 1, 2, 4 .. 128 steps (back_off).
   int32_t model_draft_misses = 0;
   int32_t model_draft_skip = 0;
 };
@@ -1010,13 +1010,13 @@ class EngineImpl final : public Engine {
   static bool is_model_drafter(SpeculativeMethod m) { return m == SpeculativeMethod::kDraft || is_layer_method(m); }
 
   // A model drafter's proposal kept nothing (rejected, or not worth verifying): its next
-  // proposals wait 1, 2, 4, .. 32 steps, so that a sequence whose drafts never pay costs its
+  // proposals wait 1, 2, 4, .. 128 steps, so that a sequence whose drafts never pay costs its
   // drafter's pass on few steps; a kept draft token ends the back-off.
   void back_off(RequestId id) {
     auto it = seqs_.find(id);
     if (it == seqs_.end() || !it->second.drafter || !is_model_drafter(it->second.drafter->method())) return;
     Sequence& seq = it->second;
-    seq.model_draft_skip = 1 << std::min(seq.model_draft_misses, 5);
+    seq.model_draft_skip = 1 << std::min(seq.model_draft_misses, 7);
     ++seq.model_draft_misses;
   }
 
