@@ -497,7 +497,8 @@ class CpuQueue final : public backend::Queue {
     DI_ICHECK(q.cols == p.n_head * d && out.cols == q.cols && sinks.n_elements() == p.n_head);
     const uint8_t* pool = cache.layer_data(group, layer).first;
     // The first batch row of each token's sequence (its block).
-    std::vector<int64_t> block_start(positions_.size());
+    std::vector<int64_t>& block_start = block_start_;
+    block_start.resize(positions_.size());
     for (size_t t = 0; t < positions_.size(); ++t) {
       block_start[t] = t > 0 && token_seq_[t] == token_seq_[t - 1] ? block_start[t - 1] : static_cast<int64_t>(t);
     }
@@ -760,6 +761,7 @@ class CpuQueue final : public backend::Queue {
   backend::StepBatch batch_;
   std::vector<int32_t> positions_, token_seq_;  // [n_tokens] of the current batch
   std::vector<int32_t> shifted_;               // positions_ + a rope offset
+  std::vector<int64_t> block_start_;           // block_attention: each token's block's first row
   std::vector<SequenceKv> seq_kv_;              // [sequences], rebuilt per attention call
   std::vector<MatmulOutput> outputs_;
   std::vector<backend::MatmulTarget> group_;

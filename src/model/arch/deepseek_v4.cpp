@@ -71,6 +71,7 @@
 //     as NeMo Automodel's DeepseekV41DSparkModel, tests/golden/dsv41_tiny).
 // Not yet: V4's official QAT round trips (transformers omits them too).
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <numeric>
@@ -282,6 +283,7 @@ class V4Runner final : public BatchRunner {
   std::vector<float> dspark_hidden_;                // DSpark: the normed outputs [blocks * block, n_embd]
   std::vector<int32_t> dspark_drafts_;              // [blocks * block]
   std::vector<float> dspark_confidence_;            // [blocks * block]
+  std::vector<float> host_markov_bias_, host_markov_e_;  // DSpark: a slot's Markov bias and embeddings
   std::vector<float> logits_;
   int64_t n_logit_rows_ = 0;
   int64_t n_streams_ = 0;  // rows of kX the last pass left (its tokens' output streams)
@@ -1419,10 +1421,11 @@ Status V4Runner::engram_ids(std::span<const int32_t> tokens, std::span<const Bat
   const V4Params& p = m_.p_;
   const auto& classes = m_.token_classes.of_token;
   const int64_t max_n = p.engram_max_ngram, heads = p.engram_heads, hash_heads = (max_n - 1) * heads;
+  DI_ICHECK(max_n <= 16);
   const int64_t pad = classes[static_cast<size_t>(p.engram_pad_token)];
   host_engram_.resize(m_.engram_hash.size());
   for (auto& h : host_engram_) h.resize(tokens.size() * static_cast<size_t>(hash_heads));
-  std::vector<int64_t> gram(static_cast<size_t>(max_n));
+  std::array<int64_t, 16> gram{};  // hf_config bounds the order at 16
   int64_t row = 0;
   for (const BatchSequence& b : sequences) {
     const int64_t need = std::min(max_n - 1, b.first_position);
@@ -1684,7 +1687,10 @@ Status V4Runner::run_dspark_block(std::span<const int32_t> anchors, std::span<co
   dspark_drafts_.assign(static_cast<size_t>(n), 0);
   dspark_confidence_.assign(static_cast<size_t>(n), 0.0f);
   host_prev_.assign(anchors.begin(), anchors.end());
-  std::vector<float> bias(static_cast<size_t>(n_seq * V)), embedding(static_cast<size_t>(n_seq * R));
+  std::vector<float>& bias = host_markov_bias_;
+  std::vector<float>& embedding = host_markov_e_;
+  bias.resize(static_cast<size_t>(n_seq * V));
+  embedding.resize(static_cast<size_t>(n_seq * R));
   const Tensor prev = i32(kPrevIds, n_seq, 1), e = f32(kMarkovE, n_seq, R), bias_t = f32(kMarkovBias, n_seq, V);
   for (int64_t k = 0; k < B; ++k) {
     q.upload(host_prev_.data(), prev);
