@@ -1080,6 +1080,24 @@ OpCase route_sqrt_softplus_case(int64_t n, int64_t n_expert, int64_t k, bool has
   return c;
 }
 
+// A one-head KV group of the DeepSeek V4 / V4.1 cases: 6 blocks of block_size tokens.
+KvGroupSpec dsv4_case_group(const char* name, KvGroupKind kind, int64_t width, int64_t tokens_per_row, int64_t window,
+                            bool k_only, std::vector<int32_t> layers, DType dtype, int64_t block_size) {
+  KvGroupSpec g;
+  g.name = name;
+  g.kind = kind;
+  g.layers = std::move(layers);
+  g.n_head_kv = 1;
+  g.head_dim = width;
+  g.tokens_per_row = tokens_per_row;
+  g.window = window;
+  g.k_only = k_only;
+  g.dtype = dtype;
+  g.block_size = block_size;
+  g.n_blocks = 6;
+  return g;
+}
+
 // A CSA layer's KV path on one layer: window and frontier rows stored, both compressors run,
 // the indexer's top-k and the attention over window, selected entries and sinks; two sequences,
 // scattered blocks, the second decoding one token after 19, or (replay) replaying 8..19 after a
@@ -1093,19 +1111,7 @@ OpCase dsv4_csa_case(DType kv_dtype, bool replay) {
   c.build = [=](CaseRun& run) -> Result<CaseOps> {
     constexpr int64_t hd = 32, id = 16, ih = 4, H = 4, rate = 4, window = 8, n_rot = 8, top_k = 2, bs = 16;
     const auto group = [&](const char* name, KvGroupKind kind, int64_t width, int64_t tpr, int64_t win, bool k_only) {
-      KvGroupSpec g;
-      g.name = name;
-      g.kind = kind;
-      g.layers = {0};
-      g.n_head_kv = 1;
-      g.head_dim = width;
-      g.tokens_per_row = tpr;
-      g.window = win;
-      g.k_only = k_only;
-      g.dtype = kv_dtype;
-      g.block_size = bs;
-      g.n_blocks = 6;
-      return g;
+      return dsv4_case_group(name, kind, width, tpr, win, k_only, {0}, kv_dtype, bs);
     };
     std::vector<KvGroupSpec> groups = {
         group("window", KvGroupKind::kSlidingWindow, hd, 1, window, true),
@@ -1208,19 +1214,7 @@ OpCase dsv41_csa2_case(DType kv_dtype) {
     constexpr int64_t cblock = 2, ctop = 2;
     const auto group = [&](const char* name, KvGroupKind kind, int64_t width, int64_t tpr, int64_t win, bool k_only,
                            std::vector<int32_t> layers) {
-      KvGroupSpec g;
-      g.name = name;
-      g.kind = kind;
-      g.layers = std::move(layers);
-      g.n_head_kv = 1;
-      g.head_dim = width;
-      g.tokens_per_row = tpr;
-      g.window = win;
-      g.k_only = k_only;
-      g.dtype = kv_dtype;
-      g.block_size = bs;
-      g.n_blocks = 6;
-      return g;
+      return dsv4_case_group(name, kind, width, tpr, win, k_only, std::move(layers), kv_dtype, bs);
     };
     std::vector<KvGroupSpec> groups = {
         group("window", KvGroupKind::kSlidingWindow, hd, 1, window, true, {0, 1}),
@@ -1238,9 +1232,6 @@ OpCase dsv41_csa2_case(DType kv_dtype) {
     fill.sequences = {spec(21, 0, {1, 5})};
     step.sequences = {spec(26, 0, {4, 0}), spec(1, 21, {1, 5})};
     const int64_t n = 27;
-    std::vector<float> freq(n_rot / 2);
-    for (int64_t i = 0; i < n_rot / 2; ++i) freq[static_cast<size_t>(i)] = std::pow(160000.0f, -2.0f * i / n_rot);
-    const Tensor inv_freq = run.input("inv_freq", 1, n_rot / 2, freq);
     const auto rows = [&](const char* name, int64_t r, int64_t cols) {
       return run.input(name, r, cols, run.rng().uniform(static_cast<size_t>(r * cols), -1, 1));
     };
@@ -1334,18 +1325,9 @@ OpCase block_attention_case(DType kv_dtype) {
   c.uses = {{Op::kBlockAttention, kv_dtype}};
   c.build = [=](CaseRun& run) -> Result<CaseOps> {
     constexpr int64_t hd = 32, H = 3, window = 8, block = 5, bs = 16;
-    KvGroupSpec g;
-    g.name = "dspark_window";
-    g.kind = KvGroupKind::kSlidingWindow;
-    g.layers = {0, 1};
-    g.n_head_kv = 1;
-    g.head_dim = hd;
-    g.window = window;
-    g.k_only = true;
-    g.dtype = kv_dtype;
-    g.block_size = bs;
-    g.n_blocks = 6;
-    KvCache* kv = run.kv_cache({g}, CaseRun::KvCheck::kNone);
+    KvCache* kv = run.kv_cache(
+        {dsv4_case_group("dspark_window", KvGroupKind::kSlidingWindow, hd, 1, window, true, {0, 1}, kv_dtype, bs)},
+        CaseRun::KvCheck::kNone);
     DI_RETURN_IF_ERROR(run.status());
     const auto spec = [](int64_t n, int64_t first, std::vector<int32_t> table) {
       SequenceSpec s{n, first, {}, {}, {}};

@@ -118,9 +118,9 @@ struct EngineParts {
   int64_t max_context = 0;
   std::unique_ptr<kvstore::PageStore> store;  // null: no KV store
   std::unique_ptr<speculative::DraftModel> draft;  // null: no draft model
-  // The model's own draft layers' KV (DeepSeek V4's MTP); null: the model has none.
-  std::unique_ptr<backend::KvCache> mtp_kv;
-  kv::KvCacheConfig mtp_kv_config;
+  // The model's own draft layers' KV (V4's MTP, V4.1's DSpark); null: none loaded.
+  std::unique_ptr<backend::KvCache> draft_layers_kv;
+  kv::KvCacheConfig draft_layers_kv_config;
 };
 
 // One sampling chunk of a step, and what sampling it produced. A chunk that verifies a draft
@@ -220,16 +220,15 @@ class EngineImpl final : public Engine {
       scheduler_.set_hook(store_connector_.get());
       stats_.kv_store.enabled = true;
     }
-    if (parts.mtp_kv) {
-      layer_method_ = config_.speculative.method;
-      if (layer_method_ == SpeculativeMethod::kDspark) {
-        speculative::DsparkDrafter::Parts p{model_->new_block_draft_runner(*runner_), std::move(parts.mtp_kv),
-                                            std::move(parts.mtp_kv_config)};
+    if (parts.draft_layers_kv) {
+      if (config_.speculative.method == SpeculativeMethod::kDspark) {
+        speculative::DsparkDrafter::Parts p{model_->new_block_draft_runner(*runner_), std::move(parts.draft_layers_kv),
+                                            std::move(parts.draft_layers_kv_config)};
         layer_drafter_ =
             std::make_unique<speculative::DsparkDrafter>(std::move(p), speculative::DsparkDrafter::Limits{n_vocab()});
       } else {
-        speculative::MtpDrafter::Parts p{model_->new_draft_head_runner(*runner_), std::move(parts.mtp_kv),
-                                         std::move(parts.mtp_kv_config)};
+        speculative::MtpDrafter::Parts p{model_->new_draft_head_runner(*runner_), std::move(parts.draft_layers_kv),
+                                         std::move(parts.draft_layers_kv_config)};
         layer_drafter_ =
             std::make_unique<speculative::MtpDrafter>(std::move(p), speculative::MtpDrafter::Limits{n_vocab()});
       }
@@ -323,7 +322,7 @@ class EngineImpl final : public Engine {
       return invalid_argument("speculative method 'draft' needs a draft model, and this engine has none (start it "
                               "with --draft-model PATH)");
     }
-    if (r.speculative_method && is_layer_method(*r.speculative_method) && *r.speculative_method != layer_method_) {
+    if (r.speculative_method && is_layer_method(*r.speculative_method) && *r.speculative_method != layer_method()) {
       const std::string name = speculative_method_name(*r.speculative_method);
       return invalid_argument("speculative method '" + name + "' needs the model's " +
                               (name == "mtp" ? "MTP" : "DSpark") + " layers, which this engine has not loaded (start "
@@ -512,7 +511,7 @@ class EngineImpl final : public Engine {
       }
     }
     finish(step, Clock::time_point{});
-    if (!step.plan.empty()) observe_mtp(step);
+    if (!step.plan.empty()) observe_draft_layers(step);
     return !step.plan.empty() || !step.plan.finished.empty();
   }
 
@@ -876,7 +875,7 @@ class EngineImpl final : public Engine {
     if (!step_cost_profiled_) profile_step_cost();
     proposals_.clear();
     draft_jobs_.clear();
-    mtp_jobs_.clear();
+    layer_jobs_.clear();
     int64_t n_decoding = 0;
     for (auto& [id, seq] : seqs_) {
       const Request* r = scheduler_.find(id);
@@ -898,8 +897,8 @@ class EngineImpl final : public Engine {
           draft_jobs_.push_back({id, r->tokens, static_cast<int32_t>(room), nullptr});
           p.draft_job = static_cast<int32_t>(draft_jobs_.size());
         } else if (is_layer_method(seq.drafter->method())) {
-          mtp_jobs_.push_back({id, r->tokens, static_cast<int32_t>(room), nullptr});
-          p.draft_job = -static_cast<int32_t>(mtp_jobs_.size());
+          layer_jobs_.push_back({id, r->tokens, static_cast<int32_t>(room), nullptr});
+          p.draft_job = -static_cast<int32_t>(layer_jobs_.size());
         } else {
           p.draft = seq.drafter->propose(r->tokens, static_cast<int32_t>(room), global_suffix_,
                                          pooled_[static_cast<size_t>(seq.drafter->method())]);
@@ -915,11 +914,11 @@ class EngineImpl final : public Engine {
       // reports a backend failure of its own.
       (void)draft_model_->propose(draft_jobs_);
     }
-    if (!mtp_jobs_.empty()) {
+    if (!layer_jobs_.empty()) {
       for (Proposal& p : proposals_) {
-        if (p.draft_job < 0) mtp_jobs_[static_cast<size_t>(-p.draft_job - 1)].out = &p.draft;
+        if (p.draft_job < 0) layer_jobs_[static_cast<size_t>(-p.draft_job - 1)].out = &p.draft;
       }
-      (void)layer_drafter_->propose(mtp_jobs_);  // as above: a failed pass leaves fewer drafts
+      (void)layer_drafter_->propose(layer_jobs_);  // as above: a failed pass leaves fewer drafts
     }
     // Nothing after a stop token can be kept: the sequence ends with it.
     for (Proposal& p : proposals_) cut_after_stop(p.draft, scheduler_.find(p.id)->stop_token_ids);
@@ -938,9 +937,9 @@ class EngineImpl final : public Engine {
   // After a synchronous step: the draft layers' rows of the positions its pass computed for
   // sequences that draft with them, while the runner still holds that pass's states
   // (layer_drafter.h).
-  void observe_mtp(const Step& step) {
+  void observe_draft_layers(const Step& step) {
     if (!layer_drafter_) return;
-    mtp_chunks_.clear();
+    layer_chunks_.clear();
     int64_t row = 0;
     for (const ScheduledChunk& c : step.plan.chunks) {
       const int64_t first_row = row;
@@ -951,10 +950,10 @@ class EngineImpl final : public Engine {
           !is_layer_method(it->second.drafter->method())) {
         continue;
       }
-      mtp_chunks_.push_back({c.id, c.first_position, c.n_tokens, first_row, r->tokens});
+      layer_chunks_.push_back({c.id, c.first_position, c.n_tokens, first_row, r->tokens});
     }
     // A failed pass leaves those sequences without MTP state: they draft again after their next chunk.
-    if (!mtp_chunks_.empty()) (void)layer_drafter_->observe(mtp_chunks_);
+    if (!layer_chunks_.empty()) (void)layer_drafter_->observe(layer_chunks_);
   }
 
   static void cut_after_stop(speculative::Draft& d, std::span<const int32_t> stop_ids) {
@@ -1297,7 +1296,7 @@ class EngineImpl final : public Engine {
   // Speculative decoding.
   struct Proposal {
     RequestId id = 0;
-    int32_t draft_job = 0;  // 1 + its index in draft_jobs_, -(1 + its index) in mtp_jobs_; 0: neither
+    int32_t draft_job = 0;  // 1 + its index in draft_jobs_, -(1 + its index) in layer_jobs_; 0: neither
     speculative::Draft draft;
     std::array<float, kMaxSpeculativeTokens> survival{};
   };
@@ -1313,10 +1312,12 @@ class EngineImpl final : public Engine {
   std::vector<speculative::DraftModel::Job> draft_jobs_;  // propose_drafts' scratch
   // The model's own draft layers (MTP or DSpark, as the engine was started): null without.
   std::unique_ptr<speculative::LayerDrafter> layer_drafter_;
-  SpeculativeMethod layer_method_ = SpeculativeMethod::kNone;
+  SpeculativeMethod layer_method() const {
+    return layer_drafter_ ? config_.speculative.method : SpeculativeMethod::kNone;
+  }
   static bool is_layer_method(SpeculativeMethod m) { return m == SpeculativeMethod::kMtp || m == SpeculativeMethod::kDspark; }
-  std::vector<speculative::DraftJob> mtp_jobs_;                  // propose_drafts' scratch
-  std::vector<speculative::LayerDrafter::Chunk> mtp_chunks_;     // observe_mtp's scratch
+  std::vector<speculative::DraftJob> layer_jobs_;                  // propose_drafts' scratch
+  std::vector<speculative::LayerDrafter::Chunk> layer_chunks_;     // observe_draft_layers's scratch
   std::array<speculative::AcceptanceStats, 5> pooled_{};  // by SpeculativeMethod, over all sequences
   speculative::StepCostModel step_cost_;
   bool step_cost_profiled_ = false;
@@ -1445,7 +1446,7 @@ Status check_same_vocabulary(const std::string& draft_path, const Tokenizer* dra
   return Status::ok_status();
 }
 
-// A drafter's own KV cache (a draft model's, the MTP layer's): committed at start as the target's
+// A drafter's own KV cache (a draft model's, the MTP's or DSpark's layers'): committed at start as the target's
 // is, and never prefix-cached: its blocks follow one sequence's drafts.
 Result<kv::KvCacheConfig> drafter_kv_config(const EngineConfig& config, backend::KvCache& kv) {
   if (config.prefault_kv_cache) kv.prefault();
@@ -1484,9 +1485,9 @@ Result<std::unique_ptr<speculative::DraftModel>> load_draft_model(const EngineCo
   return std::make_unique<speculative::DraftModel>(std::move(d), limits);
 }
 
-// The KV of the model's draft layers (DeepSeek V4's MTP), when it has them: their windowed
+// The KV of the model's draft layers (V4's MTP, V4.1's DSpark), when it has them: their windowed
 // groups keep what max_num_seqs windows need, as the model's own do.
-Status allocate_mtp_kv(const EngineConfig& config, int64_t n_blocks, EngineParts& parts) {
+Status allocate_draft_layers_kv(const EngineConfig& config, int64_t n_blocks, EngineParts& parts) {
   std::vector<KvGroupSpec> groups = parts.model->draft_kv_groups();
   if (groups.empty()) {
     if (config.speculative.method == SpeculativeMethod::kMtp) {
@@ -1514,9 +1515,9 @@ Status allocate_mtp_kv(const EngineConfig& config, int64_t n_blocks, EngineParts
     }
   }
   const DType kv_dtype = kv_element_type(config.kv_cache_dtype);
-  DI_ASSIGN_OR_RETURN(parts.mtp_kv, parts.model->new_draft_kv_cache(config.block_size, kv_dtype,
+  DI_ASSIGN_OR_RETURN(parts.draft_layers_kv, parts.model->new_draft_kv_cache(config.block_size, kv_dtype,
                                                                      kv_pool_blocks(config, groups, n_blocks)));
-  DI_ASSIGN_OR_RETURN(parts.mtp_kv_config, drafter_kv_config(config, *parts.mtp_kv));
+  DI_ASSIGN_OR_RETURN(parts.draft_layers_kv_config, drafter_kv_config(config, *parts.draft_layers_kv));
   return Status::ok_status();
 }
 
@@ -1590,7 +1591,7 @@ Result<std::unique_ptr<Engine>> create_engine(const EngineConfig& config, std::s
   DI_RETURN_IF_ERROR(kv::KvCacheManager::validate(parts.kv_config));
   DI_ASSIGN_OR_RETURN(parts.store, open_kv_store(config, parts.kv_config));
   DI_ASSIGN_OR_RETURN(parts.draft, load_draft_model(config, parts, n_blocks * config.block_size));
-  DI_RETURN_IF_ERROR(allocate_mtp_kv(config, n_blocks, parts));
+  DI_RETURN_IF_ERROR(allocate_draft_layers_kv(config, n_blocks, parts));
   return std::unique_ptr<Engine>(new EngineImpl(config, std::move(parts)));
 }
 

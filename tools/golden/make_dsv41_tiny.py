@@ -135,15 +135,12 @@ def backend():
 
 
 @torch.no_grad()
-def build_model(tokenizer):
-    from nemo_automodel.components.models.deepseek_v41.engram import _compressed_token_map
-    classes, n_classes = _compressed_token_map(tokenizer)
-    text = dict(TEXT, engram_compressed_vocab_size=n_classes)
-    config = DeepseekV41Config(text_config=text, vision_config=dict(num_hidden_layers=0), dtype="float32")
-    torch.manual_seed(SEED)
-    model = DeepseekV41ForCausalLM(config, backend=backend(), tokenizer=tokenizer).float().eval()
-    gen = torch.Generator().manual_seed(SEED)
-    for name, p in sorted(model.named_parameters()):
+def randomize(module, seed):
+    """Every parameter drawn in name order from one generator: norms near 1, mHC scales near 1
+    and bases around 0, sinks, Engram's gate weights near 1 and its table, the rest
+    N(0, WEIGHT_STD); then the routers' correction biases."""
+    gen = torch.Generator().manual_seed(seed)
+    for name, p in sorted(module.named_parameters()):
         noise = torch.randn(p.shape, generator=gen, dtype=torch.float32)
         if name.endswith("norm.weight"):
             p.copy_(1.0 + 0.2 * noise)
@@ -157,9 +154,20 @@ def build_model(tokenizer):
             p.copy_(0.5 * noise)
         else:
             p.copy_(WEIGHT_STD * noise)
-    for name, b in sorted(model.named_buffers()):
+    for name, b in sorted(module.named_buffers()):
         if name.endswith("e_score_correction_bias"):
             b.copy_(0.1 * torch.randn(b.shape, generator=gen))
+
+
+@torch.no_grad()
+def build_model(tokenizer):
+    from nemo_automodel.components.models.deepseek_v41.engram import _compressed_token_map
+    classes, n_classes = _compressed_token_map(tokenizer)
+    text = dict(TEXT, engram_compressed_vocab_size=n_classes)
+    config = DeepseekV41Config(text_config=text, vision_config=dict(num_hidden_layers=0), dtype="float32")
+    torch.manual_seed(SEED)
+    model = DeepseekV41ForCausalLM(config, backend=backend(), tokenizer=tokenizer).float().eval()
+    randomize(model, SEED)
     return config, model, classes
 
 
@@ -250,20 +258,7 @@ def build_dspark(config, model):
                               confidence_head_stop_gradient=False)
     torch.manual_seed(SEED + 3)
     draft = config.build_dspark_draft(options).float().eval()
-    gen = torch.Generator().manual_seed(SEED + 3)
-    for name, p in sorted(draft.named_parameters()):
-        noise = torch.randn(p.shape, generator=gen, dtype=torch.float32)
-        if name.endswith("norm.weight"):
-            p.copy_(1.0 + 0.2 * noise)
-        elif name.endswith("_hc.scale"):
-            p.copy_(1.0 + 0.3 * noise)
-        elif name.endswith("_hc.base") or name.endswith("sinks_param.weight"):
-            p.copy_(0.5 * noise)
-        else:
-            p.copy_(WEIGHT_STD * noise)
-    for name, b in sorted(draft.named_buffers()):
-        if name.endswith("e_score_correction_bias"):
-            b.copy_(0.1 * torch.randn(b.shape, generator=gen))
+    randomize(draft, SEED + 3)
     return draft
 
 

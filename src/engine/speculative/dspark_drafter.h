@@ -31,10 +31,6 @@ class DsparkDrafter final : public LayerDrafter {
     std::unique_ptr<backend::KvCache> kv;
     kv::KvCacheConfig kv_config;  // validated
   };
-  struct Limits {
-    int64_t n_vocab = 0;         // draft tokens are ids below it
-    float min_survival = 0.05f;  // a draft stops where its survival falls below this
-  };
   DsparkDrafter(Parts parts, Limits limits);
 
   Status observe(std::span<const Chunk> chunks) override;

@@ -19,6 +19,11 @@ class LayerDrafter {
  public:
   virtual ~LayerDrafter() = default;
 
+  struct Limits {
+    int64_t n_vocab = 0;         // draft tokens are ids below it
+    float min_survival = 0.05f;  // a draft stops where its survival falls below this
+  };
+
   // One chunk of the target's last pass: positions [first, first + n) of sequence `id` at rows
   // [row, row + n) of the pass; `tokens` is the sequence after the step (sampled tokens
   // included), so positions up to tokens.size() - 2 have a next token.

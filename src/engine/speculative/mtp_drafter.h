@@ -43,10 +43,6 @@ class MtpDrafter final : public LayerDrafter {
     std::unique_ptr<backend::KvCache> kv;
     kv::KvCacheConfig kv_config;  // validated
   };
-  struct Limits {
-    int64_t n_vocab = 0;         // draft tokens are ids below it
-    float min_survival = 0.05f;  // a draft stops where its survival falls below this
-  };
   MtpDrafter(Parts parts, Limits limits);
 
   using Job = DraftJob;

@@ -982,32 +982,21 @@ std::vector<KvGroupSpec> V4Model::kv_groups() const {
   return out;
 }
 
-// The MTP block's KV: a sliding ring of K=V rows of its one layer (group 0, as the main model's
-// window group is, so attention() addresses both alike).
+// The draft layers' KV: a sliding ring of K=V rows per layer (group 0, as the main model's window
+// group is, so attention() addresses both alike): the MTP's one layer, or for DSpark each
+// stage's rows of the target context.
 std::vector<KvGroupSpec> V4Model::draft_kv_groups() const {
-  if (dspark) {
-    // DSpark: each stage's K=V rows of the target context, a window ring.
-    KvGroupSpec g;
-    g.name = "dspark_window";
-    g.kind = KvGroupKind::kSlidingWindow;
-    g.n_head_kv = 1;
-    g.head_dim = c_.head_dim;
-    g.tokens_per_row = 1;
-    g.window = p_.window;
-    g.k_only = true;
-    for (int32_t s = 0; s < static_cast<int32_t>(dspark->stages.size()); ++s) g.layers.push_back(s);
-    return {g};
-  }
-  if (!mtp) return {};
+  if (!mtp && !dspark) return {};
   KvGroupSpec g;
-  g.name = "mtp_window";
+  g.name = dspark ? "dspark_window" : "mtp_window";
   g.kind = KvGroupKind::kSlidingWindow;
   g.n_head_kv = 1;
   g.head_dim = c_.head_dim;
   g.tokens_per_row = 1;
   g.window = p_.window;
   g.k_only = true;
-  g.layers = {0};
+  const auto n_layers = dspark ? static_cast<int32_t>(dspark->stages.size()) : 1;
+  for (int32_t l = 0; l < n_layers; ++l) g.layers.push_back(l);
   return {g};
 }
 
