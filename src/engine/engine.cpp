@@ -47,6 +47,7 @@
 #include "engine/sampler.h"
 #include "tokenizer/engram_classes.h"
 #include "engine/scheduler.h"
+#include "engine/speculative/back_off.h"
 #include "engine/speculative/draft_model.h"
 #include "engine/speculative/dspark_drafter.h"
 #include "engine/speculative/mtp_drafter.h"
@@ -95,16 +96,13 @@ struct Sequence {
   bool first_event_sent = false;
   int64_t n_cached_prompt = -1;           // set when first scheduled
   double queue_seconds = 0.0;
-  std::unique_ptr<speculative::SequenceDrafter> drafter;  // null: no speculative decoding
+  std::unique_ptr<speculative::SequenceDrafter> drafter{};  // null: no speculative decoding
   int64_t n_draft_tokens = 0;             // verified so far
   int64_t n_accepted_draft_tokens = 0;
   bool grammar_drafts = false;            // its constraint drafts forced text (grammar_fast_forward)
   bool draft_from_grammar = false;        // the draft last proposed is forced text
-  speculative::AcceptanceStats grammar_acceptance;
-  // A model drafter (draft model, MTP, DSpark) costs a pass per proposal whether or not the
-  // draft is kept: after proposals that kept nothing it skips 1, 2, 4 .. 128 steps (back_off).
-  int32_t model_draft_misses = 0;
-  int32_t model_draft_skip = 0;
+  speculative::AcceptanceStats grammar_acceptance{};
+  speculative::DraftBackOff model_draft_back_off{};  // a model drafter's (back_off.h)
 };
 
 // Everything the engine runs on, made before its thread starts (Engine::create).
@@ -372,9 +370,12 @@ class EngineImpl final : public Engine {
       auto constraint = g->grammar ? std::make_unique<SequenceConstraint>(g->grammar, g->stop_ids, n_vocab(),
                                                                       req.sampling.constraint.start_after)
                                 : nullptr;
-      Sequence& seq =
-          seqs_.emplace(r->id, Sequence{g, index, std::move(sampler), std::move(constraint), collect, false, -1, 0.0, nullptr, 0, 0})
-              .first->second;
+      Sequence& seq = seqs_.emplace(r->id, Sequence{.group = g,
+                                                    .index = index,
+                                                    .sampler = std::move(sampler),
+                                                    .constraint = std::move(constraint),
+                                                    .collects_prompt_logprobs = collect})
+                          .first->second;
       const SpeculativeMethod method = req.speculative_method.value_or(config_.speculative.method);
       if (method != SpeculativeMethod::kNone) {
         seq.drafter = std::make_unique<speculative::SequenceDrafter>(method);
@@ -509,6 +510,7 @@ class EngineImpl final : public Engine {
         step_cost_.observe(static_cast<int64_t>(step.plan.chunks.size()), step.plan.n_tokens,
                            std::chrono::duration<double>(Clock::now() - t0).count());
       }
+      if (model_drafters_decoding_) failed_draft_budget_.elapse(std::chrono::duration<double>(Clock::now() - t0).count());
     }
     finish(step, Clock::time_point{});
     if (!step.plan.empty()) observe_draft_layers(step);
@@ -874,6 +876,7 @@ class EngineImpl final : public Engine {
     if (n_speculating_ == 0 && n_grammar_drafting_ == 0) return;
     if (!step_cost_profiled_) profile_step_cost();
     proposals_.clear();
+    model_drafters_decoding_ = false;
     draft_jobs_.clear();
     layer_jobs_.clear();
     int64_t n_decoding = 0;
@@ -890,8 +893,10 @@ class EngineImpl final : public Engine {
       seq.draft_from_grammar = p.draft.n > 0;
       const int64_t room = std::min<int64_t>(config_.speculative.num_tokens, left);
       if (p.draft.n == 0 && seq.drafter && room > 0) {
-        if (is_model_drafter(seq.drafter->method()) && seq.model_draft_skip > 0) {
-          --seq.model_draft_skip;  // backing off (back_off)
+        const bool model = is_model_drafter(seq.drafter->method());
+        model_drafters_decoding_ = model_drafters_decoding_ || model;
+        if (model && !(seq.model_draft_back_off.may_propose() && failed_draft_budget_.allows_proposals())) {
+          // backing off (back_off.h)
         } else if (seq.drafter->method() == SpeculativeMethod::kDraft) {
           // Drafted below, all sequences in the same passes; `out` is set once proposals_ stops growing.
           draft_jobs_.push_back({id, r->tokens, static_cast<int32_t>(room), nullptr});
@@ -912,13 +917,17 @@ class EngineImpl final : public Engine {
       }
       // A failed draft pass leaves those sequences without drafts this step; the target's pass
       // reports a backend failure of its own.
+      const auto t0 = Clock::now();
       (void)draft_model_->propose(draft_jobs_);
+      charge_draft_pass(draft_jobs_, std::chrono::duration<double>(Clock::now() - t0).count());
     }
     if (!layer_jobs_.empty()) {
       for (Proposal& p : proposals_) {
         if (p.draft_job < 0) layer_jobs_[static_cast<size_t>(-p.draft_job - 1)].out = &p.draft;
       }
+      const auto t0 = Clock::now();
       (void)layer_drafter_->propose(layer_jobs_);  // as above: a failed pass leaves fewer drafts
+      charge_draft_pass(layer_jobs_, std::chrono::duration<double>(Clock::now() - t0).count());
     }
     // Nothing after a stop token can be kept: the sequence ends with it.
     for (Proposal& p : proposals_) cut_after_stop(p.draft, scheduler_.find(p.id)->stop_token_ids);
@@ -1008,15 +1017,25 @@ class EngineImpl final : public Engine {
 
   static bool is_model_drafter(SpeculativeMethod m) { return m == SpeculativeMethod::kDraft || is_layer_method(m); }
 
-  // A model drafter's proposal kept nothing (rejected, or not worth verifying): its next
-  // proposals wait 1, 2, 4, .. 128 steps, so that a sequence whose drafts never pay costs its
-  // drafter's pass on few steps; a kept draft token ends the back-off.
+  // A model drafter's proposal kept nothing (rejected, or not worth verifying): it backs off.
   void back_off(RequestId id) {
     auto it = seqs_.find(id);
     if (it == seqs_.end() || !it->second.drafter || !is_model_drafter(it->second.drafter->method())) return;
-    Sequence& seq = it->second;
-    seq.model_draft_skip = 1 << std::min(seq.model_draft_misses, 7);
-    ++seq.model_draft_misses;
+    failed_draft_budget_.fail(it->second.model_draft_back_off.missed());
+  }
+
+  // Each sequence whose job drafted is charged an equal share of the drafter's pass: the
+  // engine's budget counts the shares of those that keep nothing.
+  template <typename Jobs>
+  void charge_draft_pass(const Jobs& jobs, double seconds) {
+    int64_t drafted = 0;
+    for (const auto& j : jobs) drafted += j.out->n > 0 ? 1 : 0;
+    for (const auto& j : jobs) {
+      if (j.out->n == 0) continue;
+      if (auto it = seqs_.find(j.id); it != seqs_.end()) {
+        it->second.model_draft_back_off.charge(seconds / static_cast<double>(drafted));
+      }
+    }
   }
 
   // A draft the schedule left unverified teaches nothing, but its evidence still ages: else a
@@ -1095,7 +1114,7 @@ class EngineImpl final : public Engine {
     if (!seq.first_event_sent) return;  // its prompt's chunk: nothing could be drafted
     if (s.n_draft > 0 && is_model_drafter(seq.drafter->method())) {
       if (s.n_accepted > 0) {
-        seq.model_draft_misses = 0;
+        seq.model_draft_back_off.kept();
       } else {
         back_off(s.id);
       }
@@ -1320,6 +1339,8 @@ class EngineImpl final : public Engine {
   std::vector<speculative::LayerDrafter::Chunk> layer_chunks_;     // observe_draft_layers's scratch
   std::array<speculative::AcceptanceStats, 5> pooled_{};  // by SpeculativeMethod, over all sequences
   speculative::StepCostModel step_cost_;
+  speculative::FailedDraftBudget failed_draft_budget_;  // model drafters' passes that kept nothing
+  bool model_drafters_decoding_ = false;  // in this step (propose_drafts)
   bool step_cost_profiled_ = false;
   int64_t last_prompt_tokens_ = 0;
   speculative::SuffixTrie global_suffix_;

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "engine/speculative/acceptance.h"
+#include "engine/speculative/back_off.h"
 #include "engine/speculative/ngram_drafter.h"
 #include "engine/speculative/schedule.h"
 #include "engine/speculative/suffix_trie.h"
@@ -188,6 +189,83 @@ TEST(DraftSchedule, CheapDraftRowsAreVerifiedInABusyStep) {
   // 32 decoding: yield 32 over 34 ms. A 0.3 token for 0.2 ms pays (priced as a sequence's row,
   // 1 ms, not even 0.6 would), a 0.1 token does not.
   EXPECT_EQ(choose_draft_lengths(busy, 32, 32, 32.0, 100, cost), (std::vector<int32_t>{3, 0}));
+}
+
+// An engine's decoding steps of `step` seconds, each sequence starting `stagger` steps after
+// the one before; the sequences that may propose share one pass of `pass` seconds on top, and
+// every proposal keeps nothing. The steps at which the first sequence proposed, and the share
+// of the time the passes took.
+struct Proposals {
+  std::vector<int> first_sequence_at;
+  double failed_share = 0.0;
+};
+Proposals simulate(double step, double pass, int n_steps, int n_sequences = 1, int stagger = 0) {
+  std::vector<DraftBackOff> seqs(static_cast<size_t>(n_sequences));
+  FailedDraftBudget budget;
+  Proposals out;
+  double failed = 0.0, elapsed = 0.0;
+  for (int i = 0; i < n_steps; ++i) {
+    std::vector<size_t> proposing;
+    for (size_t s = 0; s < seqs.size(); ++s) {
+      if (i < static_cast<int>(s) * stagger) continue;  // not decoding yet
+      if (seqs[s].may_propose() && budget.allows_proposals()) proposing.push_back(s);
+    }
+    double t = step;
+    if (!proposing.empty()) {
+      if (proposing.front() == 0) out.first_sequence_at.push_back(i);
+      t += pass;
+      failed += pass;
+      for (size_t s : proposing) seqs[s].charge(pass / static_cast<double>(proposing.size()));
+      for (size_t s : proposing) budget.fail(seqs[s].missed());
+    }
+    budget.elapse(t);
+    elapsed += t;
+  }
+  out.failed_share = failed / elapsed;
+  EXPECT_NEAR(budget.failed_share(), out.failed_share, 1e-9);
+  return out;
+}
+
+TEST(DraftBackOff, CheapProposalsThatKeepNothingWaitOneTwoFourStepsAndOn) {
+  // .. 128 steps at most.
+  EXPECT_EQ(simulate(0.01, 1e-5, 400).first_sequence_at, (std::vector<int>{0, 2, 5, 10, 19, 36, 69, 134, 263, 392}));
+}
+
+TEST(DraftBackOff, DearProposalsThatKeepNothingTakeAtMostTheirShareOfTheTime) {
+  // A pass of five steps: skips alone would propose at steps 0, 2, 5, 10, 19, 36, 69 (35 steps'
+  // time in 96); the budget lets it propose again only once the first pass is 5% of the time.
+  const std::vector<int> at = simulate(0.01, 0.05, 96).first_sequence_at;
+  ASSERT_EQ(at.size(), 2u);
+  EXPECT_EQ(at[0], 0);
+  EXPECT_GE(at[1], 90);
+  const double share = simulate(0.01, 0.05, 2000).failed_share;
+  EXPECT_LE(share, FailedDraftBudget::kShare + 0.005);
+  EXPECT_GT(share, FailedDraftBudget::kShare / 2);  // it still tries: a later draft may pay
+}
+
+TEST(DraftBackOff, TheBudgetIsTheEnginesWhateverTheSequencesRhythms) {
+  // Eight sequences out of step: each one's time holds every pass, so the passes together must
+  // stay within the share (per-sequence budgets would allow eight times as much).
+  const double share = simulate(0.01, 0.05, 4000, 8, 7).failed_share;
+  EXPECT_LE(share, FailedDraftBudget::kShare + 0.005);
+}
+
+TEST(DraftBackOff, AKeptDraftEndsTheBackOff) {
+  DraftBackOff b;
+  ASSERT_TRUE(b.may_propose());
+  b.charge(1.0);
+  EXPECT_EQ(b.missed(), 1.0);
+  EXPECT_FALSE(b.may_propose());  // skips one step
+  ASSERT_TRUE(b.may_propose());
+  b.charge(1.0);
+  EXPECT_EQ(b.missed(), 1.0);
+  EXPECT_FALSE(b.may_propose());  // skips two
+  EXPECT_FALSE(b.may_propose());
+  ASSERT_TRUE(b.may_propose());
+  b.charge(1.0);
+  b.kept();
+  EXPECT_TRUE(b.may_propose());  // kept: the next step proposes
+  EXPECT_EQ(b.missed(), 0.0);    // a kept proposal's pass is not charged to a later miss
 }
 
 }  // namespace
