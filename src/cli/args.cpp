@@ -9,6 +9,7 @@ Result<Args> Args::parse(const std::vector<std::string>& argv, const FlagSpec& s
   for (size_t i = 0; i < argv.size(); ++i) {
     std::string arg = argv[i];
     if (arg.size() < 2 || arg[0] != '-') {
+      if (!spec.takes_positional) return invalid_argument("unexpected argument '" + arg + "' (see --help)");
       args.positional_.push_back(arg);
       continue;
     }

@@ -17,6 +17,9 @@ struct FlagSpec {
   std::set<std::string> with_value;  // "--model", "-m", ...
   std::set<std::string> switches;    // "--json", ...
   std::map<std::string, std::string> aliases;  // "-m" -> "--model"
+  // False for a command without positional arguments: a stray word (a flag's value split off
+  // by the shell, a misspelt flag without its dashes) is then an error, not silently ignored.
+  bool takes_positional = true;
 };
 
 class Args {

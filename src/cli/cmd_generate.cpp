@@ -244,6 +244,7 @@ class Progress {
 
 int generate_command(const std::vector<std::string>& argv) {
   FlagSpec spec;
+  spec.takes_positional = false;
   spec.with_value = {"--input", "--output"};
   spec.switches = {"--help"};
   spec.aliases = {{"-i", "--input"}, {"-o", "--output"}, {"-h", "--help"}};

@@ -54,6 +54,7 @@ Result<std::vector<int32_t>> prompt_ids(const Args& args, const LoadedEngine& lo
 
 int run_command(const std::vector<std::string>& argv) {
   FlagSpec spec;
+  spec.takes_positional = false;
   spec.with_value = {"--prompt", "--prompt-tokens", "--system"};
   spec.switches = {"--chat", "--json", "--help"};
   spec.aliases = {{"-p", "--prompt"}, {"-h", "--help"}};

@@ -56,6 +56,7 @@ nlohmann::json position_entry(size_t p, const std::vector<int32_t>& ids, const T
 
 int score_command(const std::vector<std::string>& argv) {
   FlagSpec spec;
+  spec.takes_positional = false;
   spec.with_value = {"--tokens", "--top"};
   spec.switches = {"--json", "--logits-last", "--help"};
   spec.aliases = {{"-h", "--help"}};

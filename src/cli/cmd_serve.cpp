@@ -52,6 +52,7 @@ std::vector<std::string> split_list(const std::string& text) {
 
 int serve_command(const std::vector<std::string>& argv) {
   FlagSpec spec;
+  spec.takes_positional = false;
   spec.with_value = {"--host", "--port", "--api-key", "--served-model-name", "--max-queue", "--shutdown-timeout",
                      "--max-body-bytes", "--read-timeout", "--allowed-origins", "--allowed-hosts", "--role"};
   spec.switches = {"--help"};

@@ -895,7 +895,7 @@ class EngineImpl final : public Engine {
       if (p.draft.n == 0 && seq.drafter && room > 0) {
         const bool model = is_model_drafter(seq.drafter->method());
         model_drafters_decoding_ = model_drafters_decoding_ || model;
-        if (model && !(seq.model_draft_back_off.may_propose() && failed_draft_budget_.allows_proposals())) {
+        if (model && !seq.model_draft_back_off.may_propose(failed_draft_budget_)) {
           // backing off (back_off.h)
         } else if (seq.drafter->method() == SpeculativeMethod::kDraft) {
           // Drafted below, all sequences in the same passes; `out` is set once proposals_ stops growing.

@@ -340,6 +340,12 @@ TEST(Cli, UsageErrorsExitTwoWithAMessage) {
   o = run("run -p hi --kv-cache-dtype q8");
   EXPECT_EQ(o.exit_code, 2);
   EXPECT_NE(o.err.find("--kv-cache-dtype must be f16 or f32"), std::string::npos) << o.err;
+  // A stray word is an error, not ignored (a flag's value the shell split off, say).
+  for (const std::string command : {"run -p hi", "score --tokens 1,2 --json", "generate --input x.jsonl", "serve"}) {
+    o = run(command + " stray");
+    EXPECT_EQ(o.exit_code, 2) << command;
+    EXPECT_NE(o.err.find("unexpected argument 'stray'"), std::string::npos) << command << ": " << o.err;
+  }
 }
 
 // --draft-model: a known name or path, implying the draft method; without a model the method

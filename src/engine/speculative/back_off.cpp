@@ -5,10 +5,12 @@
 
 namespace deepinfer::speculative {
 
-bool DraftBackOff::may_propose() {
-  if (skip_ == 0) return true;
-  --skip_;
-  return false;
+bool DraftBackOff::may_propose(const FailedDraftBudget& budget) {
+  if (skip_ > 0) {
+    --skip_;
+    return false;
+  }
+  return misses_ == 0 || budget.allows_proposals();
 }
 
 void DraftBackOff::kept() {

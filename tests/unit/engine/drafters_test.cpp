@@ -208,7 +208,7 @@ Proposals simulate(double step, double pass, int n_steps, int n_sequences = 1, i
     std::vector<size_t> proposing;
     for (size_t s = 0; s < seqs.size(); ++s) {
       if (i < static_cast<int>(s) * stagger) continue;  // not decoding yet
-      if (seqs[s].may_propose() && budget.allows_proposals()) proposing.push_back(s);
+      if (seqs[s].may_propose(budget)) proposing.push_back(s);
     }
     double t = step;
     if (!proposing.empty()) {
@@ -251,21 +251,43 @@ TEST(DraftBackOff, TheBudgetIsTheEnginesWhateverTheSequencesRhythms) {
 }
 
 TEST(DraftBackOff, AKeptDraftEndsTheBackOff) {
+  FailedDraftBudget budget;
+  budget.elapse(100.0);  // room for 5 s of failed passes
   DraftBackOff b;
-  ASSERT_TRUE(b.may_propose());
+  ASSERT_TRUE(b.may_propose(budget));
   b.charge(1.0);
   EXPECT_EQ(b.missed(), 1.0);
-  EXPECT_FALSE(b.may_propose());  // skips one step
-  ASSERT_TRUE(b.may_propose());
+  EXPECT_FALSE(b.may_propose(budget));  // skips one step
+  ASSERT_TRUE(b.may_propose(budget));
   b.charge(1.0);
   EXPECT_EQ(b.missed(), 1.0);
-  EXPECT_FALSE(b.may_propose());  // skips two
-  EXPECT_FALSE(b.may_propose());
-  ASSERT_TRUE(b.may_propose());
+  EXPECT_FALSE(b.may_propose(budget));  // skips two
+  EXPECT_FALSE(b.may_propose(budget));
+  ASSERT_TRUE(b.may_propose(budget));
   b.charge(1.0);
   b.kept();
-  EXPECT_TRUE(b.may_propose());  // kept: the next step proposes
-  EXPECT_EQ(b.missed(), 0.0);    // a kept proposal's pass is not charged to a later miss
+  EXPECT_TRUE(b.may_propose(budget));  // kept: the next step proposes
+  EXPECT_EQ(b.missed(), 0.0);          // a kept proposal's pass is not charged to a later miss
+}
+
+TEST(DraftBackOff, TheBudgetHoldsBackOnlySequencesWhoseLastProposalMissed) {
+  FailedDraftBudget spent;  // one dear miss at the start: 1 s failed in 1 s
+  spent.elapse(1.0);
+  spent.fail(1.0);
+  ASSERT_FALSE(spent.allows_proposals());
+  DraftBackOff fresh;
+  EXPECT_TRUE(fresh.may_propose(spent));  // a new sequence tries once all the same
+  DraftBackOff paying;
+  ASSERT_TRUE(paying.may_propose(spent));
+  paying.kept();
+  EXPECT_TRUE(paying.may_propose(spent));  // its drafts pay: it goes on
+  DraftBackOff failing;
+  ASSERT_TRUE(failing.may_propose(spent));
+  failing.missed();
+  EXPECT_FALSE(failing.may_propose(spent));  // the skip
+  EXPECT_FALSE(failing.may_propose(spent));  // then the budget
+  spent.elapse(20.0);
+  EXPECT_TRUE(failing.may_propose(spent));
 }
 
 }  // namespace
