@@ -506,11 +506,11 @@ class EngineImpl final : public Engine {
       // sampling each verified row cost time too, not only the forward pass. Only steps
       // without prompt tokens: a row costs less in a large prefill matrix product than in a
       // decode step's, and a fit through both would price a draft row too cheaply.
+      const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
       if (step.prompt_tokens == 0) {
-        step_cost_.observe(static_cast<int64_t>(step.plan.chunks.size()), step.plan.n_tokens,
-                           std::chrono::duration<double>(Clock::now() - t0).count());
+        step_cost_.observe(static_cast<int64_t>(step.plan.chunks.size()), step.plan.n_tokens, seconds);
       }
-      if (model_drafters_decoding_) failed_draft_budget_.elapse(std::chrono::duration<double>(Clock::now() - t0).count());
+      if (model_drafters_decoding_) failed_draft_budget_.elapse(seconds);
     }
     finish(step, Clock::time_point{});
     if (!step.plan.empty()) observe_draft_layers(step);
