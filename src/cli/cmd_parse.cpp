@@ -94,6 +94,7 @@ std::string default_request(recipe::Protocol protocol, const std::string& model)
 
 int parse_command(const std::vector<std::string>& argv) {
   FlagSpec spec;
+  spec.takes_positional = false;
   spec.with_value = {"--protocol", "--request", "--model",         "--chunk",        "--finish",
                      "--id",       "--repeat",  "--prompt-tokens", "--cached-tokens"};
   spec.switches = {"--stream", "--stats", "--help"};
@@ -105,7 +106,6 @@ int parse_command(const std::vector<std::string>& argv) {
     std::fputs(kUsage, stdout);
     return 0;
   }
-  if (!args.positional().empty()) return fail(std::string("unexpected argument\n") + kUsage, 2);
   const auto protocol = recipe::parse_protocol(args.get("--protocol").value_or(""));
   if (!protocol)
     return fail(std::string("--protocol must be chat, responses or messages\n") + kUsage, 2);

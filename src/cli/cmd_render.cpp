@@ -210,6 +210,7 @@ Result<Rendered> render_request(const RenderSetup& setup, std::string_view body,
 
 int render_command(const std::vector<std::string>& argv) {
   FlagSpec spec;
+  spec.takes_positional = false;
   spec.with_value = {"--protocol", "--encoding", "--model", "--threads", "--repeat"};
   spec.switches = {"--tokens", "--stats", "--jsonl", "--help"};
   spec.aliases = {{"-m", "--model"}, {"-h", "--help"}};
@@ -220,7 +221,6 @@ int render_command(const std::vector<std::string>& argv) {
     std::fputs(kUsage, stdout);
     return 0;
   }
-  if (!args.positional().empty()) return fail(std::string("unexpected argument\n") + kUsage, 2);
   const auto protocol = recipe::parse_protocol(args.get("--protocol").value_or(""));
   if (!protocol)
     return fail(std::string("--protocol must be chat, responses or messages\n") + kUsage, 2);

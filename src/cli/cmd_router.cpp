@@ -131,6 +131,7 @@ Status read_options(const Args& args, router::RouterOptions& o) {
 
 int router_command(const std::vector<std::string>& argv) {
   FlagSpec spec;
+  spec.takes_positional = false;
   spec.with_value = {"--replica", "--config", "--host", "--port", "--policy", "--load-unit", "--decode-row-tokens", "--load-weight", "--balance-abs",
                      "--balance-rel", "--max-in-flight", "--max-retries", "--request-timeout", "--health-interval",
                      "--eject-after", "--readmit-after", "--index-blocks", "--shutdown-timeout", "--decode", "--prefill",
@@ -153,7 +154,6 @@ int router_command(const std::vector<std::string>& argv) {
   }
   router::RouterOptions options;
   if (Status s = read_options(*parsed, options); !s.ok()) return fail(s.message() + "\n" + kRouterUsage, 2);
-  if (!parsed->positional().empty()) return fail("unexpected argument '" + parsed->positional()[0] + "'\n" + kRouterUsage, 2);
   if (Status s = router::run_router(options); !s.ok()) return fail(s.message());
   return 0;
 }

@@ -341,7 +341,8 @@ TEST(Cli, UsageErrorsExitTwoWithAMessage) {
   EXPECT_EQ(o.exit_code, 2);
   EXPECT_NE(o.err.find("--kv-cache-dtype must be f16 or f32"), std::string::npos) << o.err;
   // A stray word is an error, not ignored (a flag's value the shell split off, say).
-  for (const std::string command : {"run -p hi", "score --tokens 1,2 --json", "generate --input x.jsonl", "serve"}) {
+  for (const std::string command : {"run -p hi", "score --tokens 1,2 --json", "generate --input x.jsonl", "serve",
+                                    "render", "parse", "router --replica 127.0.0.1:1"}) {
     o = run(command + " stray");
     EXPECT_EQ(o.exit_code, 2) << command;
     EXPECT_NE(o.err.find("unexpected argument 'stray'"), std::string::npos) << command << ": " << o.err;

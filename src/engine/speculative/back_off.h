@@ -49,7 +49,6 @@ class FailedDraftBudget {
   void elapse(double seconds) { elapsed_ += seconds; }
   void fail(double seconds) { failed_ += seconds; }
   bool allows_proposals() const { return failed_ <= kShare * elapsed_; }
-  double failed_share() const { return elapsed_ > 0.0 ? failed_ / elapsed_ : 0.0; }
 
  private:
   double elapsed_ = 0.0;

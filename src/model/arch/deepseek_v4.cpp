@@ -1033,7 +1033,9 @@ class V4DsparkRunner final : public BlockDraftRunner {
                backend::KvCache& kv) override {
     return own_.run_dspark_block(anchors, sequences, kv);
   }
-  std::span<const int32_t> drafts(int64_t i) const override { return own_.dspark_drafts().subspan(slot0(i), block_size()); }
+  std::span<const int32_t> drafts(int64_t i) const override {
+    return own_.dspark_drafts().subspan(slot0(i), block_size());
+  }
   std::span<const float> confidence(int64_t i) const override {
     return own_.dspark_confidence().subspan(slot0(i), block_size());
   }
