@@ -265,7 +265,11 @@ class EngineImpl final : public Engine {
 
   EngineStats stats() const override {
     std::lock_guard<std::mutex> lock(stats_mutex_);
-    return stats_;
+    EngineStats s = stats_;
+    // The store's threads go on writing and loading between steps (and after the last one):
+    // its counters are read now, not at the last step's end.
+    if (store_connector_) fill_store_stats(s.kv_store);
+    return s;
   }
   int64_t n_vocab() const override { return model_->config().n_vocab; }
   int64_t max_context() const override { return max_context_; }
@@ -1249,7 +1253,6 @@ class EngineImpl final : public Engine {
     stats_.prompt_tokens += step.prompt_tokens;
     for (const SampleJob& s : step.sample_jobs) stats_.generation_tokens += s.n_tokens;
     if (!plan.empty()) last_prompt_tokens_ = step.prompt_tokens;
-    if (store_connector_) fill_store_stats(stats_.kv_store);
     if (!plan.empty()) {
       ++stats_.n_steps;
       stats_.forward_seconds += step.forward_seconds;

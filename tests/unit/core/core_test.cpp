@@ -131,7 +131,9 @@ TEST(ThreadPool, EveryRangeRunsOnceWithItsIndexWhoeverRunsIt) {
       int64_t start = 0;
       for (int i = 0; i < threads; ++i) {
         const int64_t count = n / threads + (i < n % threads ? 1 : 0);
-        if (count > 0) ASSERT_EQ(first_of_index[static_cast<size_t>(i)].load(), start) << "index " << i;
+        if (count > 0) {
+          ASSERT_EQ(first_of_index[static_cast<size_t>(i)].load(), start) << "index " << i;
+        }
         start += count;
       }
     }

@@ -242,7 +242,9 @@ TEST(DraftModelEngine, ADraftModelThatIsTheTargetKeepsEveryGreedyDraft) {
   int64_t sampled_rejected = 0;
   for (size_t i = 0; i < spec.size(); ++i) {
     EXPECT_GT(spec[i].n_draft, 0) << "request " << i;
-    if (i % 2 == 0) EXPECT_EQ(spec[i].n_accepted, spec[i].n_draft) << "greedy request " << i;
+    if (i % 2 == 0) {
+      EXPECT_EQ(spec[i].n_accepted, spec[i].n_draft) << "greedy request " << i;
+    }
     if (i % 2 == 1 && i + 2 < spec.size()) sampled_rejected += spec[i].n_draft - spec[i].n_accepted;
   }
   EXPECT_GT(sampled_rejected, 0) << "no sampled draft was rejected: rollback untested";
