@@ -33,6 +33,12 @@ constexpr int64_t kMaxRun = 64;  // query heads of one work item
 // read from memory once per block instead of once per token (at 8K keys a token's share of a
 // layer's KV is megabytes, past the L2).
 constexpr int64_t kQueryBlock = 16;
+// Keys are attended in segments of kSegment positions (a multiple of kTile, cut on the same
+// grid): each segment's softmax state starts afresh and the segments' states are merged in
+// position order (merge_state). A long context's segments can then go to different threads
+// (decode with few heads) and give the bits of the one-thread walk, which does the same merges.
+constexpr int64_t kSegment = 1024;
+static_assert(kSegment % kTile == 0);
 
 // Per query head: running max, running sum and the unnormalised output.
 struct HeadState {
@@ -41,6 +47,32 @@ struct HeadState {
   float* acc;  // [head_dim]
 };
 
+
+// total <- the merge of total (earlier keys) and seg (the next segment's), both unnormalised:
+// rescaled to their common max. An empty state (m = -inf, no keys) leaves the other as it is,
+// bit for bit, so a context of one segment gives the unsegmented walk's bits.
+inline void merge_state(HeadState& total, const HeadState& seg, int64_t d) {
+  if (seg.m == -std::numeric_limits<float>::infinity()) return;
+  if (total.m == -std::numeric_limits<float>::infinity()) {
+    total.m = seg.m;
+    total.l = seg.l;
+    std::copy(seg.acc, seg.acc + d, total.acc);
+    return;
+  }
+  const float m = std::max(total.m, seg.m);
+  const float a = std::exp(total.m - m), b = std::exp(seg.m - m);
+  total.l = std::fma(seg.l, b, total.l * a);
+  int64_t i = 0;
+#if defined(__AVX512F__)
+  const __m512 va = _mm512_set1_ps(a), vb = _mm512_set1_ps(b);
+  for (; i + 16 <= d; i += 16) {
+    const __m512 earlier = _mm512_mul_ps(_mm512_loadu_ps(total.acc + i), va);
+    _mm512_storeu_ps(total.acc + i, _mm512_fmadd_ps(_mm512_loadu_ps(seg.acc + i), vb, earlier));
+  }
+#endif
+  for (; i < d; ++i) total.acc[i] = std::fma(seg.acc[i], b, total.acc[i] * a);
+  total.m = m;
+}
 
 // Up to 16 consecutive keys of one block: the panel offset of the first one's dimension 0 (its
 // dimension i is block_size elements further per i), its index in the tile, the count.
@@ -363,15 +395,33 @@ void query_blocks(std::span<const int32_t> positions, std::span<const int32_t> t
   starts.push_back(n_tokens);
 }
 
+// A row's output: its state's sum of values over its sum of weights.
+inline void write_output(const HeadState& hs, int64_t d, float* out) {
+  const float inv = 1.0f / hs.l;
+  for (int64_t e = 0; e < d; ++e) out[e] = hs.acc[e] * inv;
+}
+
+// One segment of one query block's head run, for the split walk (see attention()): its
+// partial states go to partials + partial, nt * run rows of [m, l, acc[head_dim]].
+struct SegmentItem {
+  int64_t blk;
+  int64_t h0;
+  int64_t seg;
+  int64_t partial;
+};
+
 // Work items [begin, end) of attention() (see there), over a cache of element type T. An item is
 // a query block and a run of query heads that share a KV head. The block's rows (tokens x heads)
 // go through the key tiles together, so each tile's K and V panels are read from memory once for
 // all of them rather than once per token; each row still sees exactly its own keys, in the same
 // tiles, lanes and order as it would alone, so its result does not depend on its block.
+// Without `split`, an item walks every segment of its keys and writes its rows' outputs; with
+// it, item i is split[i], one segment, whose partial states go to `partials`.
 template <typename T>
 void attend_items(const AttentionShape& shape, const float* q, std::span<const int64_t> blocks,
                   std::span<const int32_t> positions, std::span<const SequenceKv> sequences,
-                  std::span<const int32_t> token_seq, float* out, int64_t run, int64_t begin, int64_t end) {
+                  std::span<const int32_t> token_seq, float* out, int64_t run, int64_t begin, int64_t end,
+                  const SegmentItem* split, float* partials) {
   const int64_t d = shape.head_dim;
   const int64_t group = shape.n_head / shape.n_head_kv;
   const int64_t runs_per_token = shape.n_head / run;
@@ -382,8 +432,12 @@ void attend_items(const AttentionShape& shape, const float* q, std::span<const i
   const int64_t max_rows = max_block * run;
   thread_local std::vector<float> scratch;
   thread_local std::vector<HeadState> heads;
+  thread_local std::vector<float> total_acc;
+  thread_local std::vector<HeadState> totals;
   scratch.resize(static_cast<size_t>(max_rows * (d + kTile) + d));
   heads.resize(static_cast<size_t>(max_rows));
+  total_acc.resize(static_cast<size_t>(max_rows * d));
+  totals.resize(static_cast<size_t>(max_rows));
   float* row_buf = scratch.data() + max_rows * (d + kTile);  // one widened row (generic paths)
   int64_t rows[kTile];  // the tile's value rows (element offsets)
   KeyChunk chunks[kTile];
@@ -398,132 +452,148 @@ void attend_items(const AttentionShape& shape, const float* q, std::span<const i
     // cost grows with the position, and each thread's contiguous range of items then gets
     // as many cheap blocks as dear ones.
     const int64_t u = item / runs_per_token;
-    const int64_t blk = u % 2 == 0 ? u / 2 : n_blocks - 1 - u / 2;
+    const int64_t blk = split ? split[item].blk : (u % 2 == 0 ? u / 2 : n_blocks - 1 - u / 2);
     const int64_t t0 = blocks[blk], nt = blocks[blk + 1] - t0;
-    const int64_t h0 = (item % runs_per_token) * run;
+    const int64_t h0 = split ? split[item].h0 : (item % runs_per_token) * run;
     const int64_t kv_h = h0 / group;
     const SequenceKv& seq = sequences[static_cast<size_t>(token_seq[t0])];
     const T* kc = static_cast<const T*>(seq.k);
     const T* vc = static_cast<const T*>(seq.v);
     const KvLayout layout{seq.block_size, shape.n_head_kv, d};
     float* scores = scratch.data() + nt * run * d;  // [nt * run][kTile]
-    for (int64_t r = 0; r < nt * run; ++r) {
-      heads[r] = {-std::numeric_limits<float>::infinity(), 0.0f, scratch.data() + r * d};
-      std::fill(heads[r].acc, heads[r].acc + d, 0.0f);
-    }
     // Token i of the block attends to keys first(i)..last(i); both grow with i.
     auto first_of = [&](int64_t i) {
       const int64_t last = positions[t0 + i];
       const int64_t window_first = shape.sliding_window > 0 ? last - shape.sliding_window + 1 : 0;
       return std::max<int64_t>({0, window_first, seq.min_position});
     };
-    const int64_t lo = first_of(0), hi = positions[t0 + nt - 1];
-    for (int64_t a = lo; a <= hi;) {
-      // The tile: a..b-1, cut on a grid of positions (the same whatever the KV layout or block).
-      const int64_t b = std::min(hi + 1, (a / kTile + 1) * kTile);
-      const int64_t n = b - a;
-      // The tile's keys in chunks of at most 16 within one block (K panels); V rows one by one.
-      int64_t block = a / seq.block_size, offset = a % seq.block_size;
-      int64_t n_chunks = 0;
-      for (int64_t j = 0; j < n;) {
-        const int64_t panel = layout.panel(seq.block_table[block], kv_h);
-        const int64_t count = std::min({n - j, seq.block_size - offset, int64_t{16}});
-        chunks[n_chunks++] = {panel + offset, j, count};
-        for (int64_t c = 0; c < count; ++c) rows[j + c] = panel + (offset + c) * d;
-        j += count;
-        offset += count;
-        if (offset == seq.block_size) {
-          offset = 0;
-          ++block;
-        }
+    const int64_t lo = first_of(0), hi_all = positions[t0 + nt - 1];
+    for (int64_t r = 0; r < nt * run; ++r) {
+      totals[r] = {-std::numeric_limits<float>::infinity(), 0.0f, total_acc.data() + r * d};
+    }
+    const int64_t seg_first = split ? split[item].seg : lo / kSegment;
+    const int64_t seg_last = split ? split[item].seg : hi_all / kSegment;
+    for (int64_t seg = seg_first; seg <= seg_last; ++seg) {
+      for (int64_t r = 0; r < nt * run; ++r) {
+        heads[r] = {-std::numeric_limits<float>::infinity(), 0.0f, scratch.data() + r * d};
+        std::fill(heads[r].acc, heads[r].acc + d, 0.0f);
       }
-      // The next tile's panels (those of the blocks it starts in): its first lines now, the rest
-      // from the loops below (-25% time at 64 x 320 keys, bench ops).
-      prefetch.reset();
-      const int64_t next_last = std::min(block + (kTile - 1) / seq.block_size, hi / seq.block_size);
-      for (const T* pool : {kc, vc}) {
-        for (int64_t nb = block; nb <= next_last && nb < block + 2; ++nb) {
-          const size_t bytes = static_cast<size_t>(layout.panel_elems()) * sizeof(T);
-          prefetch.add(pool + layout.panel(seq.block_table[nb], kv_h), bytes);
+      const int64_t hi = std::min(hi_all, (seg + 1) * kSegment - 1);
+      for (int64_t a = std::max(lo, seg * kSegment); a <= hi;) {
+        // The tile: a..b-1, cut on a grid of positions (the same whatever the KV layout or block).
+        const int64_t b = std::min(hi + 1, (a / kTile + 1) * kTile);
+        const int64_t n = b - a;
+        // The tile's keys in chunks of at most 16 within one block (K panels); V rows one by one.
+        int64_t block = a / seq.block_size, offset = a % seq.block_size;
+        int64_t n_chunks = 0;
+        for (int64_t j = 0; j < n;) {
+          const int64_t panel = layout.panel(seq.block_table[block], kv_h);
+          const int64_t count = std::min({n - j, seq.block_size - offset, int64_t{16}});
+          chunks[n_chunks++] = {panel + offset, j, count};
+          for (int64_t c = 0; c < count; ++c) rows[j + c] = panel + (offset + c) * d;
+          j += count;
+          offset += count;
+          if (offset == seq.block_size) {
+            offset = 0;
+            ++block;
+          }
         }
-      }
-      prefetch.issue(4);
-      // Every token of the block against the tile's keys kp (panels of block size bs, chunks ch)
-      // and value rows vp + rw[j].
-      auto tokens_pass = [&](const auto* kp, const auto* vp, int64_t bs, const KeyChunk* ch, int64_t nch,
-                             const int64_t* rw) {
-        for (int64_t i = 0; i < nt; ++i) {
-          // Token i's keys in this tile: [k0, k1) (none when the tile is past its last key or
-          // before its window).
-          const int64_t k0 = std::max(a, first_of(i)) - a, k1 = std::min(b, int64_t{positions[t0 + i]} + 1) - a;
-          if (k1 <= k0) continue;
-          const int64_t nk = k1 - k0;
-          const float* qi = q + ((t0 + i) * shape.n_head + h0) * d;
-          float* si = scores + i * run * kTile;
-          HeadState* hs = heads.data() + i * run;
-#if defined(DI_ATTENTION_AVX512)
-          score_tile(qi, run, d, kp, bs, ch, nch, si, prefetch);
-#else
-          for (int64_t c = 0; c < nch; ++c) {
-            for (int64_t r = 0; r < run; ++r) {
-              for (int64_t e = 0; e < ch[c].n; ++e) {
-                si[r * kTile + ch[c].j + e] = score_scalar(qi + r * d, kp + ch[c].k + e, bs, d);
+        // The next tile's panels (those of the blocks it starts in): its first lines now, the rest
+        // from the loops below (-25% time at 64 x 320 keys, bench ops).
+        prefetch.reset();
+        const int64_t next_last = std::min(block + (kTile - 1) / seq.block_size, hi / seq.block_size);
+        for (const T* pool : {kc, vc}) {
+          for (int64_t nb = block; nb <= next_last && nb < block + 2; ++nb) {
+            const size_t bytes = static_cast<size_t>(layout.panel_elems()) * sizeof(T);
+            prefetch.add(pool + layout.panel(seq.block_table[nb], kv_h), bytes);
+          }
+        }
+        prefetch.issue(4);
+        // Every token of the block against the tile's keys kp (panels of block size bs, chunks ch)
+        // and value rows vp + rw[j].
+        auto tokens_pass = [&](const auto* kp, const auto* vp, int64_t bs, const KeyChunk* ch, int64_t nch,
+                               const int64_t* rw) {
+          for (int64_t i = 0; i < nt; ++i) {
+            // Token i's keys in this tile: [k0, k1) (none when the tile is past its last key or
+            // before its window).
+            const int64_t k0 = std::max(a, first_of(i)) - a, k1 = std::min(b, int64_t{positions[t0 + i]} + 1) - a;
+            if (k1 <= k0) continue;
+            const int64_t nk = k1 - k0;
+            const float* qi = q + ((t0 + i) * shape.n_head + h0) * d;
+            float* si = scores + i * run * kTile;
+            HeadState* hs = heads.data() + i * run;
+  #if defined(DI_ATTENTION_AVX512)
+            score_tile(qi, run, d, kp, bs, ch, nch, si, prefetch);
+  #else
+            for (int64_t c = 0; c < nch; ++c) {
+              for (int64_t r = 0; r < run; ++r) {
+                for (int64_t e = 0; e < ch[c].n; ++e) {
+                  si[r * kTile + ch[c].j + e] = score_scalar(qi + r * d, kp + ch[c].k + e, bs, d);
+                }
               }
             }
-          }
-#endif
-          for (int64_t r = 0; r < run; ++r) softmax_tile(si + r * kTile + k0, nk, shape.scale, d, exp_tile, hs[r]);
-          const float* sk = si + k0;
-          const int64_t* rk = rw + k0;
-#if defined(DI_ATTENTION_AVX512)
-          if (d % 16 == 0) {
-            if (d % 64 == 0 && run == 2) {
-              accumulate_values_run<2>(hs, sk, vp, rk, nk, d, prefetch);
-            } else if (d % 64 == 0 && run == 3) {
-              accumulate_values_run<3>(hs, sk, vp, rk, nk, d, prefetch);
-            } else if (d % 64 == 0 && run == 4) {
-              accumulate_values_run<4>(hs, sk, vp, rk, nk, d, prefetch);
-            } else {
-              for (int64_t r = 0; r < run; ++r) accumulate_values(hs[r].acc, sk + r * kTile, vp, rk, nk, d, prefetch);
+  #endif
+            for (int64_t r = 0; r < run; ++r) softmax_tile(si + r * kTile + k0, nk, shape.scale, d, exp_tile, hs[r]);
+            const float* sk = si + k0;
+            const int64_t* rk = rw + k0;
+  #if defined(DI_ATTENTION_AVX512)
+            if (d % 16 == 0) {
+              if (d % 64 == 0 && run == 2) {
+                accumulate_values_run<2>(hs, sk, vp, rk, nk, d, prefetch);
+              } else if (d % 64 == 0 && run == 3) {
+                accumulate_values_run<3>(hs, sk, vp, rk, nk, d, prefetch);
+              } else if (d % 64 == 0 && run == 4) {
+                accumulate_values_run<4>(hs, sk, vp, rk, nk, d, prefetch);
+              } else {
+                for (int64_t r = 0; r < run; ++r) accumulate_values(hs[r].acc, sk + r * kTile, vp, rk, nk, d, prefetch);
+              }
+              continue;
             }
+  #endif
+            for (int64_t j = 0; j < nk; ++j) {
+              const float* vj = row_f32(vp, rk[j], d, row_buf);
+              for (int64_t r = 0; r < run; ++r) axpy_f32(hs[r].acc, sk[r * kTile + j], vj, d);
+            }
+          }
+        };
+        if constexpr (std::is_same_v<T, uint16_t>) {
+          if (nt > 1) {
+            // A float16 cache shared by several tokens: the tile widened to float32 once (exact),
+            // so that the tokens' FMA loops read floats instead of each widening every element.
+            // K as one [d][kTile] panel, V as [kTile][d] rows: the same values in other lanes.
+            float* kt = stage.data();
+            float* vt = kt + d * kTile;
+            for (int64_t c = 0; c < n_chunks; ++c) {
+              widen_chunk(kc + chunks[c].k, seq.block_size, chunks[c].n, d, kt + chunks[c].j, kTile, prefetch);
+            }
+            for (int64_t j = 0; j < n; ++j) widen_row(vc + rows[j], d, vt + j * d);
+            KeyChunk staged[kTile / 16];
+            int64_t n_staged = 0;
+            for (int64_t j = 0; j < n; j += 16) staged[n_staged++] = {j, j, std::min<int64_t>(16, n - j)};
+            tokens_pass(static_cast<const float*>(kt), static_cast<const float*>(vt), kTile, staged, n_staged,
+                        stage_rows);
+            a = b;
             continue;
           }
-#endif
-          for (int64_t j = 0; j < nk; ++j) {
-            const float* vj = row_f32(vp, rk[j], d, row_buf);
-            for (int64_t r = 0; r < run; ++r) axpy_f32(hs[r].acc, sk[r * kTile + j], vj, d);
-          }
         }
-      };
-      if constexpr (std::is_same_v<T, uint16_t>) {
-        if (nt > 1) {
-          // A float16 cache shared by several tokens: the tile widened to float32 once (exact),
-          // so that the tokens' FMA loops read floats instead of each widening every element.
-          // K as one [d][kTile] panel, V as [kTile][d] rows: the same values in other lanes.
-          float* kt = stage.data();
-          float* vt = kt + d * kTile;
-          for (int64_t c = 0; c < n_chunks; ++c) {
-            widen_chunk(kc + chunks[c].k, seq.block_size, chunks[c].n, d, kt + chunks[c].j, kTile, prefetch);
-          }
-          for (int64_t j = 0; j < n; ++j) widen_row(vc + rows[j], d, vt + j * d);
-          KeyChunk staged[kTile / 16];
-          int64_t n_staged = 0;
-          for (int64_t j = 0; j < n; j += 16) staged[n_staged++] = {j, j, std::min<int64_t>(16, n - j)};
-          tokens_pass(static_cast<const float*>(kt), static_cast<const float*>(vt), kTile, staged, n_staged,
-                      stage_rows);
-          a = b;
-          continue;
-        }
+        tokens_pass(kc, vc, seq.block_size, chunks, n_chunks, rows);
+        a = b;
       }
-      tokens_pass(kc, vc, seq.block_size, chunks, n_chunks, rows);
-      a = b;
+      if (split) {
+        for (int64_t r = 0; r < nt * run; ++r) {
+          float* p = partials + split[item].partial + r * (d + 2);
+          p[0] = heads[r].m;
+          p[1] = heads[r].l;
+          std::copy(heads[r].acc, heads[r].acc + d, p + 2);
+        }
+      } else {
+        for (int64_t r = 0; r < nt * run; ++r) merge_state(totals[r], heads[r], d);
+      }
     }
+    if (split) continue;
     for (int64_t i = 0; i < nt; ++i) {
       for (int64_t r = 0; r < run; ++r) {
-        float* oh = out + ((t0 + i) * shape.n_head + h0 + r) * d;
-        const HeadState& hs = heads[i * run + r];
-        const float inv = 1.0f / hs.l;
-        for (int64_t e = 0; e < d; ++e) oh[e] = hs.acc[e] * inv;
+        write_output(totals[i * run + r], d, out + ((t0 + i) * shape.n_head + h0 + r) * d);
       }
     }
   }
@@ -536,9 +606,15 @@ void attend_items(const AttentionShape& shape, const float* q, std::span<const i
 // enough items to keep the threads busy, else one head), so each key and value row is read once
 // for the block and the run. Keys go in tiles cut at multiples of kTile
 // positions: scores of the tile, one max, one vector exponential, one rescale of the output per
-// tile instead of per key. A head's arithmetic depends neither on the run it is in, nor on the
-// batch, nor on the block size or table: tiles follow positions only, and a key's score is the
-// same two FMA chains whichever chunk of lanes it is computed in.
+// tile instead of per key; and in segments of kSegment positions, whose states merge in order.
+// A head's arithmetic depends neither on the run it is in, nor on the batch, nor on the block
+// size or table, nor on the threads: tiles and segments follow positions only, and a key's score
+// is the same two FMA chains whichever chunk of lanes it is computed in.
+//
+// Decode over a long context with few items (one sequence, few KV heads) splits the work by
+// segment instead: whole GQA groups per item, so that each KV head's keys are read once rather
+// than once per query head, and the segments spread over the threads; a second pass merges each
+// row's segments in order, as the one-item walk does.
 void attention(const AttentionShape& shape, const float* q, int64_t n_tokens, std::span<const int32_t> positions,
                std::span<const SequenceKv> sequences, std::span<const int32_t> token_seq, float* out,
                ThreadPool& pool) {
@@ -548,22 +624,92 @@ void attention(const AttentionShape& shape, const float* q, int64_t n_tokens, st
   for (const SequenceKv& seq : sequences) DI_ICHECK(seq.dtype == dtype);
   DI_ICHECK(dtype == DType::kF32 || dtype == DType::kF16);
   const int64_t group = shape.n_head / shape.n_head_kv;
-  int64_t run = n_tokens * shape.n_head_kv >= 4 * pool.n_threads() ? group : 1;
+  const int64_t threads = pool.n_threads();
   // A group wider than kMaxRun heads (multi-query attention with many heads) goes in runs of its
   // largest divisor up to kMaxRun.
-  while (run > kMaxRun || group % run != 0) --run;
+  auto run_of = [&](int64_t want) {
+    while (want > kMaxRun || group % want != 0) --want;
+    return want;
+  };
+  int64_t run = run_of(n_tokens * shape.n_head_kv >= 4 * threads ? group : 1);
   // Query blocks as long as kQueryBlock while that leaves at least 4 items per thread.
   int64_t block_limit = kQueryBlock;
-  while (block_limit > 1 && (n_tokens / block_limit) * (shape.n_head / run) < 4 * pool.n_threads()) block_limit /= 2;
+  while (block_limit > 1 && (n_tokens / block_limit) * (shape.n_head / run) < 4 * threads) block_limit /= 2;
   thread_local std::vector<int64_t> blocks;
   query_blocks(positions, token_seq, n_tokens, block_limit, blocks);
   const int64_t n_blocks = static_cast<int64_t>(blocks.size()) - 1;
   const std::span<const int64_t> block_span(blocks);
-  pool.parallel_for(n_blocks * (shape.n_head / run), [&](int, int64_t begin, int64_t end) {
+  auto first_key = [&](int64_t t) {
+    const int64_t window_first = shape.sliding_window > 0 ? positions[t] - shape.sliding_window + 1 : 0;
+    return std::max<int64_t>({0, window_first, sequences[static_cast<size_t>(token_seq[t])].min_position});
+  };
+  int64_t longest = 0;
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    longest = std::max<int64_t>(longest, positions[blocks[b + 1] - 1] + 1 - first_key(blocks[b]));
+  }
+  // Scratch of the calling thread, reached from the pool's threads through the spans below (a
+  // thread_local named inside a lambda would be the running thread's own).
+  thread_local std::vector<SegmentItem> split_items;
+  thread_local std::vector<float> partial_states;
+  std::vector<SegmentItem>& split = split_items;
+  split.clear();
+  if (longest > kSegment && (run < group || n_blocks * (shape.n_head / run) < 2 * threads)) {
+    run = run_of(group);
+    const int64_t d = shape.head_dim;
+    int64_t at = 0;
+    for (int64_t b = 0; b < n_blocks; ++b) {
+      const int64_t rows = (blocks[b + 1] - blocks[b]) * run;
+      for (int64_t h0 = 0; h0 < shape.n_head; h0 += run) {
+        for (int64_t seg = first_key(blocks[b]) / kSegment; seg <= positions[blocks[b + 1] - 1] / kSegment; ++seg) {
+          split.push_back({b, h0, seg, at});
+          at += rows * (d + 2);
+        }
+      }
+    }
+    partial_states.resize(static_cast<size_t>(at));
+  }
+  float* const partials = partial_states.data();
+  auto items = [&](const SegmentItem* segs, int64_t begin, int64_t end) {
     if (dtype == DType::kF16) {
-      attend_items<uint16_t>(shape, q, block_span, positions, sequences, token_seq, out, run, begin, end);
+      attend_items<uint16_t>(shape, q, block_span, positions, sequences, token_seq, out, run, begin, end, segs,
+                             partials);
     } else {
-      attend_items<float>(shape, q, block_span, positions, sequences, token_seq, out, run, begin, end);
+      attend_items<float>(shape, q, block_span, positions, sequences, token_seq, out, run, begin, end, segs,
+                          partials);
+    }
+  };
+  if (split.empty()) {
+    pool.parallel_for(n_blocks * (shape.n_head / run),
+                      [&](int, int64_t begin, int64_t end) { items(nullptr, begin, end); });
+    return;
+  }
+  pool.parallel_for(static_cast<int64_t>(split.size()), [&](int, int64_t begin, int64_t end) {
+    items(split.data(), begin, end);
+  });
+  // Each (block, run)'s segments are consecutive in `split`: merged in position order.
+  thread_local std::vector<int64_t> first_items;
+  std::vector<int64_t>& firsts = first_items;
+  firsts.clear();
+  for (size_t i = 0; i < split.size(); ++i) {
+    const bool starts = i == 0 || split[i].blk != split[i - 1].blk || split[i].h0 != split[i - 1].h0;
+    if (starts) firsts.push_back(static_cast<int64_t>(i));
+  }
+  firsts.push_back(static_cast<int64_t>(split.size()));
+  const int64_t d = shape.head_dim;
+  pool.parallel_for(static_cast<int64_t>(firsts.size()) - 1, [&](int, int64_t begin, int64_t end) {
+    thread_local std::vector<float> acc;
+    acc.resize(static_cast<size_t>(d));
+    for (int64_t g = begin; g < end; ++g) {
+      const SegmentItem& first = split[static_cast<size_t>(firsts[g])];
+      const int64_t t0 = block_span[first.blk], nt = block_span[first.blk + 1] - t0;
+      for (int64_t r = 0; r < nt * run; ++r) {
+        HeadState total{-std::numeric_limits<float>::infinity(), 0.0f, acc.data()};
+        for (int64_t i = firsts[g]; i < firsts[g + 1]; ++i) {
+          float* p = partials + split[static_cast<size_t>(i)].partial + r * (d + 2);
+          merge_state(total, HeadState{p[0], p[1], p + 2}, d);
+        }
+        write_output(total, d, out + ((t0 + r / run) * shape.n_head + first.h0 + r % run) * d);
+      }
     }
   });
 }

@@ -294,6 +294,56 @@ TEST(Ops, TiledAttentionMatchesTheReferenceAndIsBatchInvariant) {
   }
 }
 
+// Long contexts: keys go in segments of 1024 positions merged in order, and a decode token with
+// few heads is split over the threads by segment. A token's output is bitwise the same alone
+// (the split walk, on 1 or 2 threads) as in a batch with a prefill chunk across a segment edge
+// (the one-item walk), and near the per-key reference.
+TEST(Ops, LongContextAttentionIsTheSameSplitBySegmentOrNot) {
+  std::mt19937 rng(5);
+  struct Case { int64_t n_head, n_head_kv, head_dim, block, window, min_pos; };
+  const Case cases[] = {{9, 3, 64, 16, 0, 0}, {4, 1, 256, 16, 0, 0}, {4, 1, 64, 7, 1500, 0}, {2, 2, 32, 16, 0, 900}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE("heads " + std::to_string(c.n_head) + "/" + std::to_string(c.n_head_kv) + " dim " +
+                 std::to_string(c.head_dim) + " window " + std::to_string(c.window));
+    const AttentionShape shape{c.n_head, c.n_head_kv, c.head_dim, 1.0f / std::sqrt(static_cast<float>(c.head_dim)),
+                               c.window};
+    const int64_t kv_stride = c.n_head_kv * c.head_dim, len = 2600;
+    const int64_t n_blocks = (len + c.block - 1) / c.block, n_rows = n_blocks * c.block;
+    auto k = random_vector(static_cast<size_t>(n_rows * kv_stride), 41, 2.0f);
+    auto v = random_vector(static_cast<size_t>(n_rows * kv_stride), 42);
+    std::vector<uint16_t> k16(k.size()), v16(v.size());
+    for (size_t i = 0; i < k.size(); ++i) {
+      k16[i] = fp32_to_fp16(k[i]);
+      v16[i] = fp32_to_fp16(v[i]);
+    }
+    std::vector<int32_t> table(static_cast<size_t>(n_blocks));
+    for (size_t i = 0; i < table.size(); ++i) table[i] = static_cast<int32_t>(i);
+    std::shuffle(table.begin(), table.end(), rng);
+    const SequenceKv seq{k16.data(), v16.data(), table.data(), c.block, c.min_pos, DType::kF16};
+    std::vector<int32_t> positions;
+    for (int32_t p = 1000; p < 1040; ++p) positions.push_back(p);  // a prefill chunk across 1024
+    for (int32_t p : {1023, 1024, 2047, 2048, 2599}) positions.push_back(p);
+    const std::vector<int32_t> token_seq(positions.size(), 0);
+    const auto n_tokens = static_cast<int64_t>(positions.size());
+    auto q = random_vector(static_cast<size_t>(n_tokens * c.n_head * c.head_dim), 43, 2.0f);
+    std::vector<float> batched(q.size()), ref(q.size());
+    ThreadPool two(2), one(1);
+    attention(shape, q.data(), n_tokens, positions, std::span(&seq, 1), token_seq, batched.data(), two);
+    attention_reference(shape, q.data(), n_tokens, positions, std::span(&seq, 1), token_seq, ref.data(), two);
+    for (size_t i = 0; i < ref.size(); ++i) ASSERT_NEAR(batched[i], ref[i], 2e-5f * (1.0f + std::abs(ref[i]))) << i;
+    const int64_t row = c.n_head * c.head_dim;
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      for (ThreadPool* pool : {&one, &two}) {
+        std::vector<float> alone(static_cast<size_t>(row));
+        attention(shape, q.data() + t * row, 1, std::span(positions).subspan(static_cast<size_t>(t), 1),
+                  std::span(&seq, 1), std::span(token_seq).subspan(0, 1), alone.data(), *pool);
+        ASSERT_EQ(0, std::memcmp(alone.data(), batched.data() + t * row, alone.size() * sizeof(float)))
+            << "position " << positions[static_cast<size_t>(t)] << ", " << pool->n_threads() << " threads";
+      }
+    }
+  }
+}
+
 // The paged layout written out by hand: blocks of 4 slots, 2 KV heads of 3. Slot 6 is block 1,
 // offset 2; block 1 starts at element 4 * 2 * 3 = 24 and head h's panel 12 elements later;
 // dimension i of the key sits at + 4 i + 2 (keys in lanes), of the value at + 2 * 3 + i.
