@@ -23,8 +23,10 @@ constexpr int64_t kRowTile = 16;
 // quantized activations, tens of KiB, L2); the kernel tiles it further in registers.
 constexpr int64_t kGemmRows = 32;
 constexpr int64_t kGemmTokens = 64;
-// Packed matrices: four groups of 16 rows per block (the one-token tile's height).
-constexpr int64_t kPackedGemmRows = 4 * kPackRows;
+// Packed matrices: 16 groups of 16 rows per call, so that the kernel's per-call work on the
+// activations (their scales and offset sums, once per token and block) is shared by 16 groups:
+// 1.12-1.32x the GFLOP/s of 4 groups per call for the 32-element formats at 256 tokens.
+constexpr int64_t kPackedGemmRows = 16 * kPackRows;
 
 // Vector gated activations where the kernel tier in use is AVX-512; null: the scalar loops below.
 struct GatedKernels {

@@ -15,6 +15,7 @@
 // sequence in every tile shape, so a result does not depend on the tokens or rows beside it.
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 #include "backend/cpu/packed.h"
 #include "backend/cpu/quant_blocks.h"
@@ -111,12 +112,39 @@ struct PackQ8_0 {
   static int act_offset(int g) { return 4 * g; }
 };
 
+// What a tile needs of one activation block besides its codes, worked out once per call for
+// every tile of the call: the scale as a float, the formats' offset term -offset * sum(codes),
+// and Q8_1's s.
+struct ActInfo {
+  float d;
+  int32_t offset_sum;
+  float s;
+};
+
+template <typename F>
+void act_infos(const uint8_t* a, size_t a_stride, int64_t n_tok, int64_t nb, ActInfo* info) {
+  using ActBlock = typename F::ActBlock;
+  for (int64_t t = 0; t < n_tok; ++t) {
+    const auto* blocks = reinterpret_cast<const ActBlock*>(a + t * a_stride);
+    for (int64_t i = 0; i < nb; ++i) {
+      ActInfo& x = info[t * nb + i];
+      x.d = half_at(&blocks[i].d);
+      x.offset_sum = F::kOffset != 0 ? -F::kOffset * sum_i8x32(blocks[i].qs) : 0;
+      if constexpr (F::kMin) {
+        x.s = half_at(&blocks[i].s);
+      } else {
+        x.s = 0.0f;
+      }
+    }
+  }
+}
+
 // y[c * ldy + 16 r + j] for an R-group by C-token tile. One-token tiles split each integer sum
 // over two accumulators (even and odd k-groups): eight dependent vpdpbusd per block would
 // otherwise leave the unit waiting on its own latency.
 template <typename F, int R, int C>
-void tile(const uint8_t* w, size_t group_stride, const uint8_t* a, size_t a_stride, int64_t nb, float* y,
-          int64_t ldy) {
+void tile(const uint8_t* w, size_t group_stride, const uint8_t* a, size_t a_stride, const ActInfo* info, int64_t nb,
+          float* y, int64_t ldy) {
   using ActBlock = typename F::ActBlock;
   constexpr int kSplit = R * C >= 8 ? 1 : 2;
   __m512 acc[R][C];
@@ -130,10 +158,10 @@ void tile(const uint8_t* w, size_t group_stride, const uint8_t* a, size_t a_stri
     __m512i isum[kSplit][R][C];
     for (int c = 0; c < C; ++c) {
       ab[c] = reinterpret_cast<const ActBlock*>(a + c * a_stride) + i;
-      dy[c] = _mm512_set1_ps(half_at(&ab[c]->d));
-      if constexpr (F::kMin) sy[c] = _mm512_set1_ps(half_at(&ab[c]->s));
-      const __m512i init = F::kOffset != 0 ? _mm512_set1_epi32(-F::kOffset * sum_i8x32(ab[c]->qs))
-                                           : _mm512_setzero_si512();
+      const ActInfo& x = info[c * nb + i];
+      dy[c] = _mm512_set1_ps(x.d);
+      if constexpr (F::kMin) sy[c] = _mm512_set1_ps(x.s);
+      const __m512i init = F::kOffset != 0 ? _mm512_set1_epi32(x.offset_sum) : _mm512_setzero_si512();
       for (int r = 0; r < R; ++r) {
         isum[0][r][c] = init;
         if constexpr (kSplit == 2) isum[1][r][c] = _mm512_setzero_si512();
@@ -178,8 +206,8 @@ void tile(const uint8_t* w, size_t group_stride, const uint8_t* a, size_t a_stri
 constexpr size_t kQ4KSc = 64, kQ4KMn = 192, kQ4KCodes = 320, kQ4KBytes = 320 + 2048;
 
 template <int R, int C>
-void tile_q4_k(const uint8_t* w, size_t group_stride, const uint8_t* a, size_t a_stride, int64_t nb, float* y,
-               int64_t ldy) {
+void tile_q4_k(const uint8_t* w, size_t group_stride, const uint8_t* a, size_t a_stride, const ActInfo*, int64_t nb,
+               float* y, int64_t ldy) {
   __m512 acc[R][C];
   for (int r = 0; r < R; ++r) {
     for (int c = 0; c < C; ++c) acc[r][c] = _mm512_setzero_ps();
@@ -261,8 +289,8 @@ inline __m512i q6_k_code(const uint8_t* pb, int g) {
 }
 
 template <int R, int C>
-void tile_q6_k(const uint8_t* w, size_t group_stride, const uint8_t* a, size_t a_stride, int64_t nb, float* y,
-               int64_t ldy) {
+void tile_q6_k(const uint8_t* w, size_t group_stride, const uint8_t* a, size_t a_stride, const ActInfo*, int64_t nb,
+               float* y, int64_t ldy) {
   __m512 acc[R][C];
   for (int r = 0; r < R; ++r) {
     for (int c = 0; c < C; ++c) acc[r][c] = _mm512_setzero_ps();
@@ -317,46 +345,59 @@ void tile_q6_k(const uint8_t* w, size_t group_stride, const uint8_t* a, size_t a
 // on a 170 MB Q8_0 matrix that streams from memory.
 constexpr int kR = 2, kC = 4;
 
-using TileFn = void (*)(const uint8_t* w, size_t group_stride, const uint8_t* a, size_t a_stride, int64_t nb, float* y,
-                        int64_t ldy);
+using TileFn = void (*)(const uint8_t* w, size_t group_stride, const uint8_t* a, size_t a_stride, const ActInfo* info,
+                        int64_t nb, float* y, int64_t ldy);
+using ActInfoFn = void (*)(const uint8_t* a, size_t a_stride, int64_t n_tok, int64_t nb, ActInfo* info);
 
 // Full R x C tiles, then the remaining groups one at a time, then the remaining tokens (all of a
 // one-token product) one group at a time. Every shape computes an element alike.
-template <TileFn kRC, TileFn k1C, TileFn k11, int R, int C, int64_t kElems>
+template <TileFn kRC, TileFn k1C, TileFn k11, int R, int C, int64_t kElems, ActInfoFn kInfo>
 void packed_gemm_tiles(const uint8_t* w, size_t group_stride, int64_t n_groups, const void* act, size_t a_stride,
                        int64_t n_tok, int64_t n, float* y, int64_t ldy) {
   const auto* a = static_cast<const uint8_t*>(act);
   const int64_t nb = n / kElems;
+  thread_local std::vector<ActInfo> infos;
+  const ActInfo* all = nullptr;
+  if constexpr (kInfo != nullptr) {
+    if (infos.size() < static_cast<size_t>(n_tok * nb)) infos.resize(static_cast<size_t>(n_tok * nb));
+    kInfo(a, a_stride, n_tok, nb, infos.data());
+    all = infos.data();
+  }
+  auto info = [&](int64_t t) { return all != nullptr ? all + t * nb : nullptr; };
   int64_t t = 0;
   for (; t + C <= n_tok; t += C) {
     int64_t g = 0;
     for (; g + R <= n_groups; g += R) {
-      kRC(w + g * group_stride, group_stride, a + t * a_stride, a_stride, nb, y + t * ldy + g * kPackRows, ldy);
+      kRC(w + g * group_stride, group_stride, a + t * a_stride, a_stride, info(t), nb, y + t * ldy + g * kPackRows,
+          ldy);
     }
     for (; g < n_groups; ++g) {
-      k1C(w + g * group_stride, group_stride, a + t * a_stride, a_stride, nb, y + t * ldy + g * kPackRows, ldy);
+      k1C(w + g * group_stride, group_stride, a + t * a_stride, a_stride, info(t), nb, y + t * ldy + g * kPackRows,
+          ldy);
     }
   }
   for (; t < n_tok; ++t) {
     for (int64_t g = 0; g < n_groups; ++g) {
-      k11(w + g * group_stride, group_stride, a + t * a_stride, a_stride, nb, y + t * ldy + g * kPackRows, ldy);
+      k11(w + g * group_stride, group_stride, a + t * a_stride, a_stride, info(t), nb, y + t * ldy + g * kPackRows,
+          ldy);
     }
   }
 }
 
 template <typename F>
-constexpr PackedGemmFn packed_gemm = packed_gemm_tiles<tile<F, kR, kC>, tile<F, 1, kC>, tile<F, 1, 1>, kR, kC, kQK>;
+constexpr PackedGemmFn packed_gemm =
+    packed_gemm_tiles<tile<F, kR, kC>, tile<F, 1, kC>, tile<F, 1, 1>, kR, kC, kQK, act_infos<F>>;
 
 // Q4_K: one group by four tokens (its scale and min vectors take the registers a second group
 // would need).
 constexpr PackedGemmFn packed_gemm_q4_k =
-    packed_gemm_tiles<tile_q4_k<1, 4>, tile_q4_k<1, 4>, tile_q4_k<1, 1>, 1, 4, kQKK>;
+    packed_gemm_tiles<tile_q4_k<1, 4>, tile_q4_k<1, 4>, tile_q4_k<1, 1>, 1, 4, kQKK, nullptr>;
 
 // Q6_K: one group by eight tokens. Its codes cost six instructions to unpack (two loads, two
 // shifts, a merge and a mask), which eight tokens share: 1 x 8 ran 1.5-2x faster than 1 x 4 on
 // Zen 4 (2048 x 2048 by 256 tokens); Q4_K, whose codes cost two, gained nothing from it.
 constexpr PackedGemmFn packed_gemm_q6_k =
-    packed_gemm_tiles<tile_q6_k<1, 8>, tile_q6_k<1, 8>, tile_q6_k<1, 1>, 1, 8, kQKK>;
+    packed_gemm_tiles<tile_q6_k<1, 8>, tile_q6_k<1, 8>, tile_q6_k<1, 1>, 1, 8, kQKK, nullptr>;
 
 }  // namespace
 #endif  // DI_PACKED_AVX512
