@@ -304,7 +304,9 @@ class Queue {
   virtual void matmul(const Matrix& w, const Tensor& x, const Tensor& y, const Tensor& bias) = 0;
   // Several products of one x (q/k/v, gate/up); each output equals matmul's bit for bit.
   virtual void matmul_group(std::span<const MatmulTarget> targets, const Tensor& x) = 0;
-  // out = x / rms(x) * w, row by row: x, out [rows, n] (in place allowed), w [1, n].
+  // out = x / rms(x) * w, row by row: x, out [rows, n] (in place allowed), w [1, n]. The sum of
+  // squares in double, element i into partial sum i % 32 by fma, the 32 folded 16, 8, 4, 2, 1
+  // apart; then x * (1 / sqrt(float(sum / n) + eps)) * w (cpu/ops.h).
   virtual void rms_norm(const Tensor& x, const Tensor& w, float eps, const Tensor& out) = 0;
   // Rotary embedding in place at the batch's positions: x [n_tokens, n_heads * head_dim],
   // inv_freq [1, n_rot / 2]; channel pairs of each head rotate by position * inv_freq[i].

@@ -50,7 +50,7 @@ struct Fixture {
 
 void make(Fixture* f) {
   f->golden = testing::read_golden(kDir);
-  auto model = Model::load(kDir.string(), testing::test_backend(), {.draft_layers = true});
+  auto model = Model::load(kDir.string(), testing::test_backend(), {.draft_layers = true, .token_classes = {}});
   ASSERT_TRUE(model.ok()) << model.status().to_string();
   f->model = std::move(*model);
   ASSERT_EQ(f->model->draft_kv_groups().size(), 1u);
@@ -173,7 +173,7 @@ TEST(DeepseekV4Mtp, HiddenRowsPastThePassAreRefused) {
 
 TEST(DeepseekV4Mtp, AModelWithoutMtpLayersHasNoDraftHead) {
   auto model = Model::load((fs::path(DEEPINFER_TEST_DATA) / "golden" / "dsv4_tiny").string(), testing::test_backend(),
-                           {.draft_layers = true});
+                           {.draft_layers = true, .token_classes = {}});
   ASSERT_TRUE(model.ok()) << model.status().to_string();
   EXPECT_TRUE((*model)->draft_kv_groups().empty());
   // The MTP layers are left out unless asked for.
@@ -183,7 +183,7 @@ TEST(DeepseekV4Mtp, AModelWithoutMtpLayersHasNoDraftHead) {
   EXPECT_EQ((*without)->source().find("mtp.0.e_proj.weight"), nullptr);
   // Draft layers do not shape the model's own KV: the fingerprint that keys its prefix cache and
   // KV store pages is the same with them loaded or not.
-  auto with = Model::load(kDir.string(), testing::test_backend(), {.draft_layers = true});
+  auto with = Model::load(kDir.string(), testing::test_backend(), {.draft_layers = true, .token_classes = {}});
   ASSERT_TRUE(with.ok()) << with.status().to_string();
   ASSERT_NE((*with)->source().find("mtp.0.e_proj.weight"), nullptr);
   ThreadPool pool(1);
@@ -347,7 +347,9 @@ TEST(DeepseekV4Mtp, EngineWithMtpDraftsGivesPlainTokens) {
     const auto& methods = stats.speculative.methods;
     const auto it = std::find_if(methods.begin(), methods.end(), [](const auto& m) { return m.method == "mtp"; });
     ASSERT_NE(it, methods.end());
-    if (c.schedule == SpeculativeSchedule::kFixed) EXPECT_GT(it->draft_tokens, 0);
+    if (c.schedule == SpeculativeSchedule::kFixed) {
+      EXPECT_GT(it->draft_tokens, 0);
+    }
   }
 }
 
@@ -372,7 +374,7 @@ fs::path edited_weights(const std::string& name, const std::string& from, const 
 // layer is asked for; without it, the model loads (the layer is not read).
 TEST(DeepseekV4Mtp, ABrokenMtpLayerIsOneClearError) {
   const fs::path missing = edited_weights("missing", "\"mtp.0.h_proj.weight\"", "\"mtp.0.h_prox.weight\"");
-  auto m = Model::load(missing.string(), testing::test_backend(), {.draft_layers = true});
+  auto m = Model::load(missing.string(), testing::test_backend(), {.draft_layers = true, .token_classes = {}});
   ASSERT_FALSE(m.ok());
   EXPECT_NE(m.status().message().find("mtp.0.h_proj.weight"), std::string::npos) << m.status().to_string();
   EXPECT_TRUE(testing::load_model(missing.string()).ok());
@@ -380,7 +382,7 @@ TEST(DeepseekV4Mtp, ABrokenMtpLayerIsOneClearError) {
   // e_proj [32, 32] -> [32, 16]: the header's shape no longer matches (the loader's own check).
   const fs::path shape = edited_weights("shape", "\"mtp.0.e_proj.weight\":{\"dtype\":\"F32\",\"shape\":[32,32]",
                                         "\"mtp.0.e_proj.weight\":{\"dtype\":\"F32\",\"shape\":[32,16]");
-  auto s = Model::load(shape.string(), testing::test_backend(), {.draft_layers = true});
+  auto s = Model::load(shape.string(), testing::test_backend(), {.draft_layers = true, .token_classes = {}});
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.status().message().find("mtp.0.e_proj.weight"), std::string::npos) << s.status().to_string();
   fs::remove_all(shape);

@@ -215,17 +215,60 @@ void gather_rows(const WeightMatrix& w, std::span<const int32_t> ids, float* y) 
   }
 }
 
-void rms_norm(const float* x, const float* w, float eps, int64_t n_rows, int64_t n, float* out) {
-  for (int64_t r = 0; r < n_rows; ++r) {
+namespace {
+
+// The sum of squares of x[0..n) in double, in an order any backend can follow: element i goes
+// into partial sum i % 32 (a fused multiply-add, in element order), then the 32 partial sums
+// fold pairwise 16 apart, 8, 4, 2, 1 (a warp's butterfly). Exact products, 32 short chains
+// instead of one long one: the float result is the one-chain sum's but in the rarest ties.
+double sum_of_squares(const float* x, int64_t n) {
+  double lanes[32] = {};
+  int64_t i = 0;
+#if defined(__AVX512F__)
+  __m512d acc[4] = {_mm512_setzero_pd(), _mm512_setzero_pd(), _mm512_setzero_pd(), _mm512_setzero_pd()};
+  for (; i + 32 <= n; i += 32) {
+    for (int c = 0; c < 4; ++c) {
+      // The zero-masking form with every lane set: GCC 12's _mm512_cvtps_pd passes an "undefined"
+      // vector that -Wmaybe-uninitialized reports.
+      const __m512d v = _mm512_maskz_cvtps_pd(static_cast<__mmask8>(0xff), _mm256_loadu_ps(x + i + 8 * c));
+      acc[c] = _mm512_fmadd_pd(v, v, acc[c]);
+    }
+  }
+  for (int c = 0; c < 4; ++c) _mm512_storeu_pd(lanes + 8 * c, acc[c]);
+#endif
+  for (; i < n; ++i) {
+    const auto v = static_cast<double>(x[i]);
+    lanes[i % 32] = std::fma(v, v, lanes[i % 32]);
+  }
+  for (int span = 16; span >= 1; span /= 2) {
+    for (int j = 0; j < span; ++j) lanes[j] += lanes[j + span];
+  }
+  return lanes[0];
+}
+
+void rms_norm_rows(const float* x, const float* w, float eps, int64_t begin, int64_t end, int64_t n, float* out) {
+  for (int64_t r = begin; r < end; ++r) {
     const float* xr = x + r * n;
     float* yr = out + r * n;
-    // Accumulate in double: the reference (PyTorch) reduces in float32 with pairwise sums,
-    // and double keeps us at least as close to the exact value as it is.
-    double ss = 0.0;
-    for (int64_t i = 0; i < n; ++i) ss += static_cast<double>(xr[i]) * xr[i];
+    // In double: the reference (PyTorch) reduces in float32 with pairwise sums, and double
+    // keeps us at least as close to the exact value as it is.
+    const double ss = sum_of_squares(xr, n);
     const float inv = 1.0f / std::sqrt(static_cast<float>(ss / static_cast<double>(n)) + eps);
     for (int64_t i = 0; i < n; ++i) yr[i] = xr[i] * inv * w[i];
   }
+}
+
+}  // namespace
+
+void rms_norm(const float* x, const float* w, float eps, int64_t n_rows, int64_t n, float* out) {
+  rms_norm_rows(x, w, eps, 0, n_rows, n, out);
+}
+
+void rms_norm(const float* x, const float* w, float eps, int64_t n_rows, int64_t n, float* out, ThreadPool& pool) {
+  // Rows are independent and each is computed alike wherever it runs; a region costs a few
+  // microseconds, so small tensors (a decode step's) stay on the calling thread.
+  if (n_rows < 2 || n_rows * n < 16384) return rms_norm_rows(x, w, eps, 0, n_rows, n, out);
+  pool.parallel_for(n_rows, [&](int, int64_t begin, int64_t end) { rms_norm_rows(x, w, eps, begin, end, n, out); });
 }
 
 void rope(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, int64_t n_rot,

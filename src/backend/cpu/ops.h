@@ -54,8 +54,12 @@ void matmul_reference(const WeightMatrix& w, const float* x, int64_t n_tokens, f
 // Row t of y = weight row ids[t] dequantized (embedding lookup). y: [n_ids, n_in].
 void gather_rows(const WeightMatrix& w, std::span<const int32_t> ids, float* y);
 
-// out[i] = x[i] / rms(x) * w[i] for each of n_rows rows of n elements; in place allowed.
+// out[i] = x[i] * (1 / sqrt(float(ss / n) + eps)) * w[i] for each of n_rows rows of n elements, ss
+// the row's sum of squares in double (element i into partial sum i % 32 by fma, the 32 folded
+// 16, 8, 4, 2, 1 apart); in place allowed.
 void rms_norm(const float* x, const float* w, float eps, int64_t n_rows, int64_t n, float* out);
+// The same, rows split over the pool's threads (each row's bits as above).
+void rms_norm(const float* x, const float* w, float eps, int64_t n_rows, int64_t n, float* out, ThreadPool& pool);
 
 // Rotary position embedding applied in place to x: [n_tokens, n_heads, head_dim]. The first
 // n_rot channels of each head rotate with angle positions[t] * inv_freq[i] (inv_freq: n_rot/2);
