@@ -81,7 +81,9 @@ TEST(PackedKernels, ProductMatchesTheReferenceAndIsTileInvariant) {
     ASSERT_NE(gemm, nullptr) << dtype_name(type);
     const DType act_type = vec_dot_type(type);
     // {groups, tokens, blocks}: tile remainders in both directions, one block, odd counts.
-    const int64_t shapes[][3] = {{1, 1, 1}, {1, 5, 3}, {3, 1, 2}, {2, 4, 18}, {5, 7, 1}, {4, 9, 19}, {3, 13, 5}};
+    // Token counts past 8 cross every tile width (8, 6 and 4 tokens, then one at a time).
+    const int64_t shapes[][3] = {{1, 1, 1}, {1, 5, 3},  {3, 1, 2},  {2, 4, 18}, {5, 7, 1},
+                                 {4, 9, 19}, {3, 13, 5}, {3, 10, 4}, {2, 17, 2}};
     for (const auto& s : shapes) {
       // K-quant blocks are 8 times longer: fewer of them.
       const int64_t blocks = is_k_quant(type) ? (s[2] + 3) / 4 : s[2];
