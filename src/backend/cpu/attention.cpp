@@ -27,7 +27,10 @@ namespace deepinfer::cpu {
 
 namespace {
 
-constexpr int64_t kTile = 64;  // keys per softmax tile (a multiple of 16)
+// Keys per softmax tile (a multiple of 16). 32 rather than 64: batched decode attention (64
+// sequences x 320 keys) and one query at 8191 keys ran 7-12% faster, prefill the same (Emerald
+// Rapids Xeon, bench ops).
+constexpr int64_t kTile = 32;
 constexpr int64_t kMaxRun = 64;  // query heads of one work item
 // Consecutive query tokens of one sequence that share each key tile's loads: K and V panels are
 // read from memory once per block instead of once per token (at 8K keys a token's share of a
