@@ -398,6 +398,13 @@ void query_blocks(std::span<const int32_t> positions, std::span<const int32_t> t
   starts.push_back(n_tokens);
 }
 
+// The first key a query at `position` sees: its window's first (when the shape has one), never
+// below the sequence's min_position. Its last is `position` itself.
+inline int64_t first_key(const AttentionShape& shape, const SequenceKv& seq, int64_t position) {
+  const int64_t window_first = shape.sliding_window > 0 ? position - shape.sliding_window + 1 : 0;
+  return std::max<int64_t>({0, window_first, seq.min_position});
+}
+
 // A row's output: its state's sum of values over its sum of weights.
 inline void write_output(const HeadState& hs, int64_t d, float* out) {
   const float inv = 1.0f / hs.l;
@@ -465,11 +472,7 @@ void attend_items(const AttentionShape& shape, const float* q, std::span<const i
     const KvLayout layout{seq.block_size, shape.n_head_kv, d};
     float* scores = scratch.data() + nt * run * d;  // [nt * run][kTile]
     // Token i of the block attends to keys first(i)..last(i); both grow with i.
-    auto first_of = [&](int64_t i) {
-      const int64_t last = positions[t0 + i];
-      const int64_t window_first = shape.sliding_window > 0 ? last - shape.sliding_window + 1 : 0;
-      return std::max<int64_t>({0, window_first, seq.min_position});
-    };
+    auto first_of = [&](int64_t i) { return first_key(shape, seq, positions[t0 + i]); };
     const int64_t lo = first_of(0), hi_all = positions[t0 + nt - 1];
     for (int64_t r = 0; r < nt * run; ++r) {
       totals[r] = {-std::numeric_limits<float>::infinity(), 0.0f, total_acc.data() + r * d};
@@ -642,13 +645,12 @@ void attention(const AttentionShape& shape, const float* q, int64_t n_tokens, st
   query_blocks(positions, token_seq, n_tokens, block_limit, blocks);
   const int64_t n_blocks = static_cast<int64_t>(blocks.size()) - 1;
   const std::span<const int64_t> block_span(blocks);
-  auto first_key = [&](int64_t t) {
-    const int64_t window_first = shape.sliding_window > 0 ? positions[t] - shape.sliding_window + 1 : 0;
-    return std::max<int64_t>({0, window_first, sequences[static_cast<size_t>(token_seq[t])].min_position});
+  auto first_of = [&](int64_t t) {
+    return first_key(shape, sequences[static_cast<size_t>(token_seq[t])], positions[t]);
   };
   int64_t longest = 0;
   for (int64_t b = 0; b < n_blocks; ++b) {
-    longest = std::max<int64_t>(longest, positions[blocks[b + 1] - 1] + 1 - first_key(blocks[b]));
+    longest = std::max<int64_t>(longest, positions[blocks[b + 1] - 1] + 1 - first_of(blocks[b]));
   }
   // Scratch of the calling thread, reached from the pool's threads through the spans below (a
   // thread_local named inside a lambda would be the running thread's own).
@@ -663,7 +665,7 @@ void attention(const AttentionShape& shape, const float* q, int64_t n_tokens, st
     for (int64_t b = 0; b < n_blocks; ++b) {
       const int64_t rows = (blocks[b + 1] - blocks[b]) * run;
       for (int64_t h0 = 0; h0 < shape.n_head; h0 += run) {
-        for (int64_t seg = first_key(blocks[b]) / kSegment; seg <= positions[blocks[b + 1] - 1] / kSegment; ++seg) {
+        for (int64_t seg = first_of(blocks[b]) / kSegment; seg <= positions[blocks[b + 1] - 1] / kSegment; ++seg) {
           split.push_back({b, h0, seg, at});
           at += rows * (d + 2);
         }

@@ -254,20 +254,10 @@ class CpuQueue final : public backend::Queue {
       }
       positions = shifted_;
     }
-    const std::span<const float> freq(inv_freq.f32(), static_cast<size_t>(inv_freq.n_elements()));
-    const RotaryPairing pairing =
-        p.pairing == backend::RopePairing::kInterleaved ? RotaryPairing::kInterleaved : RotaryPairing::kHalf;
-    const int64_t offset = p.trailing ? p.head_dim - p.n_rot : 0;
-    const float sign = p.inverse ? -1.0f : 1.0f;
-    auto tokens = [&](int64_t begin, int64_t end) {
-      cpu::rope(x.f32() + begin * x.cols, end - begin, p.n_heads, p.head_dim, p.n_rot,
-                positions.subspan(static_cast<size_t>(begin), static_cast<size_t>(end - begin)), freq, pairing, offset,
-                sign);
-    };
-    // Tokens are independent and each is rotated alike wherever it runs; a decode step's few
-    // stay on the calling thread (a parallel region costs a few microseconds).
-    if (x.rows < 2 || x.rows * x.cols < 16384) return tokens(0, x.rows);
-    pool_.parallel_for(x.rows, [&](int, int64_t begin, int64_t end) { tokens(begin, end); });
+    cpu::rope(x.f32(), x.rows, p.n_heads, p.head_dim, p.n_rot, positions,
+              std::span<const float>(inv_freq.f32(), static_cast<size_t>(inv_freq.n_elements())),
+              p.pairing == backend::RopePairing::kInterleaved ? RotaryPairing::kInterleaved : RotaryPairing::kHalf,
+              p.trailing ? p.head_dim - p.n_rot : 0, p.inverse ? -1.0f : 1.0f, pool_);
   }
 
   void gated_activation(backend::Activation act, const Tensor& gate, const Tensor& up) override {

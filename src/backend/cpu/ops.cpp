@@ -264,11 +264,23 @@ void rms_norm(const float* x, const float* w, float eps, int64_t n_rows, int64_t
   rms_norm_rows(x, w, eps, 0, n_rows, n, out);
 }
 
+namespace {
+
+// fn(begin, end) over rows [0, n_rows) of row_elems elements each, split over the pool's threads
+// when there is enough work: for ops whose rows are independent and computed alike wherever
+// they run. A region costs a few microseconds, so small tensors (a decode step's) stay on the
+// calling thread.
+template <typename Fn>
+void for_rows(ThreadPool& pool, int64_t n_rows, int64_t row_elems, const Fn& fn) {
+  constexpr int64_t kMinParallelElements = 16384;
+  if (n_rows < 2 || n_rows * row_elems < kMinParallelElements) return fn(int64_t{0}, n_rows);
+  pool.parallel_for(n_rows, [&](int, int64_t begin, int64_t end) { fn(begin, end); });
+}
+
+}  // namespace
+
 void rms_norm(const float* x, const float* w, float eps, int64_t n_rows, int64_t n, float* out, ThreadPool& pool) {
-  // Rows are independent and each is computed alike wherever it runs; a region costs a few
-  // microseconds, so small tensors (a decode step's) stay on the calling thread.
-  if (n_rows < 2 || n_rows * n < 16384) return rms_norm_rows(x, w, eps, 0, n_rows, n, out);
-  pool.parallel_for(n_rows, [&](int, int64_t begin, int64_t end) { rms_norm_rows(x, w, eps, begin, end, n, out); });
+  for_rows(pool, n_rows, n, [&](int64_t begin, int64_t end) { rms_norm_rows(x, w, eps, begin, end, n, out); });
 }
 
 void rope(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, int64_t n_rot,
@@ -291,6 +303,16 @@ void rope(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, int64_t
       }
     }
   }
+}
+
+void rope(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, int64_t n_rot,
+          std::span<const int32_t> positions, std::span<const float> inv_freq, RotaryPairing pairing, int64_t offset,
+          float sign, ThreadPool& pool) {
+  for_rows(pool, n_tokens, n_heads * head_dim, [&](int64_t begin, int64_t end) {
+    rope(x + begin * n_heads * head_dim, end - begin, n_heads, head_dim, n_rot,
+         positions.subspan(static_cast<size_t>(begin), static_cast<size_t>(end - begin)), inv_freq, pairing, offset,
+         sign);
+  });
 }
 
 void silu_mul_reference(float* gate, const float* up, int64_t n) {

@@ -69,6 +69,10 @@ enum class RotaryPairing { kInterleaved, kHalf };
 void rope(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, int64_t n_rot,
           std::span<const int32_t> positions, std::span<const float> inv_freq,
           RotaryPairing pairing, int64_t offset = 0, float sign = 1.0f);
+// The same, tokens split over the pool's threads (each token's bits as above).
+void rope(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, int64_t n_rot,
+          std::span<const int32_t> positions, std::span<const float> inv_freq, RotaryPairing pairing, int64_t offset,
+          float sign, ThreadPool& pool);
 
 // gate[i] = silu(gate[i]) * up[i], n elements.
 void silu_mul(float* gate, const float* up, int64_t n);
