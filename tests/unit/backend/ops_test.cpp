@@ -143,6 +143,38 @@ TEST(Ops, RopeRotatesPairsByPositionTimesFrequency) {
   EXPECT_EQ(y, x);
 }
 
+// Large enough tensors go over the pool's threads, row ranges each: every row's bits are those
+// of the one-thread call, and each row is the one-row call's (a split that shifted rows,
+// positions or offsets would move some).
+TEST(Ops, RmsNormAndRopeOverThreadsGiveTheOneThreadBits) {
+  const int64_t n_rows = 97, n = 320;  // 31,040 elements: past the threshold for splitting
+  const auto x = random_vector(static_cast<size_t>(n_rows * n), 51, 3.0f);
+  const auto w = random_vector(static_cast<size_t>(n), 52);
+  ThreadPool pool(3);
+  std::vector<float> one(x.size()), split(x.size());
+  rms_norm(x.data(), w.data(), 1e-6f, n_rows, n, one.data());
+  rms_norm(x.data(), w.data(), 1e-6f, n_rows, n, split.data(), pool);
+  EXPECT_EQ(0, std::memcmp(one.data(), split.data(), one.size() * sizeof(float)));
+  std::vector<float> row(static_cast<size_t>(n));
+  rms_norm(x.data() + 60 * n, w.data(), 1e-6f, 1, n, row.data());
+  EXPECT_EQ(0, std::memcmp(row.data(), split.data() + 60 * n, row.size() * sizeof(float)));
+
+  const int64_t n_heads = 5, head_dim = 64, n_rot = 32;  // 97 tokens of 320
+  std::vector<float> inv_freq(n_rot / 2);
+  for (size_t i = 0; i < inv_freq.size(); ++i) inv_freq[i] = std::pow(10000.0f, -2.0f * i / n_rot);
+  std::vector<int32_t> positions(static_cast<size_t>(n_rows));
+  for (size_t t = 0; t < positions.size(); ++t) positions[t] = static_cast<int32_t>(7 + 3 * t);
+  auto a = x, b = x;
+  rope(a.data(), n_rows, n_heads, head_dim, n_rot, positions, inv_freq, RotaryPairing::kHalf, 16, -1.0f);
+  rope(b.data(), n_rows, n_heads, head_dim, n_rot, positions, inv_freq, RotaryPairing::kHalf, 16, -1.0f, pool);
+  EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)));
+  EXPECT_NE(a, x);
+  std::vector<float> tok(x.begin() + 80 * n, x.begin() + 81 * n);
+  rope(tok.data(), 1, n_heads, head_dim, n_rot, std::span(positions).subspan(80, 1), inv_freq, RotaryPairing::kHalf,
+       16, -1.0f);
+  EXPECT_EQ(0, std::memcmp(tok.data(), b.data() + 80 * n, tok.size() * sizeof(float)));
+}
+
 TEST(Ops, SoftmaxAndSiluMul) {
   std::vector<float> x = {1.0f, 2.0f, 3.0f, -1000.0f};
   softmax(x.data(), 4);
