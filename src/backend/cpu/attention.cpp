@@ -7,6 +7,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "backend/cpu/exp_avx512.h"
 #include "backend/cpu/quant_kernels.h"
 #include "backend/cpu/vec_f32.h"
 #include "core/half.h"
@@ -35,7 +36,7 @@ constexpr int64_t kMaxRun = 64;  // query heads of one work item
 // Consecutive query tokens of one sequence that share each key tile's loads: K and V panels are
 // read from memory once per block instead of once per token (at 8K keys a token's share of a
 // layer's KV is megabytes, past the L2).
-constexpr int64_t kQueryBlock = 16;
+constexpr int64_t kQueryBlock = 32;
 // Keys are attended in segments of kSegment positions (a multiple of kTile, cut on the same
 // grid): each segment's softmax state starts afresh and the segments' states are merged in
 // position order (merge_state). A long context's segments can then go to different threads
@@ -167,59 +168,71 @@ inline __m512 load16(const uint16_t* p) { return widen16(_mm256_loadu_si256(rein
 inline __m512 load16(const float* p, __mmask16 mask) { return _mm512_maskz_loadu_ps(mask, p); }
 inline __m512 load16(const uint16_t* p, __mmask16 mask) { return widen16(_mm256_maskz_loadu_epi16(mask, p)); }
 
-// Scores of R query heads (q: [R][d]) against one or two chunks of keys, 16 keys per vector
-// (lanes = positions of a K panel, KvLayout). Per key and head the arithmetic of score_scalar:
-// even and odd dimensions in two FMA chains, in dimension order, then their sum. Two chunks and
-// two chains keep 4R independent FMA chains in flight.
+// Scores of R query rows (q[r]: head_dim floats) against one or two chunks of keys, 16 keys per
+// vector (lanes = positions of a K panel, KvLayout); row r's scores go to s + r * kTile. Per key
+// and row the arithmetic of score_scalar: even and odd dimensions in two FMA chains, in dimension
+// order, then their sum. Two chunks and two chains keep 4R independent FMA chains in flight.
 template <int R, typename T>
-inline void score_chunks(const float* q, int64_t d, const T* k, int64_t block_size, const KeyChunk& a,
+inline void score_chunks(const float* const* q, int64_t d, const T* k, int64_t block_size, const KeyChunk& a,
                          const KeyChunk* b, float* s, LinePrefetcher& prefetch) {
   const auto mask_a = static_cast<__mmask16>((1u << a.n) - 1);
   const auto mask_b = static_cast<__mmask16>(b ? (1u << b->n) - 1 : 0);
   const T* ka = k + a.k;
   const T* kb = k + (b ? b->k : a.k);
-  __m512 even[R][2], odd[R][2];
-  for (int r = 0; r < R; ++r) even[r][0] = even[r][1] = odd[r][0] = odd[r][1] = _mm512_setzero_ps();
+  // Accumulators of row r: ea[r], eb[r] (even dimensions, chunks a and b), oa[r], ob[r] (odd).
+  __m512 ea[R], eb[R], oa[R], ob[R];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) ea[r] = eb[r] = oa[r] = ob[r] = _mm512_setzero_ps();
   int64_t i = 0;
   for (; i + 1 < d; i += 2) {
     prefetch.issue(1);
     const __m512 a0 = load16(ka + i * block_size, mask_a), b0 = load16(kb + i * block_size, mask_b);
     const __m512 a1 = load16(ka + (i + 1) * block_size, mask_a), b1 = load16(kb + (i + 1) * block_size, mask_b);
+#pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
-      const __m512 q0 = _mm512_set1_ps(q[r * d + i]), q1 = _mm512_set1_ps(q[r * d + i + 1]);
-      even[r][0] = _mm512_fmadd_ps(q0, a0, even[r][0]);
-      even[r][1] = _mm512_fmadd_ps(q0, b0, even[r][1]);
-      odd[r][0] = _mm512_fmadd_ps(q1, a1, odd[r][0]);
-      odd[r][1] = _mm512_fmadd_ps(q1, b1, odd[r][1]);
+      const __m512 q0 = _mm512_set1_ps(q[r][i]), q1 = _mm512_set1_ps(q[r][i + 1]);
+      ea[r] = _mm512_fmadd_ps(q0, a0, ea[r]);
+      eb[r] = _mm512_fmadd_ps(q0, b0, eb[r]);
+      oa[r] = _mm512_fmadd_ps(q1, a1, oa[r]);
+      ob[r] = _mm512_fmadd_ps(q1, b1, ob[r]);
     }
   }
   if (i < d) {  // odd head_dim: the last dimension is even
     const __m512 a0 = load16(ka + i * block_size, mask_a), b0 = load16(kb + i * block_size, mask_b);
+#pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
-      const __m512 q0 = _mm512_set1_ps(q[r * d + i]);
-      even[r][0] = _mm512_fmadd_ps(q0, a0, even[r][0]);
-      even[r][1] = _mm512_fmadd_ps(q0, b0, even[r][1]);
+      const __m512 q0 = _mm512_set1_ps(q[r][i]);
+      ea[r] = _mm512_fmadd_ps(q0, a0, ea[r]);
+      eb[r] = _mm512_fmadd_ps(q0, b0, eb[r]);
     }
   }
+#pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
-    _mm512_mask_storeu_ps(s + r * kTile + a.j, mask_a, _mm512_add_ps(even[r][0], odd[r][0]));
-    if (b) _mm512_mask_storeu_ps(s + r * kTile + b->j, mask_b, _mm512_add_ps(even[r][1], odd[r][1]));
+    _mm512_mask_storeu_ps(s + r * kTile + a.j, mask_a, _mm512_add_ps(ea[r], oa[r]));
+    if (b) _mm512_mask_storeu_ps(s + r * kTile + b->j, mask_b, _mm512_add_ps(eb[r], ob[r]));
   }
 }
 
+// Rows per register block of the tile kernels: 6 rows keep 24 accumulators (scores: 2 chunks x
+// even/odd; values: 4 x 16 columns) and the operands in the 32 vector registers.
+constexpr int kRowBlock = 6;
+
+// Scores of n_rows query rows (q[x]) against the tile's chunks, kRowBlock rows at a time.
 template <typename T>
-inline void score_tile(const float* q, int64_t run, int64_t d, const T* k, int64_t block_size, const KeyChunk* chunks,
-                       int64_t n_chunks, float* s, LinePrefetcher& prefetch) {
-  for (int64_t r0 = 0; r0 < run; r0 += 4) {
+inline void score_tile(const float* const* q, int64_t n_rows, int64_t d, const T* k, int64_t block_size,
+                       const KeyChunk* chunks, int64_t n_chunks, float* s, LinePrefetcher& prefetch) {
+  for (int64_t r0 = 0; r0 < n_rows; r0 += kRowBlock) {
     for (int64_t c = 0; c < n_chunks; c += 2) {
       const KeyChunk* second = c + 1 < n_chunks ? &chunks[c + 1] : nullptr;
-      const float* qr = q + r0 * d;
+      const float* const* qr = q + r0;
       float* sr = s + r0 * kTile;
-      switch (std::min<int64_t>(4, run - r0)) {
+      switch (std::min<int64_t>(kRowBlock, n_rows - r0)) {
         case 1: score_chunks<1>(qr, d, k, block_size, chunks[c], second, sr, prefetch); break;
         case 2: score_chunks<2>(qr, d, k, block_size, chunks[c], second, sr, prefetch); break;
         case 3: score_chunks<3>(qr, d, k, block_size, chunks[c], second, sr, prefetch); break;
-        default: score_chunks<4>(qr, d, k, block_size, chunks[c], second, sr, prefetch); break;
+        case 4: score_chunks<4>(qr, d, k, block_size, chunks[c], second, sr, prefetch); break;
+        case 5: score_chunks<5>(qr, d, k, block_size, chunks[c], second, sr, prefetch); break;
+        default: score_chunks<6>(qr, d, k, block_size, chunks[c], second, sr, prefetch); break;
       }
     }
   }
@@ -292,40 +305,70 @@ inline void accumulate_values(float* acc, const float* p, const T* v, const int6
 // reductions of fixed shape (masked lanes are -inf for the max and 0 for the sum), so a key's
 // contribution does not depend on how many keys share its tile.
 #if defined(DI_ATTENTION_AVX512)
-inline void softmax_tile(float* s, int64_t n, float scale, int64_t d, ExpFn exp_tile, HeadState& hs) {
+// R rows at once (row r: scores s + r * kTile, state hs[r]), each with exactly the one-row
+// arithmetic: the rows' reductions are independent chains that overlap in the core.
+template <int R>
+inline void softmax_rows(float* s, int64_t n, float scale, int64_t d, HeadState* hs) {
   constexpr int kVecs = kTile / 16;
   __mmask16 mask[kVecs];
-  __m512 v[kVecs];
-  const __m512 vscale = _mm512_set1_ps(scale);
-  const __m512 neg_inf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
-  __m512 vmax = neg_inf;
   for (int c = 0; c < kVecs; ++c) {
     const int64_t left = std::clamp<int64_t>(n - 16 * c, 0, 16);
     mask[c] = static_cast<__mmask16>((1u << left) - 1);
-    v[c] = _mm512_mul_ps(_mm512_maskz_loadu_ps(mask[c], s + 16 * c), vscale);
-    vmax = _mm512_max_ps(vmax, _mm512_mask_mov_ps(neg_inf, mask[c], v[c]));
   }
-  const float tile_max = _mm512_reduce_max_ps(vmax);
-  const float m = std::max(hs.m, tile_max);
-  // 0 on the first tile; exactly 1 (no call) while the running max holds.
-  const float rescale = m == hs.m ? 1.0f : std::exp(hs.m - m);
-  const __m512 vm = _mm512_set1_ps(m);
-  for (int c = 0; c < kVecs; ++c) _mm512_mask_storeu_ps(s + 16 * c, mask[c], _mm512_sub_ps(v[c], vm));
-  exp_tile(s, n);
-  __m512 vsum = _mm512_setzero_ps();
-  for (int c = 0; c < kVecs; ++c) vsum = _mm512_add_ps(vsum, _mm512_maskz_loadu_ps(mask[c], s + 16 * c));
-  const float sum = _mm512_reduce_add_ps(vsum);
-  hs.l = hs.l * rescale + sum;
-  hs.m = m;
-  if (rescale != 1.0f) {
-    const __m512 vr = _mm512_set1_ps(rescale);
-    int64_t i = 0;
-    for (; i + 16 <= d; i += 16) _mm512_storeu_ps(hs.acc + i, _mm512_mul_ps(_mm512_loadu_ps(hs.acc + i), vr));
-    for (; i < d; ++i) hs.acc[i] *= rescale;
+  const __m512 vscale = _mm512_set1_ps(scale);
+  const __m512 neg_inf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  __m512 v[R][kVecs];
+  float m[R], rescale[R], sum[R];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+    __m512 vmax = neg_inf;
+    for (int c = 0; c < kVecs; ++c) {
+      v[r][c] = _mm512_mul_ps(_mm512_maskz_loadu_ps(mask[c], s + r * kTile + 16 * c), vscale);
+      vmax = _mm512_max_ps(vmax, _mm512_mask_mov_ps(neg_inf, mask[c], v[r][c]));
+    }
+    m[r] = std::max(hs[r].m, _mm512_reduce_max_ps(vmax));
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+    // 0 on the first tile; exactly 1 (no call) while the running max holds.
+    rescale[r] = m[r] == hs[r].m ? 1.0f : std::exp(hs[r].m - m[r]);
+    const __m512 vm = _mm512_set1_ps(m[r]);
+    __m512 vsum = _mm512_setzero_ps();
+    for (int c = 0; c < kVecs; ++c) {
+      const __m512 p = avx512::exp_ps(_mm512_sub_ps(v[r][c], vm));
+      _mm512_mask_storeu_ps(s + r * kTile + 16 * c, mask[c], p);
+      vsum = _mm512_add_ps(vsum, _mm512_maskz_mov_ps(mask[c], p));
+    }
+    sum[r] = _mm512_reduce_add_ps(vsum);
+  }
+  for (int r = 0; r < R; ++r) {
+    hs[r].l = std::fma(hs[r].l, rescale[r], sum[r]);
+    hs[r].m = m[r];
+    if (rescale[r] != 1.0f) {
+      const __m512 vr = _mm512_set1_ps(rescale[r]);
+      int64_t i = 0;
+      for (; i + 16 <= d; i += 16) _mm512_storeu_ps(hs[r].acc + i, _mm512_mul_ps(_mm512_loadu_ps(hs[r].acc + i), vr));
+      for (; i < d; ++i) hs[r].acc[i] *= rescale[r];
+    }
+  }
+}
+
+// The tile's softmax step for n_rows rows (row x: scores s + x * kTile, state hs[x]).
+inline void softmax_tile(float* s, int64_t n, int64_t n_rows, float scale, int64_t d, ExpFn, HeadState* hs) {
+  for (int64_t x = 0; x < n_rows; x += kRowBlock) {
+    float* sx = s + x * kTile;
+    switch (std::min<int64_t>(kRowBlock, n_rows - x)) {
+      case 1: softmax_rows<1>(sx, n, scale, d, hs + x); break;
+      case 2: softmax_rows<2>(sx, n, scale, d, hs + x); break;
+      case 3: softmax_rows<3>(sx, n, scale, d, hs + x); break;
+      case 4: softmax_rows<4>(sx, n, scale, d, hs + x); break;
+      case 5: softmax_rows<5>(sx, n, scale, d, hs + x); break;
+      default: softmax_rows<6>(sx, n, scale, d, hs + x); break;
+    }
   }
 }
 #else
-inline void softmax_tile(float* s, int64_t n, float scale, int64_t d, ExpFn exp_tile, HeadState& hs) {
+inline void softmax_row(float* s, int64_t n, float scale, int64_t d, ExpFn exp_tile, HeadState& hs) {
   float tile_max = -std::numeric_limits<float>::infinity();
   for (int64_t j = 0; j < n; ++j) {
     s[j] *= scale;
@@ -342,6 +385,10 @@ inline void softmax_tile(float* s, int64_t n, float scale, int64_t d, ExpFn exp_
   if (rescale != 1.0f) {
     for (int64_t i = 0; i < d; ++i) hs.acc[i] *= rescale;
   }
+}
+
+inline void softmax_tile(float* s, int64_t n, int64_t n_rows, float scale, int64_t d, ExpFn exp_tile, HeadState* hs) {
+  for (int64_t x = 0; x < n_rows; ++x) softmax_row(s + x * kTile, n, scale, d, exp_tile, hs[x]);
 }
 #endif
 
@@ -364,6 +411,40 @@ inline const float* row_f32(const uint16_t* base, int64_t offset, int64_t d, flo
 inline const float* kv_row_f32(const void* base, DType dtype, int64_t offset, int64_t d, float* buf) {
   return dtype == DType::kF16 ? row_f32(static_cast<const uint16_t*>(base), offset, d, buf)
                               : row_f32(static_cast<const float*>(base), offset, d, buf);
+}
+
+// heads[x].acc += sum over j < n of p[x * kTile + j] * v(rows[j]) for the n_rows rows x: with
+// head_dim a multiple of 64, kRowBlock rows share each value row's loads; else one row at a time.
+// Every element sums in j order, so a row's bits do not depend on the rows beside it.
+template <typename T>
+inline void values_tile(HeadState* heads, const float* p, const T* v, const int64_t* rows, int64_t n,
+                        int64_t n_rows, int64_t d, float* row_buf, LinePrefetcher& prefetch) {
+#if defined(DI_ATTENTION_AVX512)
+  if (d % 64 == 0) {
+    for (int64_t x = 0; x < n_rows; x += kRowBlock) {
+      HeadState* hs = heads + x;
+      const float* px = p + x * kTile;
+      switch (std::min<int64_t>(kRowBlock, n_rows - x)) {
+        case 1: accumulate_values(hs->acc, px, v, rows, n, d, prefetch); break;
+        case 2: accumulate_values_run<2>(hs, px, v, rows, n, d, prefetch); break;
+        case 3: accumulate_values_run<3>(hs, px, v, rows, n, d, prefetch); break;
+        case 4: accumulate_values_run<4>(hs, px, v, rows, n, d, prefetch); break;
+        case 5: accumulate_values_run<5>(hs, px, v, rows, n, d, prefetch); break;
+        default: accumulate_values_run<6>(hs, px, v, rows, n, d, prefetch); break;
+      }
+    }
+    return;
+  }
+  if (d % 16 == 0) {
+    for (int64_t x = 0; x < n_rows; ++x) accumulate_values(heads[x].acc, p + x * kTile, v, rows, n, d, prefetch);
+    return;
+  }
+#endif
+  (void)prefetch;
+  for (int64_t j = 0; j < n; ++j) {
+    const float* vj = row_f32(v, rows[j], d, row_buf);
+    for (int64_t x = 0; x < n_rows; ++x) axpy_f32(heads[x].acc, p[x * kTile + j], vj, d);
+  }
 }
 
 // Keys 0..n-1 of a float16 K panel chunk (dimension i at k + i * block_size) into a float32
@@ -444,10 +525,12 @@ void attend_items(const AttentionShape& shape, const float* q, std::span<const i
   thread_local std::vector<HeadState> heads;
   thread_local std::vector<float> total_acc;
   thread_local std::vector<HeadState> totals;
+  thread_local std::vector<const float*> q_rows;
   scratch.resize(static_cast<size_t>(max_rows * (d + kTile) + d));
   heads.resize(static_cast<size_t>(max_rows));
   total_acc.resize(static_cast<size_t>(max_rows * d));
   totals.resize(static_cast<size_t>(max_rows));
+  q_rows.resize(static_cast<size_t>(max_rows));
   float* row_buf = scratch.data() + max_rows * (d + kTile);  // one widened row (generic paths)
   int64_t rows[kTile];  // the tile's value rows (element offsets)
   KeyChunk chunks[kTile];
@@ -474,6 +557,8 @@ void attend_items(const AttentionShape& shape, const float* q, std::span<const i
     // Token i of the block attends to keys first(i)..last(i); both grow with i.
     auto first_of = [&](int64_t i) { return first_key(shape, seq, positions[t0 + i]); };
     const int64_t lo = first_of(0), hi_all = positions[t0 + nt - 1];
+    // Row x = i * run + r of the item is token i's query head h0 + r.
+    for (int64_t x = 0; x < nt * run; ++x) q_rows[x] = q + ((t0 + x / run) * shape.n_head + h0 + x % run) * d;
     for (int64_t r = 0; r < nt * run; ++r) {
       totals[r] = {-std::numeric_limits<float>::infinity(), 0.0f, total_acc.data() + r * d};
     }
@@ -519,47 +604,38 @@ void attend_items(const AttentionShape& shape, const float* q, std::span<const i
         // and value rows vp + rw[j].
         auto tokens_pass = [&](const auto* kp, const auto* vp, int64_t bs, const KeyChunk* ch, int64_t nch,
                                const int64_t* rw) {
-          for (int64_t i = 0; i < nt; ++i) {
-            // Token i's keys in this tile: [k0, k1) (none when the tile is past its last key or
-            // before its window).
-            const int64_t k0 = std::max(a, first_of(i)) - a, k1 = std::min(b, int64_t{positions[t0 + i]} + 1) - a;
-            if (k1 <= k0) continue;
-            const int64_t nk = k1 - k0;
-            const float* qi = q + ((t0 + i) * shape.n_head + h0) * d;
-            float* si = scores + i * run * kTile;
-            HeadState* hs = heads.data() + i * run;
+          // Token i's keys in this tile: [k0(i), k1(i)). Both ends grow with i, so the tokens that
+          // see the whole tile are one range [full0, full1): their rows (token, head) are
+          // consecutive and go through the tile together, kRowBlock rows per register block.
+          auto k0_of = [&](int64_t i) { return std::max(a, first_of(i)) - a; };
+          auto k1_of = [&](int64_t i) { return std::min(b, int64_t{positions[t0 + i]} + 1) - a; };
+          int64_t full0 = 0, full1 = 0;
+          while (full0 < nt && k1_of(full0) < n) ++full0;
+          full1 = full0;
+          while (full1 < nt && k0_of(full1) == 0) ++full1;
+          // Rows x0 <= x < x1 against keys [k0, k0 + nk) of the tile.
+          auto rows_pass = [&](int64_t x0, int64_t x1, int64_t k0, int64_t nk) {
+            float* sx = scores + x0 * kTile;
   #if defined(DI_ATTENTION_AVX512)
-            score_tile(qi, run, d, kp, bs, ch, nch, si, prefetch);
+            score_tile(q_rows.data() + x0, x1 - x0, d, kp, bs, ch, nch, sx, prefetch);
   #else
-            for (int64_t c = 0; c < nch; ++c) {
-              for (int64_t r = 0; r < run; ++r) {
+            for (int64_t x = x0; x < x1; ++x) {
+              for (int64_t c = 0; c < nch; ++c) {
                 for (int64_t e = 0; e < ch[c].n; ++e) {
-                  si[r * kTile + ch[c].j + e] = score_scalar(qi + r * d, kp + ch[c].k + e, bs, d);
+                  scores[x * kTile + ch[c].j + e] = score_scalar(q_rows[x], kp + ch[c].k + e, bs, d);
                 }
               }
             }
   #endif
-            for (int64_t r = 0; r < run; ++r) softmax_tile(si + r * kTile + k0, nk, shape.scale, d, exp_tile, hs[r]);
-            const float* sk = si + k0;
-            const int64_t* rk = rw + k0;
-  #if defined(DI_ATTENTION_AVX512)
-            if (d % 16 == 0) {
-              if (d % 64 == 0 && run == 2) {
-                accumulate_values_run<2>(hs, sk, vp, rk, nk, d, prefetch);
-              } else if (d % 64 == 0 && run == 3) {
-                accumulate_values_run<3>(hs, sk, vp, rk, nk, d, prefetch);
-              } else if (d % 64 == 0 && run == 4) {
-                accumulate_values_run<4>(hs, sk, vp, rk, nk, d, prefetch);
-              } else {
-                for (int64_t r = 0; r < run; ++r) accumulate_values(hs[r].acc, sk + r * kTile, vp, rk, nk, d, prefetch);
-              }
-              continue;
-            }
-  #endif
-            for (int64_t j = 0; j < nk; ++j) {
-              const float* vj = row_f32(vp, rk[j], d, row_buf);
-              for (int64_t r = 0; r < run; ++r) axpy_f32(hs[r].acc, sk[r * kTile + j], vj, d);
-            }
+            softmax_tile(sx + k0, nk, x1 - x0, shape.scale, d, exp_tile, heads.data() + x0);
+            values_tile(heads.data() + x0, sx + k0, vp, rw + k0, nk, x1 - x0, d, row_buf, prefetch);
+          };
+          if (full0 < full1) rows_pass(full0 * run, full1 * run, 0, n);
+          for (int64_t i = 0; i < nt; ++i) {
+            if (i == full0) i = full1;
+            if (i >= nt) break;
+            const int64_t k0 = k0_of(i), k1 = k1_of(i);
+            if (k1 > k0) rows_pass(i * run, (i + 1) * run, k0, k1 - k0);
           }
         };
         if constexpr (std::is_same_v<T, uint16_t>) {
