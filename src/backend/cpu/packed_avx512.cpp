@@ -229,8 +229,26 @@ void tile_q4_k(const uint8_t* w, size_t group_stride, const uint8_t* a, size_t a
     const uint8_t* pb[R];
     for (int r = 0; r < R; ++r) pb[r] = w + r * group_stride + i * kQ4KBytes;
     __m512i isum[R][C], msum[R][C];
+    // The mins' integer sums sum(mn[s] * bsum[s]) over the 8 sub-blocks, where bsum[s] is the
+    // activation's sum over sub-block s: four vpdpwssd on 16-bit pairs (sub-blocks 2p, 2p + 1;
+    // mn < 64, |bsum| <= 32 * 127), exactly the integer the per-sub-block products gave.
+    int32_t bsum_pairs[C][4];
+    for (int c = 0; c < C; ++c) {
+      for (int p = 0; p < 4; ++p) {
+        const int32_t even = ab[c]->bsums[4 * p] + ab[c]->bsums[4 * p + 1];
+        const int32_t odd = ab[c]->bsums[4 * p + 2] + ab[c]->bsums[4 * p + 3];
+        bsum_pairs[c][p] = static_cast<int32_t>(static_cast<uint32_t>(even & 0xFFFF) | (static_cast<uint32_t>(odd) << 16));
+      }
+    }
     for (int r = 0; r < R; ++r) {
       for (int c = 0; c < C; ++c) isum[r][c] = msum[r][c] = _mm512_setzero_si512();
+      for (int p = 0; p < 4; ++p) {
+        const uint8_t* mn = pb[r] + kQ4KMn + 32 * p;
+        const __m512i even = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(mn)));
+        const __m512i odd = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(mn + 16)));
+        const __m512i pair = _mm512_or_si512(even, _mm512_slli_epi32(odd, 16));
+        for (int c = 0; c < C; ++c) msum[r][c] = _mm512_dpwssd_epi32(msum[r][c], pair, _mm512_set1_epi32(bsum_pairs[c][p]));
+      }
     }
     for (int s = 0; s < 8; ++s) {
       const int chunk = s / 2, high = s & 1;
@@ -251,13 +269,7 @@ void tile_q4_k(const uint8_t* w, size_t group_stride, const uint8_t* a, size_t a
       for (int r = 0; r < R; ++r) {
         const __m512i sc =
             _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(pb[r] + kQ4KSc + 16 * s)));
-        const __m512i mn =
-            _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(pb[r] + kQ4KMn + 16 * s)));
-        for (int c = 0; c < C; ++c) {
-          isum[r][c] = _mm512_add_epi32(isum[r][c], _mm512_mullo_epi32(sub[r][c], sc));
-          const int32_t bsum = ab[c]->bsums[2 * s] + ab[c]->bsums[2 * s + 1];
-          msum[r][c] = _mm512_add_epi32(msum[r][c], _mm512_mullo_epi32(mn, _mm512_set1_epi32(bsum)));
-        }
+        for (int c = 0; c < C; ++c) isum[r][c] = _mm512_add_epi32(isum[r][c], _mm512_mullo_epi32(sub[r][c], sc));
       }
     }
     for (int r = 0; r < R; ++r) {
