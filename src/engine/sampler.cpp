@@ -198,10 +198,24 @@ int32_t Sampler::argmax(std::span<const float> logits) {
 int32_t Sampler::sample(std::span<const float> logits, std::span<const uint64_t> allowed) {
   DI_ICHECK(static_cast<int64_t>(logits.size()) == n_vocab_);
   DI_ICHECK(allowed.empty() || static_cast<int64_t>(allowed.size()) * 64 >= n_vocab_);
-  process(logits, allowed);
-  const int32_t token = params_.temperature < kGreedyBelow ? argmax(scratch_) : draw();
+  const bool greedy = params_.temperature < kGreedyBelow;
+  int32_t token = greedy ? greedy_as_is(logits, allowed) : -1;
+  if (token < 0) {
+    process(logits, allowed);
+    token = greedy ? argmax(scratch_) : draw();
+  }
   record(token);
   return token;
+}
+
+int32_t Sampler::greedy_as_is(std::span<const float> logits, std::span<const uint64_t> allowed) const {
+  if (!allowed.empty() || !params_.logit_bias.empty() || has_penalties()) return -1;
+  const int32_t token = argmax(logits);
+  // min_tokens sets the stop ids to -inf: that changes the first maximum only where one of them
+  // is it (a stop id tied with it at a lower id would have been the first maximum itself).
+  const bool held_back = n_generated_ < params_.min_tokens &&
+                         std::find(stop_ids_.begin(), stop_ids_.end(), token) != stop_ids_.end();
+  return held_back ? -1 : token;
 }
 
 void Sampler::process(std::span<const float> logits, std::span<const uint64_t> allowed) {

@@ -52,6 +52,9 @@ class Sampler {
   Sampler(const SamplingParams& params, int64_t n_vocab, std::vector<int32_t> stop_ids);
 
   bool has_penalties() const;
+  // Greedy straight from the logits, with no copy, where processing them could not change the
+  // first maximum (no mask, bias or penalty, and no stop id held back by min_tokens won); else -1.
+  int32_t greedy_as_is(std::span<const float> logits, std::span<const uint64_t> allowed) const;
   // logits -> scratch_ (mask, bias, min_tokens, penalties)
   void process(std::span<const float> logits, std::span<const uint64_t> allowed);
   void apply_mask(std::span<const uint64_t> allowed);

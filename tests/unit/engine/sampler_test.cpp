@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <limits>
 #include <new>
 #include <numeric>
 #include <random>
@@ -275,6 +276,28 @@ TEST(Sampler, MinTokensMasksStopIdsUntilEnoughWereGenerated) {
   EXPECT_EQ(std::count(first.begin(), first.end(), 0), 0);
   const auto later = draws(r, {10.0f, 0.0f, 0.0f}, 50);
   EXPECT_GT(std::count(later.begin(), later.end(), 0), 45);
+}
+
+// Greedy picks straight from the logits where nothing would change them (no copy): the pick must
+// be the processed logits' first maximum, ties and stop ids held back by min_tokens included.
+TEST(Sampler, GreedyPickIsTheFirstMaximumOfTheProcessedLogits) {
+  std::mt19937 rng(11);
+  std::uniform_int_distribution<int> level(0, 5);  // few distinct values: many ties
+  for (int trial = 0; trial < 300; ++trial) {
+    const int64_t n = 16;
+    std::vector<float> logits(static_cast<size_t>(n));
+    for (float& x : logits) x = static_cast<float>(level(rng));
+    const std::vector<int32_t> stops = {static_cast<int32_t>(rng() % n), static_cast<int32_t>(rng() % n)};
+    SamplingParams p = params(0.0f);
+    p.min_tokens = trial % 2 == 0 ? 1 : 0;
+    Sampler s = make(p, n, stops);
+    std::vector<float> processed = logits;
+    if (p.min_tokens > 0) {
+      for (int32_t id : stops) processed[static_cast<size_t>(id)] = -std::numeric_limits<float>::infinity();
+    }
+    const auto first_max = std::max_element(processed.begin(), processed.end()) - processed.begin();
+    ASSERT_EQ(s.sample(logits), first_max) << "trial " << trial;
+  }
 }
 
 TEST(Sampler, RepetitionPenaltyDividesPositiveAndMultipliesNegativeLogits) {
