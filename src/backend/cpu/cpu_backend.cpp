@@ -254,10 +254,18 @@ class CpuQueue final : public backend::Queue {
       }
       positions = shifted_;
     }
-    cpu::rope(x.f32(), x.rows, p.n_heads, p.head_dim, p.n_rot, positions,
-              std::span<const float>(inv_freq.f32(), static_cast<size_t>(inv_freq.n_elements())),
-              p.pairing == backend::RopePairing::kInterleaved ? RotaryPairing::kInterleaved : RotaryPairing::kHalf,
-              p.trailing ? p.head_dim - p.n_rot : 0, p.inverse ? -1.0f : 1.0f, pool_);
+    const std::span<const float> freq(inv_freq.f32(), static_cast<size_t>(inv_freq.n_elements()));
+    DI_ICHECK(static_cast<int64_t>(freq.size()) * 2 == p.n_rot);
+    const RotaryPairing pairing =
+        p.pairing == backend::RopePairing::kInterleaved ? RotaryPairing::kInterleaved : RotaryPairing::kHalf;
+    const int64_t offset = p.trailing ? p.head_dim - p.n_rot : 0;
+    const float sign = p.inverse ? -1.0f : 1.0f;
+    if (reference_) {
+      cpu::rope(x.f32(), x.rows, p.n_heads, p.head_dim, p.n_rot, positions, freq, pairing, offset, sign, pool_);
+      return;
+    }
+    cpu::rope(x.f32(), x.rows, p.n_heads, p.head_dim, p.n_rot, rope_angles_.table(positions, freq, pool_), pairing,
+              offset, sign, pool_);
   }
 
   void gated_activation(backend::Activation act, const Tensor& gate, const Tensor& up) override {
@@ -761,6 +769,7 @@ class CpuQueue final : public backend::Queue {
   backend::StepBatch batch_;
   std::vector<int32_t> positions_, token_seq_;  // [n_tokens] of the current batch
   std::vector<int32_t> shifted_;               // positions_ + a rope offset
+  RopeAngles rope_angles_;                     // the step's cos and sin, shared by the layers
   std::vector<int64_t> block_start_;           // block_attention: each token's block's first row
   std::vector<SequenceKv> seq_kv_;              // [sequences], rebuilt per attention call
   std::vector<MatmulOutput> outputs_;

@@ -315,6 +315,66 @@ void rope(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, int64_t
   });
 }
 
+const float* RopeAngles::table(std::span<const int32_t> positions, std::span<const float> inv_freq,
+                               ThreadPool& pool) {
+  auto same = [](const auto& kept, const auto& now) {
+    return kept.size() == now.size() && std::equal(now.begin(), now.end(), kept.begin());
+  };
+  for (Slot& slot : slots_) {
+    if (same(slot.positions, positions) && same(slot.inv_freq, inv_freq)) return slot.angles.data();
+  }
+  // A slot with these frequencies (the positions moved on: the next step), else the oldest.
+  Slot* slot = nullptr;
+  for (Slot& s : slots_) {
+    if (same(s.inv_freq, inv_freq)) slot = &s;
+  }
+  if (slot == nullptr) {
+    slot = &slots_[next_];
+    next_ = (next_ + 1) % kSlots;
+    slot->inv_freq.assign(inv_freq.begin(), inv_freq.end());
+  }
+  slot->positions.assign(positions.begin(), positions.end());
+  const auto half = static_cast<int64_t>(inv_freq.size());
+  const auto n_tokens = static_cast<int64_t>(positions.size());
+  slot->angles.resize(static_cast<size_t>(n_tokens * 2 * half));
+  float* angles = slot->angles.data();
+  for_rows(pool, n_tokens, 16 * half, [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      const float pos = static_cast<float>(positions[static_cast<size_t>(t)]);
+      float* row = angles + t * 2 * half;
+      for (int64_t i = 0; i < half; ++i) {
+        const float theta = pos * inv_freq[static_cast<size_t>(i)];  // as rope() forms it
+        row[i] = std::cos(theta);
+        row[half + i] = std::sin(theta);
+      }
+    }
+  });
+  return angles;
+}
+
+void rope(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, int64_t n_rot, const float* angles,
+          RotaryPairing pairing, int64_t offset, float sign, ThreadPool& pool) {
+  DI_ICHECK(n_rot % 2 == 0 && offset >= 0 && offset + n_rot <= head_dim);
+  const int64_t half = n_rot / 2;
+  for_rows(pool, n_tokens, n_heads * head_dim, [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      const float* cos_t = angles + t * n_rot;
+      const float* sin_t = cos_t + half;
+      for (int64_t i = 0; i < half; ++i) {
+        const float c = cos_t[i], s = sign * sin_t[i];
+        const int64_t a = pairing == RotaryPairing::kInterleaved ? 2 * i : i;
+        const int64_t b = pairing == RotaryPairing::kInterleaved ? 2 * i + 1 : i + half;
+        for (int64_t h = 0; h < n_heads; ++h) {
+          float* xh = x + (t * n_heads + h) * head_dim + offset;
+          const float x0 = xh[a], x1 = xh[b];
+          xh[a] = x0 * c - x1 * s;
+          xh[b] = x0 * s + x1 * c;
+        }
+      }
+    }
+  });
+}
+
 void silu_mul_reference(float* gate, const float* up, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     const float g = gate[i];

@@ -74,6 +74,31 @@ void rope(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, int64_t
           std::span<const int32_t> positions, std::span<const float> inv_freq, RotaryPairing pairing, int64_t offset,
           float sign, ThreadPool& pool);
 
+// The angles of one batch's rotations: cos and sin of positions[t] * inv_freq[i], worked out
+// once and reused while the positions and the frequencies stay the same (every layer's q and k
+// in an engine step: 2 x n_layer calls). Rows of the table: [n_tokens][n_rot], a token's n_rot/2
+// cosines, then its n_rot/2 sines. Tables of the last kSlots frequency sets are kept (Gemma 3
+// alternates a local and a global set).
+class RopeAngles {
+ public:
+  const float* table(std::span<const int32_t> positions, std::span<const float> inv_freq, ThreadPool& pool);
+
+ private:
+  struct Slot {
+    std::vector<int32_t> positions;
+    std::vector<float> inv_freq;
+    std::vector<float> angles;
+  };
+  static constexpr int kSlots = 4;
+  Slot slots_[kSlots];
+  int next_ = 0;
+};
+
+// rope (above) with the angles of RopeAngles::table for the same positions and inv_freq: the
+// same bits, without the cos and sin.
+void rope(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, int64_t n_rot, const float* angles,
+          RotaryPairing pairing, int64_t offset, float sign, ThreadPool& pool);
+
 // gate[i] = silu(gate[i]) * up[i], n elements.
 void silu_mul(float* gate, const float* up, int64_t n);
 

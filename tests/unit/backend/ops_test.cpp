@@ -175,6 +175,36 @@ TEST(Ops, RmsNormAndRopeOverThreadsGiveTheOneThreadBits) {
   EXPECT_EQ(0, std::memcmp(tok.data(), b.data() + 80 * n, tok.size() * sizeof(float)));
 }
 
+// The angle table: a rope with RopeAngles' table gives the plain rope's bits, whether the table
+// was just computed or kept from an earlier call, across several frequency sets and after the
+// positions change (a kept table for old positions would fail it).
+TEST(Ops, RopeWithTheAngleTableGivesThePlainRopesBits) {
+  const int64_t n_heads = 3, head_dim = 64, n_rot = 64, n_tokens = 40;
+  const auto x = random_vector(static_cast<size_t>(n_tokens * n_heads * head_dim), 61, 3.0f);
+  std::vector<std::vector<float>> freqs;
+  for (float base : {10000.0f, 1000000.0f, 500000.0f, 50000.0f, 10.0f}) {
+    std::vector<float> f(n_rot / 2);
+    for (size_t i = 0; i < f.size(); ++i) f[i] = std::pow(base, -2.0f * static_cast<float>(i) / n_rot);
+    freqs.push_back(f);
+  }
+  ThreadPool pool(2);
+  RopeAngles angles;
+  for (int step = 0; step < 3; ++step) {
+    std::vector<int32_t> positions(static_cast<size_t>(n_tokens));
+    for (size_t t = 0; t < positions.size(); ++t) positions[t] = static_cast<int32_t>(100 * step + 5 * t + 1);
+    for (int call = 0; call < 12; ++call) {  // every set twice or more: kept and recomputed tables
+      const auto& f = freqs[static_cast<size_t>(call % 5)];
+      const RotaryPairing pairing = call % 2 == 0 ? RotaryPairing::kHalf : RotaryPairing::kInterleaved;
+      const float sign = call % 3 == 0 ? -1.0f : 1.0f;
+      auto plain = x, tabled = x;
+      rope(plain.data(), n_tokens, n_heads, head_dim, n_rot, positions, f, pairing, 0, sign, pool);
+      rope(tabled.data(), n_tokens, n_heads, head_dim, n_rot, angles.table(positions, f, pool), pairing, 0, sign, pool);
+      ASSERT_EQ(0, std::memcmp(plain.data(), tabled.data(), plain.size() * sizeof(float)))
+          << "step " << step << " call " << call;
+    }
+  }
+}
+
 TEST(Ops, SoftmaxAndSiluMul) {
   std::vector<float> x = {1.0f, 2.0f, 3.0f, -1000.0f};
   softmax(x.data(), 4);
