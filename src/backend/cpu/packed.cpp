@@ -1,6 +1,11 @@
 #include "backend/cpu/packed.h"
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <string_view>
 
@@ -198,6 +203,24 @@ PackedGemmFn packed_gemm_fn(DType weight_type) {
   // never mixed tiers within a process.
   static const bool use512 = std::string_view(kernel_isa()) == "avx512";
   return use512 ? avx512::packed_gemm_fn(weight_type) : nullptr;
+}
+
+bool weight_prefetch() {
+  static const bool on = [] {
+    if (const char* set = std::getenv("DEEPINFER_WEIGHT_PREFETCH")) return std::string_view(set) != "0";
+#if defined(__x86_64__) || defined(__i386__)
+    unsigned max_leaf = 0, ebx = 0, ecx = 0, edx = 0;
+    if (__get_cpuid(0, &max_leaf, &ebx, &ecx, &edx) == 0) return false;
+    char vendor[13] = {};
+    std::memcpy(vendor, &ebx, 4);
+    std::memcpy(vendor + 4, &edx, 4);
+    std::memcpy(vendor + 8, &ecx, 4);
+    return std::string_view(vendor) == "GenuineIntel";
+#else
+    return false;
+#endif
+  }();
+  return on;
 }
 
 bool has_packed_layout(DType type) { return packed_block_bytes(type) != 0; }
