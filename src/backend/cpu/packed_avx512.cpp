@@ -139,12 +139,14 @@ void act_infos(const uint8_t* a, size_t a_stride, int64_t n_tok, int64_t nb, Act
   }
 }
 
-// One-token tiles (a decode step) ask for the weights this far ahead of the block they compute,
-// where weight_prefetch() says so: on an Emerald Rapids Xeon the hardware prefetchers alone kept
+// A call's first token tile (all of a decode step's one token; the first 6 of a batch, whose
+// later tiles find the weights in L2) asks for the weights this far ahead of the block it
+// computes, where weight_prefetch() says so: on an Emerald Rapids Xeon the hardware prefetchers alone kept
 // one core to 9-15 GB/s of the stream, and decode was bound by that instead of the memory (2
 // threads, Llama-1B shape Q4_K_M 21 -> 32 tok/s, Q4_0 29 -> 34.5, Q8_0 21-22 -> 24, Gemma 3 270M
 // 99-114 -> 141-149). The 32-element formats: 1 KB ahead was 5% short of 2 KB, 4 KB the same as
-// 2 KB. Q4_K and Q6_K: two super-blocks ahead (4.7 and 6.7 KB) 3-9% ahead of one.
+// 2 KB. Q4_K and Q6_K: two super-blocks ahead (4.7 and 6.7 KB) 3-9% ahead of one. Batched
+// decode of Gemma 3 served at 16 and 64 in flight: +6-7% and +4% from the first tiles' prefetch.
 constexpr size_t kPrefetchBytes = 2048;
 const bool prefetch_weights = weight_prefetch();
 
@@ -158,7 +160,7 @@ inline void prefetch_lines(const uint8_t* at, size_t n) {
 // otherwise leave the unit waiting on its own latency.
 template <typename F, int R, int C>
 void tile(const uint8_t* w, size_t group_stride, const uint8_t* a, size_t a_stride, const ActInfo* info, int64_t nb,
-          float* y, int64_t ldy) {
+          float* y, int64_t ldy, bool prefetch) {
   using ActBlock = typename F::ActBlock;
   constexpr int kSplit = R * C >= 8 ? 1 : 2;
   // Element (r, c) of a tile's arrays is [r * C + c]: one-dimensional, which GCC keeps in
@@ -187,11 +189,9 @@ void tile(const uint8_t* w, size_t group_stride, const uint8_t* a, size_t a_stri
     const uint8_t* pb[R];
 #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) pb[r] = w + r * group_stride + i * F::kBytes;
-    if constexpr (C == 1) {
+    if (prefetch) {
       constexpr size_t kAhead = (kPrefetchBytes + F::kBytes - 1) / F::kBytes * F::kBytes;  // whole blocks
-      if (prefetch_weights) {
-        for (int r = 0; r < R; ++r) prefetch_lines(pb[r] + kAhead, F::kBytes);
-      }
+      for (int r = 0; r < R; ++r) prefetch_lines(pb[r] + kAhead, F::kBytes);
     }
 #pragma GCC unroll 8
     for (int g = 0; g < 8; ++g) {
@@ -237,7 +237,7 @@ constexpr size_t kQ4KSc = 64, kQ4KMn = 192, kQ4KCodes = 320, kQ4KBytes = 320 + 2
 
 template <int R, int C>
 void tile_q4_k(const uint8_t* w, size_t group_stride, const uint8_t* a, size_t a_stride, const ActInfo*, int64_t nb,
-               float* y, int64_t ldy) {
+               float* y, int64_t ldy, bool prefetch) {
   __m512 acc[R][C];
   for (int r = 0; r < R; ++r) {
     for (int c = 0; c < C; ++c) acc[r][c] = _mm512_setzero_ps();
@@ -271,10 +271,8 @@ void tile_q4_k(const uint8_t* w, size_t group_stride, const uint8_t* a, size_t a
       }
     }
     for (int s = 0; s < 8; ++s) {
-      if constexpr (C == 1) {  // two super-blocks ahead, a sub-block's share at a time
-        if (prefetch_weights) {
-          for (int r = 0; r < R; ++r) prefetch_lines(pb[r] + 2 * kQ4KBytes + kQ4KBytes / 8 * s, kQ4KBytes / 8);
-        }
+      if (prefetch) {  // two super-blocks ahead, a sub-block's share at a time
+        for (int r = 0; r < R; ++r) prefetch_lines(pb[r] + 2 * kQ4KBytes + kQ4KBytes / 8 * s, kQ4KBytes / 8);
       }
       const int chunk = s / 2, high = s & 1;
       __m512i sub[R][C];
@@ -337,7 +335,7 @@ inline __m512i q6_k_code(const uint8_t* pb, int g) {
 
 template <int R, int C>
 void tile_q6_k(const uint8_t* w, size_t group_stride, const uint8_t* a, size_t a_stride, const ActInfo*, int64_t nb,
-               float* y, int64_t ldy) {
+               float* y, int64_t ldy, bool prefetch) {
   __m512 acc[R][C];
   for (int r = 0; r < R; ++r) {
     for (int c = 0; c < C; ++c) acc[r][c] = _mm512_setzero_ps();
@@ -352,10 +350,8 @@ void tile_q6_k(const uint8_t* w, size_t group_stride, const uint8_t* a, size_t a
       for (int c = 0; c < C; ++c) isum[r][c] = _mm512_setzero_si512();
     }
     for (int s = 0; s < 16; ++s) {
-      if constexpr (C == 1) {  // two super-blocks ahead, a sub-block's share at a time
-        if (prefetch_weights) {
-          for (int r = 0; r < R; ++r) prefetch_lines(pb[r] + 2 * kQ6KBytes + kQ6KBytes / 16 * s, kQ6KBytes / 16);
-        }
+      if (prefetch) {  // two super-blocks ahead, a sub-block's share at a time
+        for (int r = 0; r < R; ++r) prefetch_lines(pb[r] + 2 * kQ6KBytes + kQ6KBytes / 16 * s, kQ6KBytes / 16);
       }
       __m512i sub[R][C];
       for (int c = 0; c < C; ++c) {
@@ -396,11 +392,13 @@ void tile_q6_k(const uint8_t* w, size_t group_stride, const uint8_t* a, size_t a
 // on an Emerald Rapids Xeon; 1 x 12 was no better (Q5_0 +2%, Q8_0 -9%). One token takes one
 // group at a time, so a decode step reads the weights as one linear stream: several groups at
 // once were 8-40% slower on a 170 MB Q8_0 matrix that streams from memory (Zen 4), and so was
-// a software prefetch there; on Intel the one-token tiles prefetch (kPrefetchBytes).
+// a software prefetch there; on Intel the first token tiles prefetch (kPrefetchBytes).
 constexpr int kR = 2, kC = 6;
 
+// `prefetch`: ask for the weights ahead of use (the call's first token tile, which reads them
+// from memory; the later ones find them in L2).
 using TileFn = void (*)(const uint8_t* w, size_t group_stride, const uint8_t* a, size_t a_stride, const ActInfo* info,
-                        int64_t nb, float* y, int64_t ldy);
+                        int64_t nb, float* y, int64_t ldy, bool prefetch);
 using ActInfoFn = void (*)(const uint8_t* a, size_t a_stride, int64_t n_tok, int64_t nb, ActInfo* info);
 
 // Full R x C tiles, then (where C > 4) R x 4 tiles of the tokens left, each row of
@@ -425,11 +423,11 @@ void packed_gemm_tiles(const uint8_t* w, size_t group_stride, int64_t n_groups, 
       int64_t g = 0;
       for (; g + R <= n_groups; g += R) {
         rc(w + g * group_stride, group_stride, a + t * a_stride, a_stride, info(t), nb, y + t * ldy + g * kPackRows,
-           ldy);
+           ldy, prefetch_weights && t == 0);
       }
       for (; g < n_groups; ++g) {
         one_c(w + g * group_stride, group_stride, a + t * a_stride, a_stride, info(t), nb,
-              y + t * ldy + g * kPackRows, ldy);
+              y + t * ldy + g * kPackRows, ldy, prefetch_weights && t == 0);
       }
     }
   };
@@ -438,7 +436,7 @@ void packed_gemm_tiles(const uint8_t* w, size_t group_stride, int64_t n_groups, 
   for (; t < n_tok; ++t) {
     for (int64_t g = 0; g < n_groups; ++g) {
       k11(w + g * group_stride, group_stride, a + t * a_stride, a_stride, info(t), nb, y + t * ldy + g * kPackRows,
-          ldy);
+          ldy, prefetch_weights && t == 0);
     }
   }
 }
