@@ -141,10 +141,10 @@ void act_infos(const uint8_t* a, size_t a_stride, int64_t n_tok, int64_t nb, Act
 
 // A call's first token tile (all of a decode step's one token; the first 6 of a batch, whose
 // later tiles find the weights in L2) asks for the weights this far ahead of the block it
-// computes, where weight_prefetch() says so: on an Emerald Rapids Xeon the hardware prefetchers alone kept
-// one core to 9-15 GB/s of the stream, and decode was bound by that instead of the memory (2
-// threads, Llama-1B shape Q4_K_M 21 -> 32 tok/s, Q4_0 29 -> 34.5, Q8_0 21-22 -> 24, Gemma 3 270M
-// 99-114 -> 141-149). The 32-element formats: 1 KB ahead was 5% short of 2 KB, 4 KB the same as
+// computes, where weight_prefetch() says so: on an Emerald Rapids Xeon the hardware prefetchers
+// alone kept one core to 9-15 GB/s of the stream, and decode was bound by that instead of the
+// memory (2 threads, Llama-1B shape Q4_K_M 21 -> 32 tok/s, Q4_0 24 -> 34.5, Q8_0 21-22 -> 24,
+// Gemma 3 270M 99-114 -> 141-149). The 32-element formats: 1 KB ahead was 5% short of 2 KB, 4 KB the same as
 // 2 KB. Q4_K and Q6_K: two super-blocks ahead (4.7 and 6.7 KB) 3-9% ahead of one. Batched
 // decode of Gemma 3 served at 16 and 64 in flight: +6-7% and +4% from the first tiles' prefetch.
 constexpr size_t kPrefetchBytes = 2048;
@@ -257,7 +257,8 @@ void tile_q4_k(const uint8_t* w, size_t group_stride, const uint8_t* a, size_t a
       for (int p = 0; p < 4; ++p) {
         const int32_t even = ab[c]->bsums[4 * p] + ab[c]->bsums[4 * p + 1];
         const int32_t odd = ab[c]->bsums[4 * p + 2] + ab[c]->bsums[4 * p + 3];
-        bsum_pairs[c][p] = static_cast<int32_t>(static_cast<uint32_t>(even & 0xFFFF) | (static_cast<uint32_t>(odd) << 16));
+        const uint32_t pair = static_cast<uint32_t>(even & 0xFFFF) | (static_cast<uint32_t>(odd) << 16);
+        bsum_pairs[c][p] = static_cast<int32_t>(pair);
       }
     }
     for (int r = 0; r < R; ++r) {
@@ -267,7 +268,9 @@ void tile_q4_k(const uint8_t* w, size_t group_stride, const uint8_t* a, size_t a
         const __m512i even = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(mn)));
         const __m512i odd = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(mn + 16)));
         const __m512i pair = _mm512_or_si512(even, _mm512_slli_epi32(odd, 16));
-        for (int c = 0; c < C; ++c) msum[r][c] = _mm512_dpwssd_epi32(msum[r][c], pair, _mm512_set1_epi32(bsum_pairs[c][p]));
+        for (int c = 0; c < C; ++c) {
+          msum[r][c] = _mm512_dpwssd_epi32(msum[r][c], pair, _mm512_set1_epi32(bsum_pairs[c][p]));
+        }
       }
     }
     for (int s = 0; s < 8; ++s) {
