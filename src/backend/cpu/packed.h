@@ -54,8 +54,8 @@ using PackedGemmFn = void (*)(const uint8_t* w, size_t group_stride, int64_t n_g
 // DEEPINFER_ISA cap below avx512).
 PackedGemmFn packed_gemm_fn(DType weight_type);
 
-// Whether products ask for their weights ahead of use (software prefetch, in a call's first
-// token tile): on for Intel CPUs, where it lifted decode 10-50% on an Emerald Rapids Xeon; off elsewhere, since an
+// Whether products ask for their weights ahead of use (software prefetch: a packed call's first
+// token tile, and a one-token product of unpacked rows): on for Intel CPUs, where it lifted decode 10-50% on an Emerald Rapids Xeon; off elsewhere, since an
 // earlier prefetch on AMD Zen 4 made a streaming Q8_0 product slower (not measured with this
 // one). DEEPINFER_WEIGHT_PREFETCH=1 or 0 sets it, to measure either way on any machine.
 bool weight_prefetch();
