@@ -138,9 +138,10 @@ void matmul_rows(const MatmulOutput& m, const uint8_t* act, size_t act_row_bytes
     for (; t < n_tokens; ++t) {
       const uint8_t* a = act + t * act_row_bytes;
       float* yt = y + t * w.n_out;
+      const bool prefetch = t == 0 && weight_prefetch();  // the first token reads the rows from memory
       for (int64_t o = o0; o < o1; ++o) {
         const float b = bias ? bias[o] : 0.0f;
-        if (t == 0 && weight_prefetch()) prefetch_row(w.data + (o + 1) * w_row_bytes, w_row_bytes);
+        if (prefetch) prefetch_row(w.data + (o + 1) * w_row_bytes, w_row_bytes);
         yt[o] = vec_dot(w.dtype, w.data + o * w_row_bytes, a, w.n_in) + b;
       }
     }
@@ -290,25 +291,47 @@ void rms_norm(const float* x, const float* w, float eps, int64_t n_rows, int64_t
   for_rows(pool, n_rows, n, [&](int64_t begin, int64_t end) { rms_norm_rows(x, w, eps, begin, end, n, out); });
 }
 
+namespace {
+
+// A token's angles: row[i] = cos(pos * inv_freq[i]), row[half + i] = its sin, half = inv_freq.size().
+void token_angles(int32_t position, std::span<const float> inv_freq, float* row) {
+  const float pos = static_cast<float>(position);
+  const size_t half = inv_freq.size();
+  for (size_t i = 0; i < half; ++i) {
+    const float theta = pos * inv_freq[i];
+    row[i] = std::cos(theta);
+    row[half + i] = std::sin(theta);
+  }
+}
+
+// Token t's heads (xt: [n_heads, head_dim]) rotated by its angles (token_angles' row): the
+// arithmetic every rope path shares, so that they give the same bits.
+void rotate_token(float* xt, int64_t n_heads, int64_t head_dim, int64_t half, const float* angles,
+                  RotaryPairing pairing, int64_t offset, float sign) {
+  for (int64_t i = 0; i < half; ++i) {
+    const float c = angles[i], s = sign * angles[half + i];
+    const int64_t a = pairing == RotaryPairing::kInterleaved ? 2 * i : i;
+    const int64_t b = pairing == RotaryPairing::kInterleaved ? 2 * i + 1 : i + half;
+    for (int64_t h = 0; h < n_heads; ++h) {
+      float* xh = xt + h * head_dim + offset;
+      const float x0 = xh[a], x1 = xh[b];
+      xh[a] = x0 * c - x1 * s;
+      xh[b] = x0 * s + x1 * c;
+    }
+  }
+}
+
+}  // namespace
+
 void rope(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, int64_t n_rot,
           std::span<const int32_t> positions, std::span<const float> inv_freq,
           RotaryPairing pairing, int64_t offset, float sign) {
   DI_ICHECK(static_cast<int64_t>(inv_freq.size()) * 2 == n_rot && offset >= 0 && offset + n_rot <= head_dim);
-  const int64_t half = n_rot / 2;
+  thread_local std::vector<float> angles;
+  angles.resize(static_cast<size_t>(n_rot));
   for (int64_t t = 0; t < n_tokens; ++t) {
-    const float pos = static_cast<float>(positions[t]);
-    for (int64_t i = 0; i < half; ++i) {
-      const float theta = pos * inv_freq[i];
-      const float c = std::cos(theta), s = sign * std::sin(theta);
-      for (int64_t h = 0; h < n_heads; ++h) {
-        float* xh = x + (t * n_heads + h) * head_dim + offset;
-        const int64_t a = pairing == RotaryPairing::kInterleaved ? 2 * i : i;
-        const int64_t b = pairing == RotaryPairing::kInterleaved ? 2 * i + 1 : i + half;
-        const float x0 = xh[a], x1 = xh[b];
-        xh[a] = x0 * c - x1 * s;
-        xh[b] = x0 * s + x1 * c;
-      }
-    }
+    token_angles(positions[static_cast<size_t>(t)], inv_freq, angles.data());
+    rotate_token(x + t * n_heads * head_dim, n_heads, head_dim, n_rot / 2, angles.data(), pairing, offset, sign);
   }
 }
 
@@ -346,15 +369,7 @@ const float* RopeAngles::table(std::span<const int32_t> positions, std::span<con
   slot->angles.resize(static_cast<size_t>(n_tokens * 2 * half));
   float* angles = slot->angles.data();
   for_rows(pool, n_tokens, 16 * half, [&](int64_t begin, int64_t end) {
-    for (int64_t t = begin; t < end; ++t) {
-      const float pos = static_cast<float>(positions[static_cast<size_t>(t)]);
-      float* row = angles + t * 2 * half;
-      for (int64_t i = 0; i < half; ++i) {
-        const float theta = pos * inv_freq[static_cast<size_t>(i)];  // as rope() forms it
-        row[i] = std::cos(theta);
-        row[half + i] = std::sin(theta);
-      }
-    }
+    for (int64_t t = begin; t < end; ++t) token_angles(positions[static_cast<size_t>(t)], inv_freq, angles + t * 2 * half);
   });
   return angles;
 }
@@ -365,19 +380,7 @@ void rope(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, int64_t
   const int64_t half = n_rot / 2;
   for_rows(pool, n_tokens, n_heads * head_dim, [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t) {
-      const float* cos_t = angles + t * n_rot;
-      const float* sin_t = cos_t + half;
-      for (int64_t i = 0; i < half; ++i) {
-        const float c = cos_t[i], s = sign * sin_t[i];
-        const int64_t a = pairing == RotaryPairing::kInterleaved ? 2 * i : i;
-        const int64_t b = pairing == RotaryPairing::kInterleaved ? 2 * i + 1 : i + half;
-        for (int64_t h = 0; h < n_heads; ++h) {
-          float* xh = x + (t * n_heads + h) * head_dim + offset;
-          const float x0 = xh[a], x1 = xh[b];
-          xh[a] = x0 * c - x1 * s;
-          xh[b] = x0 * s + x1 * c;
-        }
-      }
+      rotate_token(x + t * n_heads * head_dim, n_heads, head_dim, half, angles + t * n_rot, pairing, offset, sign);
     }
   });
 }
