@@ -218,6 +218,11 @@ std::vector<std::string> check_reply(const Exchange& exchange) {
       used += n;
       if (ec || n == 0) break;
     }
+    // A response with neither a length nor chunks (a stream to an HTTP/1.0 client) ends where
+    // the server closed: the end of the reply.
+    if (!parser.is_done() && used == rest.size() && parser.is_header_done()) {
+      parser.put_eof(ec);
+    }
     if (!parser.is_done()) fail("a logged response is missing or incomplete", line + "\n" + std::string(rest));
     const auto& response = parser.get();
     if (response.result_int() != static_cast<unsigned>(status)) {
