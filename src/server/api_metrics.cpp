@@ -135,6 +135,16 @@ ApiMetrics::ApiMetrics(const Engine& engine)
   Counter& prompt = registry_.counter("deepinfer:prompt_tokens_total", "Prompt tokens computed.");
   Counter& generation = registry_.counter("deepinfer:generation_tokens_total", "Tokens generated.");
   Counter& preemptions = registry_.counter("deepinfer:num_preemptions_total", "Sequences preempted.");
+  Counter& steps = registry_.counter("deepinfer:engine_steps_total", "Engine steps (forward passes).");
+  Counter& forward = registry_.counter("deepinfer:engine_forward_seconds_total", "Time inside forward passes.");
+  Counter& overhead = registry_.counter("deepinfer:engine_overhead_seconds_total",
+                                        "Time the model stood idle between passes because of the engine (sampling).");
+  Counter& decode_steps = registry_.counter("deepinfer:engine_decode_steps_total",
+                                            "Steps that computed no prompt token (every sequence decoding).");
+  Counter& decode_tokens = registry_.counter("deepinfer:engine_decode_step_tokens_total",
+                                             "Tokens sampled in decode-only steps.");
+  Counter& decode_seconds = registry_.counter("deepinfer:engine_decode_step_seconds_total",
+                                              "Time of decode-only steps: forward pass plus overhead.");
   auto mirror = std::make_shared<TotalsMirror>();
   registry_.on_render([&, mirror] {
     const EngineStats s = engine.stats();
@@ -159,6 +169,16 @@ ApiMetrics::ApiMetrics(const Engine& engine)
     add(generation, s.generation_tokens, mirror->seen.generation_tokens);
     add(preemptions, s.n_preemptions, mirror->seen.n_preemptions);
     add(failed_steps, s.n_failed_steps, mirror->seen.n_failed_steps);
+    add(steps, s.n_steps, mirror->seen.n_steps);
+    add(decode_steps, s.decode_steps, mirror->seen.decode_steps);
+    add(decode_tokens, s.decode_step_tokens, mirror->seen.decode_step_tokens);
+    const auto add_seconds = [](Counter& c, double now, double& seen) {
+      if (now > seen) c.inc(now - seen);
+      seen = now;
+    };
+    add_seconds(forward, s.forward_seconds, mirror->seen.forward_seconds);
+    add_seconds(overhead, s.overhead_seconds, mirror->seen.overhead_seconds);
+    add_seconds(decode_seconds, s.decode_step_seconds, mirror->seen.decode_step_seconds);
   });
   if (engine.stats().kv_store.enabled) register_kv_store_metrics(registry_, engine);
   register_speculative_metrics(registry_, engine);

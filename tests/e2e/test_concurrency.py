@@ -88,3 +88,11 @@ def test_metrics_exposition(server, openai_client):
         assert name in m, name
     assert m["deepinfer:generation_tokens_total"] > 0
     assert m["deepinfer:time_to_first_token_seconds_count"] > 0
+    # The engine's step time: passes and the time spent in them, decode-only steps apart.
+    assert m["deepinfer:engine_steps_total"] >= 2  # a prefill, then decode steps
+    assert m["deepinfer:engine_forward_seconds_total"] > 0
+    assert m["deepinfer:engine_overhead_seconds_total"] >= 0
+    assert 0 < m["deepinfer:engine_decode_steps_total"] < m["deepinfer:engine_steps_total"]
+    assert m["deepinfer:engine_decode_step_tokens_total"] >= m["deepinfer:engine_decode_steps_total"]
+    assert 0 < m["deepinfer:engine_decode_step_seconds_total"] <= (m["deepinfer:engine_forward_seconds_total"] +
+                                                                   m["deepinfer:engine_overhead_seconds_total"])
