@@ -1398,6 +1398,9 @@ std::vector<OpCase> perf_cases() {
   // Prefill: 256 tokens through 2048 x 2048: GFLOP/s.
   for (DType type : kWeightFormats) cases.push_back(matmul_case(type, 2048, 2048, 256, Bias::kNone));
   cases.push_back(matmul_group_case({DType::kQ4_K, DType::kQ4_K, DType::kQ6_K}, {2048, 512, 512}, 2048, 256));
+  // Batched decode through Gemma 3's output head (262144 x 640, 170 MB of Q8_0: past the L2,
+  // streamed from memory every step), 16 and 64 sequences: bound by memory and compute at once.
+  for (int64_t n_tokens : {16, 64}) cases.push_back(matmul_case(DType::kQ8_0, 262144, 640, n_tokens, Bias::kNone));
   cases.push_back(grouped_matmul_case(DType::kQ4_K, {300, 200, 0, 412, 100, 500, 300, 236}, 2048, {1024, 1024}));
   // Batched decode attention, the kernel that bounds batch-64 decode: 64 sequences x 320
   // positions, SmolLM2's heads, a paged float16 cache with scattered blocks, each repetition

@@ -107,11 +107,19 @@ TEST(PackedKernels, ProductMatchesTheReferenceAndIsTileInvariant) {
       const size_t group_bytes = packed_group_bytes(type, n);
       const int64_t ldy = rows + 3;
       std::vector<float> y(toks * ldy, -1.0f), alone(kPackRows);
-      gemm(p.data(), group_bytes, groups, a.data(), a_stride, toks, n, y.data(), ldy);
+      // The infos are worked out once for every token; each one-token call below gets its row's.
+      const PackedActInfoFn info_fn = avx512::packed_act_info_fn(type);
+      ASSERT_EQ(info_fn == nullptr, is_k_quant(type)) << dtype_name(type);
+      const int64_t infos_per_row = n / kPackedActBlock;
+      std::vector<PackedActInfo> infos(static_cast<size_t>(toks * infos_per_row));
+      if (info_fn != nullptr) info_fn(a.data(), a_stride, toks, n, infos.data());
+      const PackedActInfo* info = info_fn != nullptr ? infos.data() : nullptr;
+      gemm(p.data(), group_bytes, groups, a.data(), a_stride, info, toks, n, y.data(), ldy, toks % 2 == 0);
       for (int64_t t = 0; t < toks; ++t) {
+        const PackedActInfo* row_info = info != nullptr ? info + t * infos_per_row : nullptr;
         for (int64_t g = 0; g < groups; ++g) {
-          gemm(p.data() + g * group_bytes, group_bytes, 1, a.data() + t * a_stride, a_stride, 1, n, alone.data(),
-               kPackRows);
+          gemm(p.data() + g * group_bytes, group_bytes, 1, a.data() + t * a_stride, a_stride, row_info, 1, n,
+               alone.data(), kPackRows, false);
           for (int64_t j = 0; j < kPackRows; ++j) {
             const int64_t r = g * kPackRows + j;
             const std::string where = std::string(dtype_name(type)) + " groups=" + std::to_string(groups) +

@@ -25,10 +25,21 @@ struct WeightMatrix {
   size_t row_bytes() const { return dtype_row_bytes(dtype, n_in); }
 };
 
-// Reusable buffer for activations quantized to a weight's vec_dot_type. Grows, never shrinks,
-// so a forward pass allocates only on its first call with a given batch size.
+// What the packed kernels (packed.h) need of each quantized activation block besides its codes:
+// the scale as a float, the sum of the codes (the weight formats' offsets enter the integer sums
+// as -offset * code_sum) and Q8_1's s. Worked out once per product, not once per kernel call.
+struct PackedActInfo {
+  float d;
+  int32_t code_sum;
+  float s;
+};
+
+// Reusable buffers for activations quantized to a weight's vec_dot_type and their packed-kernel
+// infos. Grow, never shrink, so a forward pass allocates only on its first call with a given
+// batch size.
 struct QuantScratch {
   std::vector<uint8_t> bytes;
+  std::vector<PackedActInfo> act_info;  // [n_tokens, n_in / 32] where a packed kernel takes them
 };
 
 // y[t, o] = sum_i w[o, i] * x[t, i] (+ bias[o] when bias is non-null).

@@ -205,6 +205,10 @@ PackedGemmFn packed_gemm_fn(DType weight_type) {
   return use512 ? avx512::packed_gemm_fn(weight_type) : nullptr;
 }
 
+PackedActInfoFn packed_act_info_fn(DType weight_type) {
+  return packed_gemm_fn(weight_type) != nullptr ? avx512::packed_act_info_fn(weight_type) : nullptr;
+}
+
 bool weight_prefetch() {
   static const bool on = [] {
     if (const char* set = std::getenv("DEEPINFER_WEIGHT_PREFETCH")) return std::string_view(set) != "0";

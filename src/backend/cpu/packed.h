@@ -45,14 +45,33 @@ inline constexpr int64_t kPackRows = 16;
 
 // y[t * ldy + 16 g + j] = row j of group g times activation row t (in vec_dot_type), for groups
 // [0, n_groups) starting at w (groups group_stride bytes apart) and n_tok activation rows
-// a_stride bytes apart; n elements. Every element is computed by the same instructions whatever
-// n_groups and n_tok are, so a token's result does not depend on its batch.
+// a_stride bytes apart; n elements. `info`: the rows' PackedActInfo (n / kPackedActBlock per
+// row, row after row) for the types with a packed_act_info_fn, ignored by the others. Every element is
+// computed by the same instructions whatever n_groups and n_tok are, so a token's result does
+// not depend on its batch.
+//
+// `prefetch_next`: while the later token tiles compute from L2, ask for as many bytes as these
+// groups hold right after them (the caller's next call on the matrix) into L2, so that the
+// stream from memory goes on (where weight_prefetch() says so). For products that read their
+// matrix once, from memory: a decode batch; prefill passes over a matrix the L3 holds were
+// 2-4% slower with it.
 using PackedGemmFn = void (*)(const uint8_t* w, size_t group_stride, int64_t n_groups, const void* a,
-                              size_t a_stride, int64_t n_tok, int64_t n, float* y, int64_t ldy);
+                              size_t a_stride, const PackedActInfo* info, int64_t n_tok, int64_t n, float* y,
+                              int64_t ldy, bool prefetch_next);
+
+// info[t * (n / kPackedActBlock) + i] for block i of activation row t, n_tok rows a_stride bytes
+// apart.
+inline constexpr int64_t kPackedActBlock = 32;
+using PackedActInfoFn = void (*)(const void* a, size_t a_stride, int64_t n_tok, int64_t n, PackedActInfo* info);
 
 // The dispatched tier's packed product for a weight type, or nullptr (another type, or a CPU or
 // DEEPINFER_ISA cap below avx512).
 PackedGemmFn packed_gemm_fn(DType weight_type);
+
+// The infos that type's packed product takes, or nullptr where it takes none (Q4_K, Q6_K) or
+// there is no packed product. It depends on the activation type only: weight types that share
+// a vec_dot_type share it.
+PackedActInfoFn packed_act_info_fn(DType weight_type);
 
 // Whether products ask for their weights ahead of use (software prefetch: a packed call's first
 // token tile, and a one-token product of unpacked rows): on for Intel CPUs, where it lifted decode 10-50% on an Emerald Rapids Xeon; off elsewhere, since an
@@ -64,6 +83,7 @@ bool weight_prefetch();
 // every type when the compiler cannot target those extensions. Call only where cpu_has(kAvx512).
 namespace avx512 {
 PackedGemmFn packed_gemm_fn(DType weight_type);
+PackedActInfoFn packed_act_info_fn(DType weight_type);
 }  // namespace avx512
 
 // Whether a matrix of this type and shape is packed: a packed product exists for the type and
