@@ -82,8 +82,10 @@ TEST(PackedKernels, ProductMatchesTheReferenceAndIsTileInvariant) {
     const DType act_type = vec_dot_type(type);
     // {groups, tokens, blocks}: tile remainders in both directions, one block, odd counts.
     // Token counts past 8 cross every tile width (8, 6 and 4 tokens, then one at a time).
-    const int64_t shapes[][3] = {{1, 1, 1}, {1, 5, 3},  {3, 1, 2},  {2, 4, 18}, {5, 7, 1},
-                                 {4, 9, 19}, {3, 13, 5}, {3, 10, 4}, {2, 17, 2}};
+    // {5, 13, 300}: Q5_0's batch path unpacks a call's groups into a scratch of 256 KB at most,
+    // here two groups at a time, then the fifth alone.
+    const int64_t shapes[][3] = {{1, 1, 1},  {1, 5, 3},  {3, 1, 2},  {2, 4, 18}, {5, 7, 1},
+                                 {4, 9, 19}, {3, 13, 5}, {3, 10, 4}, {2, 17, 2}, {5, 13, 300}};
     for (const auto& s : shapes) {
       // K-quant blocks are 8 times longer: fewer of them.
       const int64_t blocks = is_k_quant(type) ? (s[2] + 3) / 4 : s[2];
@@ -114,6 +116,7 @@ TEST(PackedKernels, ProductMatchesTheReferenceAndIsTileInvariant) {
       std::vector<PackedActInfo> infos(static_cast<size_t>(toks * infos_per_row));
       if (info_fn != nullptr) info_fn(a.data(), a_stride, toks, n, infos.data());
       const PackedActInfo* info = info_fn != nullptr ? infos.data() : nullptr;
+      // Odd token counts as several passes would run them (Q5_0 unpacks), even ones as one pass.
       gemm(p.data(), group_bytes, groups, a.data(), a_stride, info, toks, n, y.data(), ldy, toks % 2 == 0);
       for (int64_t t = 0; t < toks; ++t) {
         const PackedActInfo* row_info = info != nullptr ? info + t * infos_per_row : nullptr;

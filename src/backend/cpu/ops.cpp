@@ -88,8 +88,8 @@ void packed_rows(const MatmulOutput& m, const uint8_t* act, size_t act_row_bytes
   DI_ICHECK(infos != nullptr || packed_act_info_fn(w.dtype) == nullptr);
   const size_t group_bytes = packed_group_bytes(w.dtype, w.n_in);
   const int64_t infos_per_row = w.n_in / kPackedActBlock;
-  // One pass over the matrix (a decode batch): its weights come from memory, once.
-  const bool reads_once = n_tokens <= kGemmTokens;
+  // One pass over the matrix (a decode batch): its weights come from memory, once (packed.h).
+  const bool one_pass = n_tokens <= kGemmTokens;
   for (int64_t t0 = 0; t0 < n_tokens; t0 += kGemmTokens) {
     const int64_t nt = std::min(kGemmTokens, n_tokens - t0);
     const PackedActInfo* info = infos != nullptr ? infos + t0 * infos_per_row : nullptr;
@@ -97,7 +97,7 @@ void packed_rows(const MatmulOutput& m, const uint8_t* act, size_t act_row_bytes
       const int64_t nr = std::min(kPackedGemmRows, end - o0);
       float* yb = m.y + t0 * w.n_out + o0;
       gemm(w.packed + (o0 / kPackRows) * group_bytes, group_bytes, nr / kPackRows, act + t0 * act_row_bytes,
-           act_row_bytes, info, nt, w.n_in, yb, w.n_out, reads_once);
+           act_row_bytes, info, nt, w.n_in, yb, w.n_out, one_pass);
       if (m.bias) {
         for (int64_t t = 0; t < nt; ++t) {
           for (int64_t o = 0; o < nr; ++o) yb[t * w.n_out + o] += m.bias[o0 + o];

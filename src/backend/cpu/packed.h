@@ -50,14 +50,15 @@ inline constexpr int64_t kPackRows = 16;
 // computed by the same instructions whatever n_groups and n_tok are, so a token's result does
 // not depend on its batch.
 //
-// `prefetch_next`: while the later token tiles compute from L2, ask for as many bytes as these
-// groups hold right after them (the caller's next call on the matrix) into L2, so that the
-// stream from memory goes on (where weight_prefetch() says so). For products that read their
-// matrix once, from memory: a decode batch; prefill passes over a matrix the L3 holds were
-// 2-4% slower with it.
+// `one_pass`: the product makes no other pass over these rows (a batch of at most a call's
+// tokens: decode), so their weights come from memory, once. The later token tiles then ask for
+// as many bytes as these groups hold right after them (the caller's next call) into L2, so that
+// the stream from memory goes on while they compute (where weight_prefetch() says so). A
+// product of several passes (prefill) finds its weights in the caches: there the prefetch made
+// it 2-4% slower, and Q5_0 unpacks each call's codes once for all its token tiles instead.
 using PackedGemmFn = void (*)(const uint8_t* w, size_t group_stride, int64_t n_groups, const void* a,
                               size_t a_stride, const PackedActInfo* info, int64_t n_tok, int64_t n, float* y,
-                              int64_t ldy, bool prefetch_next);
+                              int64_t ldy, bool one_pass);
 
 // info[t * (n / kPackedActBlock) + i] for block i of activation row t, n_tok rows a_stride bytes
 // apart.
