@@ -75,9 +75,10 @@ PackedGemmFn packed_gemm_fn(DType weight_type);
 PackedActInfoFn packed_act_info_fn(DType weight_type);
 
 // Whether products ask for their weights ahead of use (software prefetch: a packed call's first
-// token tile, and a one-token product of unpacked rows): on for Intel CPUs, where it lifted decode 10-50% on an Emerald Rapids Xeon; off elsewhere, since an
-// earlier prefetch on AMD Zen 4 made a streaming Q8_0 product slower (not measured with this
-// one). DEEPINFER_WEIGHT_PREFETCH=1 or 0 sets it, to measure either way on any machine.
+// token tile and, in a one-pass product, its later tiles; a one-token product of unpacked rows):
+// on for Intel CPUs, where it lifted decode 10-50% on an Emerald Rapids Xeon; off elsewhere,
+// since an earlier prefetch on AMD Zen 4 made a streaming Q8_0 product slower (not measured
+// with this one). DEEPINFER_WEIGHT_PREFETCH=1 or 0 sets it, to measure either way on any machine.
 bool weight_prefetch();
 
 // The AVX-512 VNNI kernels by name (packed_avx512.cpp): nullptr for a type without one, and for

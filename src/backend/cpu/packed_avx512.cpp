@@ -180,8 +180,8 @@ struct Prefetch {
 // over two accumulators (even and odd k-groups): eight dependent vpdpbusd per block would
 // otherwise leave the unit waiting on its own latency.
 template <typename F, int R, int C>
-void tile(const uint8_t* w, size_t group_stride, const uint8_t* a, size_t a_stride, const PackedActInfo* info, int64_t nb,
-          float* y, int64_t ldy, Prefetch prefetch) {
+void tile(const uint8_t* w, size_t group_stride, const uint8_t* a, size_t a_stride, const PackedActInfo* info,
+          int64_t nb, float* y, int64_t ldy, Prefetch prefetch) {
   using ActBlock = typename F::ActBlock;
   constexpr int kSplit = R * C >= 8 ? 1 : 2;
   // Element (r, c) of a tile's arrays is [r * C + c]: one-dimensional, which GCC keeps in
@@ -258,8 +258,8 @@ void tile(const uint8_t* w, size_t group_stride, const uint8_t* a, size_t a_stri
 constexpr size_t kQ4KSc = 64, kQ4KMn = 192, kQ4KCodes = 320, kQ4KBytes = 320 + 2048;
 
 template <int R, int C>
-void tile_q4_k(const uint8_t* w, size_t group_stride, const uint8_t* a, size_t a_stride, const PackedActInfo*, int64_t nb,
-               float* y, int64_t ldy, Prefetch prefetch) {
+void tile_q4_k(const uint8_t* w, size_t group_stride, const uint8_t* a, size_t a_stride, const PackedActInfo*,
+               int64_t nb, float* y, int64_t ldy, Prefetch prefetch) {
   __m512 acc[R][C];
   for (int r = 0; r < R; ++r) {
     for (int c = 0; c < C; ++c) acc[r][c] = _mm512_setzero_ps();
@@ -360,8 +360,8 @@ inline __m512i q6_k_code(const uint8_t* pb, int g) {
 }
 
 template <int R, int C>
-void tile_q6_k(const uint8_t* w, size_t group_stride, const uint8_t* a, size_t a_stride, const PackedActInfo*, int64_t nb,
-               float* y, int64_t ldy, Prefetch prefetch) {
+void tile_q6_k(const uint8_t* w, size_t group_stride, const uint8_t* a, size_t a_stride, const PackedActInfo*,
+               int64_t nb, float* y, int64_t ldy, Prefetch prefetch) {
   __m512 acc[R][C];
   for (int r = 0; r < R; ++r) {
     for (int c = 0; c < C; ++c) acc[r][c] = _mm512_setzero_ps();
