@@ -498,24 +498,20 @@ template <typename F, int C>
 constexpr PackedGemmFn packed_gemm = packed_gemm_tiles<tile<F, kR, C>, tile<F, 1, C>, tile<F, kR, 4>, tile<F, 1, 4>,
                                                        tile<F, 1, 1>, kR, C, kQK>;
 
-// Q5_0 passed over several times (prefill): each call's groups unpacked once into PackQ5_0Bytes
-// blocks (at most kUnpackedBytes at a time, in L2), then the tiles over those. Unpacking a
-// k-group's codes takes five instructions on the ports that run vpdpbusd, against six vpdpbusd
-// for a 2 x 6 tile's use of them; a call of 64 tokens now pays it once, not 11 times: Gemma 3's
-// prefill 1.1x, Q5_0 2048 x 2048 by 256 tokens 1.2x. A decode batch (`one_pass`), which streams
-// its weights from memory, keeps the direct tiles: unpacking there made a served step of 12-16
-// sequences 4% slower.
+// The scratch a prefill call unpacks its groups into (Q5_0, Q6_K): it stays in L2.
 constexpr size_t kUnpackedBytes = size_t{256} << 10;
 
-void packed_gemm_q5_0(const uint8_t* w, size_t group_stride, int64_t n_groups, const void* act, size_t a_stride,
-                      const PackedActInfo* infos, int64_t n_tok, int64_t n, float* y, int64_t ldy, bool one_pass) {
-  if (one_pass || n_tok < 2 * kC) {
-    return packed_gemm<PackQ5_0, kC>(w, group_stride, n_groups, act, a_stride, infos, n_tok, n, y, ldy, one_pass);
-  }
-  const int64_t nb = n / kQK;
-  const size_t unpacked_stride = static_cast<size_t>(nb) * PackQ5_0Bytes::kBytes;
-  const int64_t at_once =
-      std::min(n_groups, std::max<int64_t>(kR, static_cast<int64_t>(kUnpackedBytes / unpacked_stride) / kR * kR));
+// y over n_groups groups whose packed blocks (kIn bytes each) kUnpack turns into kOut-byte blocks
+// for kGemm: at most kUnpackedBytes of groups at a time (at least kMultiple), into a scratch that
+// stays in L2 while kGemm's token tiles pass over it.
+template <size_t kIn, size_t kOut, int64_t kElems, void (*kUnpack)(const uint8_t*, uint8_t*), PackedGemmFn kGemm,
+          int64_t kMultiple>
+void unpacked_gemm(const uint8_t* w, size_t group_stride, int64_t n_groups, const void* act, size_t a_stride,
+                   const PackedActInfo* infos, int64_t n_tok, int64_t n, float* y, int64_t ldy) {
+  const int64_t nb = n / kElems;
+  const size_t unpacked_stride = static_cast<size_t>(nb) * kOut;
+  const auto fit = static_cast<int64_t>(kUnpackedBytes / unpacked_stride) / kMultiple * kMultiple;
+  const int64_t at_once = std::min(n_groups, std::max(kMultiple, fit));
   thread_local std::vector<uint8_t> unpacked;  // grows to its largest use once per thread
   if (unpacked.size() < static_cast<size_t>(at_once) * unpacked_stride) {
     unpacked.resize(static_cast<size_t>(at_once) * unpacked_stride);
@@ -524,16 +520,33 @@ void packed_gemm_q5_0(const uint8_t* w, size_t group_stride, int64_t n_groups, c
     const int64_t count = std::min(at_once, n_groups - g0);
     for (int64_t k = 0; k < count; ++k) {
       for (int64_t i = 0; i < nb; ++i) {
-        const uint8_t* src = w + (g0 + k) * group_stride + i * PackQ5_0::kBytes;
-        uint8_t* dst = unpacked.data() + k * unpacked_stride + i * PackQ5_0Bytes::kBytes;
-        std::memcpy(dst, src, 32);  // d[16]
-#pragma GCC unroll 8
-        for (int g = 0; g < 8; ++g) _mm512_storeu_si512(dst + 32 + 64 * g, PackQ5_0::code(src, g));
+        kUnpack(w + (g0 + k) * group_stride + i * kIn, unpacked.data() + k * unpacked_stride + i * kOut);
       }
     }
-    packed_gemm<PackQ5_0Bytes, kC>(unpacked.data(), unpacked_stride, count, act, a_stride, infos, n_tok, n,
-                                   y + g0 * kPackRows, ldy, false);
+    kGemm(unpacked.data(), unpacked_stride, count, act, a_stride, infos, n_tok, n, y + g0 * kPackRows, ldy, false);
   }
+}
+
+// Q5_0 passed over several times (prefill): each call's groups unpacked once into PackQ5_0Bytes
+// blocks (at most kUnpackedBytes at a time, in L2), then the tiles over those. Unpacking a
+// k-group's codes takes five instructions on the ports that run vpdpbusd, against six vpdpbusd
+// for a 2 x 6 tile's use of them; a call of 64 tokens now pays it once, not 11 times: Gemma 3's
+// prefill 1.1x, Q5_0 2048 x 2048 by 256 tokens 1.2x. A decode batch (`one_pass`), which streams
+// its weights from memory, keeps the direct tiles: unpacking there made a served step of 12-16
+// sequences 4% slower.
+void unpack_q5_0(const uint8_t* src, uint8_t* dst) {
+  std::memcpy(dst, src, 32);  // d[16]
+#pragma GCC unroll 8
+  for (int g = 0; g < 8; ++g) _mm512_storeu_si512(dst + 32 + 64 * g, PackQ5_0::code(src, g));
+}
+
+void packed_gemm_q5_0(const uint8_t* w, size_t group_stride, int64_t n_groups, const void* act, size_t a_stride,
+                      const PackedActInfo* infos, int64_t n_tok, int64_t n, float* y, int64_t ldy, bool one_pass) {
+  if (one_pass || n_tok < 2 * kC) {
+    return packed_gemm<PackQ5_0, kC>(w, group_stride, n_groups, act, a_stride, infos, n_tok, n, y, ldy, one_pass);
+  }
+  unpacked_gemm<PackQ5_0::kBytes, PackQ5_0Bytes::kBytes, kQK, unpack_q5_0, packed_gemm<PackQ5_0Bytes, kC>, kR>(
+      w, group_stride, n_groups, act, a_stride, infos, n_tok, n, y, ldy);
 }
 
 // Q4_K: one group by four tokens (its scale and min vectors take the registers a second group
@@ -554,32 +567,18 @@ constexpr PackedGemmFn packed_gemm_q6_k_unpacked =
 // (six instructions per k-group's codes, which an 8-token tile paid again in every tile row):
 // 2048x2048 by 256 tokens 5.2 -> 4.0-4.1 ms, Gemma 3's prefill at 512 3-6% faster. Decode
 // batches keep the direct tiles.
+void unpack_q6_k(const uint8_t* src, uint8_t* dst) {
+  std::memcpy(dst, src, kQ6KUnpackedCodes);  // d[16], sc[16][16]
+  for (int g = 0; g < 64; ++g) _mm512_storeu_si512(dst + kQ6KUnpackedCodes + 64 * g, q6_k_code(src, g));
+}
+
 void packed_gemm_q6_k_fn(const uint8_t* w, size_t group_stride, int64_t n_groups, const void* act, size_t a_stride,
                          const PackedActInfo* infos, int64_t n_tok, int64_t n, float* y, int64_t ldy, bool one_pass) {
   if (one_pass || n_tok < 16) {
     return packed_gemm_q6_k(w, group_stride, n_groups, act, a_stride, infos, n_tok, n, y, ldy, one_pass);
   }
-  const int64_t nb = n / kQKK;
-  const size_t unpacked_stride = static_cast<size_t>(nb) * kQ6KUnpackedBytes;
-  const int64_t at_once =
-      std::min(n_groups, std::max<int64_t>(1, static_cast<int64_t>(kUnpackedBytes / unpacked_stride)));
-  thread_local std::vector<uint8_t> unpacked;  // grows to its largest use once per thread
-  if (unpacked.size() < static_cast<size_t>(at_once) * unpacked_stride) {
-    unpacked.resize(static_cast<size_t>(at_once) * unpacked_stride);
-  }
-  for (int64_t g0 = 0; g0 < n_groups; g0 += at_once) {
-    const int64_t count = std::min(at_once, n_groups - g0);
-    for (int64_t k = 0; k < count; ++k) {
-      for (int64_t i = 0; i < nb; ++i) {
-        const uint8_t* src = w + (g0 + k) * group_stride + i * kQ6KBytes;
-        uint8_t* dst = unpacked.data() + k * unpacked_stride + i * kQ6KUnpackedBytes;
-        std::memcpy(dst, src, kQ6KUnpackedCodes);  // d[16], sc[16][16]
-        for (int g = 0; g < 64; ++g) _mm512_storeu_si512(dst + kQ6KUnpackedCodes + 64 * g, q6_k_code(src, g));
-      }
-    }
-    packed_gemm_q6_k_unpacked(unpacked.data(), unpacked_stride, count, act, a_stride, infos, n_tok, n,
-                              y + g0 * kPackRows, ldy, false);
-  }
+  unpacked_gemm<kQ6KBytes, kQ6KUnpackedBytes, kQKK, unpack_q6_k, packed_gemm_q6_k_unpacked, 1>(
+      w, group_stride, n_groups, act, a_stride, infos, n_tok, n, y, ldy);
 }
 
 }  // namespace
