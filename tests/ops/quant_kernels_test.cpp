@@ -33,7 +33,8 @@ bool is_k_quant(DType t) { return t >= DType::kQ2_K && t <= DType::kQ8_K; }
 
 // The formats the AVX-512 tier has matrix products for (Q8_0 and the rest use the avx2 tier's
 // four-token kernel, checked by MatmulIsBatchInvariantForEveryFormat).
-constexpr DType kGemmTypes[] = {DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ4_K, DType::kQ6_K};
+constexpr DType kGemmTypes[] = {DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ2_K,
+                                 DType::kQ3_K, DType::kQ4_K, DType::kQ6_K};
 
 // A random weight matrix of `rows` rows, each row_bytes apart plus `pad` bytes of garbage, and
 // `toks` activation rows quantized by the reference, likewise padded.
