@@ -33,8 +33,7 @@ bool is_k_quant(DType t) { return t >= DType::kQ2_K && t <= DType::kQ8_K; }
 
 // The formats the AVX-512 tier has matrix products for (Q8_0 and the rest use the avx2 tier's
 // four-token kernel, checked by MatmulIsBatchInvariantForEveryFormat).
-constexpr DType kGemmTypes[] = {DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ2_K,
-                                 DType::kQ3_K, DType::kQ4_K, DType::kQ6_K};
+constexpr DType kGemmTypes[] = {DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ2_K, DType::kQ4_K, DType::kQ6_K};
 
 // A random weight matrix of `rows` rows, each row_bytes apart plus `pad` bytes of garbage, and
 // `toks` activation rows quantized by the reference, likewise padded.
@@ -176,8 +175,8 @@ TEST(OpKernels, MatmulIsBatchInvariantForEveryFormat) {
   std::mt19937 rng(5);
   ThreadPool pool(2);
   QuantScratch scratch;
-  for (DType type : {DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1, DType::kQ8_0, DType::kQ4_K,
-                     DType::kQ5_K, DType::kQ6_K, DType::kF16}) {
+  for (DType type : {DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1, DType::kQ8_0, DType::kQ2_K,
+                     DType::kQ3_K, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K, DType::kF16}) {
     const int64_t n_in = 2 * 256, n_out = 37, n_tok = 70;
     std::vector<uint8_t> w;
     for (int64_t o = 0; o < n_out; ++o) {

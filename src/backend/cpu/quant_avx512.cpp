@@ -20,12 +20,11 @@
 // the avx2 tier: written the same way (codes + 128, offset 128) its matrix products were faster
 // but its one-token products, which bound decode, ran at half the avx2 speed.
 //
-// K-quants (Q2_K, Q3_K, Q4_K, Q6_K): each super-block's integer sum is formed exactly
-// (vpmaddubsw, then vpdpwssd by the 16-bit sub-block scales) and scaled with the same float
-// operations as the scalar reference, so these agree with ref::vec_dot bit for bit. Q2_K and
-// Q3_K had only the scalar reference before (about 1 GB/s in decode, 5 GFLOP/s in prefill). Q5_K
-// stays with the avx2 tier: written the same way, its prefill was 1.56x faster but its decode
-// 1.6x slower.
+// K-quants (Q2_K, Q4_K, Q6_K): each super-block's integer sum is formed exactly (vpmaddubsw,
+// then vpdpwssd by the 16-bit sub-block scales) and scaled with the same float operations as the
+// scalar reference, so these agree with ref::vec_dot bit for bit. Q3_K and Q5_K stay with the
+// avx2 tier: written the same way, their prefill was about 2x and 1.56x faster but their decode
+// 1.6x slower (a type takes all its kernels from one tier).
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -242,24 +241,16 @@ struct FmtQ4_K {
   }
 };
 
-// Q2_K and Q3_K: element e = 128h + 32s + l has its 2-bit code in bits 2s of qs[32h + l]; chunk
-// j (h = j / 2) is s = 2(j % 2) for its first 32 elements and s + 1 for the others. Q3_K adds a
-// third bit (hmask non-null), bit 4h + s of hmask[l], set for the codes not offset by -4. 16-bit
-// shifts by at most 7: what a byte keeps of them comes from that byte.
-inline __m512i two_bit_codes(const uint8_t* qs, const uint8_t* hmask, int j) {
+// Q2_K: element e = 128h + 32s + l has its 2-bit code in bits 2s of qs[32h + l]; chunk j
+// (h = j / 2) is s = 2(j % 2) for its first 32 elements and s + 1 for the others. 16-bit shifts
+// by at most 6: what a byte keeps of them comes from that byte.
+inline __m512i two_bit_codes(const uint8_t* qs, int j) {
   const int h = j / 2, s = 2 * (j & 1);
   const __m256i q = load256(qs + 32 * h);
   const __m512i q2 = _mm512_inserti64x4(_mm512_castsi256_si512(q), q, 1);
   const __m512i shift = _mm512_inserti64x4(_mm512_set1_epi16(static_cast<int16_t>(2 * s)),
                                            _mm256_set1_epi16(static_cast<int16_t>(2 * s + 2)), 1);
-  const __m512i low = _mm512_and_si512(_mm512_srlv_epi16(q2, shift), _mm512_set1_epi8(3));
-  if (hmask == nullptr) return low;
-  const __m256i hm = load256(hmask);
-  const __m512i hm2 = _mm512_inserti64x4(_mm512_castsi256_si512(hm), hm, 1);
-  const __m512i hshift = _mm512_inserti64x4(_mm512_set1_epi16(static_cast<int16_t>(4 * h + s)),
-                                            _mm256_set1_epi16(static_cast<int16_t>(4 * h + s + 1)), 1);
-  const __m512i high = _mm512_and_si512(_mm512_srlv_epi16(hm2, hshift), _mm512_set1_epi8(1));
-  return _mm512_or_si512(low, _mm512_slli_epi16(high, 2));
+  return _mm512_and_si512(_mm512_srlv_epi16(q2, shift), _mm512_set1_epi8(3));
 }
 
 // Words 8m..8m+7 of the result (16 elements = 8 pairs) take the 16-element scale 4j + m.
@@ -288,40 +279,13 @@ struct FmtQ2_K {
     s.dmin = half_to_float(b.dmin);
     return s;
   }
-  static __m512i codes(const Block& b, int j) { return two_bit_codes(b.qs, nullptr, j); }
+  static __m512i codes(const Block& b, int j) { return two_bit_codes(b.qs, j); }
   static __m512i scales(const RowState& s, int j) { return scales_of_16(s.sc16, j); }
   static float finish(const RowState& s, const BlockQ8_K& yb, __m512i sumi, float sum) {
     int isum, msum;
     reduce_two(sumi, _mm256_madd_epi16(load256(yb.bsums), s.mn16), &isum, &msum);
     sum = std::fma(yb.d * s.d, static_cast<float>(isum), sum);
     return std::fma(-(yb.d * s.dmin), static_cast<float>(msum), sum);
-  }
-};
-
-// Q3_K: codes 0..7 (the 2-bit code plus 4 where the hmask bit is set); the -4 of the others is
-// folded in as -4 * sum(sc * bsums), as Q6_K folds its -32. 16 signed scales.
-struct FmtQ3_K {
-  using Block = BlockQ3_K;
-  struct RowState {
-    __m512i sc16;
-    __m256i sc16y;
-    float d;
-  };
-  static RowState row_state(const Block& b) {
-    int8_t sc[16];
-    unpack_q3_k_scales(b.scales, sc);
-    RowState s;
-    s.sc16y = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc)));
-    s.sc16 = _mm512_castsi256_si512(s.sc16y);
-    s.d = half_to_float(b.d);
-    return s;
-  }
-  static __m512i codes(const Block& b, int j) { return two_bit_codes(b.qs, b.hmask, j); }
-  static __m512i scales(const RowState& s, int j) { return scales_of_16(s.sc16, j); }
-  static float finish(const RowState& s, const BlockQ8_K& yb, __m512i sumi, float sum) {
-    int isum, offset;
-    reduce_two(sumi, _mm256_madd_epi16(load256(yb.bsums), s.sc16y), &isum, &offset);
-    return std::fma(yb.d * s.d, static_cast<float>(isum - 4 * offset), sum);
   }
 };
 
@@ -524,7 +488,6 @@ GemmFn gemm_fn(DType weight_type) {
     case DType::kQ4_K: return gemm_k<FmtQ4_K>;
     case DType::kQ6_K: return gemm_k<FmtQ6_K>;
     case DType::kQ2_K: return gemm_k<FmtQ2_K>;
-    case DType::kQ3_K: return gemm_k<FmtQ3_K>;
     default: break;
   }
 #endif
@@ -541,7 +504,6 @@ VecDotFn vec_dot_fn(DType weight_type) {
     case DType::kQ4_K: return one_dot<gemm_k<FmtQ4_K>>;
     case DType::kQ6_K: return one_dot<gemm_k<FmtQ6_K>>;
     case DType::kQ2_K: return one_dot<gemm_k<FmtQ2_K>>;
-    case DType::kQ3_K: return one_dot<gemm_k<FmtQ3_K>>;
     default: break;
   }
 #endif
@@ -558,7 +520,6 @@ VecDot4Fn vec_dot4_fn(DType weight_type) {
     case DType::kQ4_K: return four_dots<gemm_k<FmtQ4_K>>;
     case DType::kQ6_K: return four_dots<gemm_k<FmtQ6_K>>;
     case DType::kQ2_K: return four_dots<gemm_k<FmtQ2_K>>;
-    case DType::kQ3_K: return four_dots<gemm_k<FmtQ3_K>>;
     default: break;
   }
 #endif

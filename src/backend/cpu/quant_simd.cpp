@@ -11,6 +11,7 @@
 // the vpmaddwd that widens also applies the sub-block scale for free.
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 
 #include "backend/cpu/quant_kernels.h"
 #include "core/half.h"
@@ -264,6 +265,58 @@ float vec_dot_q6_k(const void* w, const void* a, int64_t n) {
   return sum;
 }
 
+// Q2_K and Q3_K: element 128h + 32s + l has its 2-bit code in bits 2s of qs[32h + l], so one
+// 32-byte load shifted by 2s holds the codes of sub-blocks 8h + 2s and 8h + 2s + 1, one per
+// 128-bit lane (as Q6_K's). Q3_K's third bit (bit 4h + s of hmask[l]) adds 4 to the codes not
+// offset by -4, and the -4 is folded in afterwards as -4 * sum_k sc[k] * bsums[k]; Q2_K's mins
+// go in as the reference's second fma.
+template <typename Block>
+float vec_dot_q23_k(const void* w, const void* a, int64_t n) {
+  constexpr bool kQ3 = std::is_same_v<Block, BlockQ3_K>;
+  const auto* x = static_cast<const Block*>(w);
+  const auto* y = static_cast<const BlockQ8_K*>(a);
+  const __m256i two_bits = _mm256_set1_epi8(0x03);
+  const __m256i one = _mm256_set1_epi8(1);
+  float sum = 0.0f;
+  for (int64_t i = 0; i < n / kQKK; ++i) {
+    int sc[16];
+    int bias = 0;  // Q3_K: sum(sc * bsums), Q2_K: sum(mn * bsums)
+    if constexpr (kQ3) {
+      int8_t sc8[16];
+      unpack_q3_k_scales(x[i].scales, sc8);
+      for (int k = 0; k < 16; ++k) sc[k] = sc8[k];
+      for (int k = 0; k < 16; ++k) bias += sc[k] * y[i].bsums[k];
+    } else {
+      for (int k = 0; k < 16; ++k) sc[k] = x[i].scales[k] & 15;
+      for (int k = 0; k < 16; ++k) bias += (x[i].scales[k] >> 4) * y[i].bsums[k];
+    }
+    __m256i sumi = _mm256_setzero_si256();
+    __m256i hm = _mm256_setzero_si256();
+    if constexpr (kQ3) hm = load256(x[i].hmask);
+    for (int h = 0; h < 2; ++h) {
+      const __m256i qs = load256(x[i].qs + 32 * h);
+      for (int s = 0; s < 4; ++s) {
+        __m256i q = _mm256_and_si256(_mm256_srli_epi16(qs, 2 * s), two_bits);
+        if constexpr (kQ3) {
+          q = _mm256_or_si256(q, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hm, 4 * h + s), one), 2));
+        }
+        const int k = 8 * h + 2 * s;
+        const __m256i scales = _mm256_set_m128i(_mm_set1_epi16(static_cast<int16_t>(sc[k + 1])),
+                                                _mm_set1_epi16(static_cast<int16_t>(sc[k])));
+        const __m256i p = _mm256_maddubs_epi16(q, load256(y[i].qs + 128 * h + 32 * s));
+        sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, scales));
+      }
+    }
+    if constexpr (kQ3) {
+      sum = std::fma(y[i].d * fp16_to_fp32(x[i].d), static_cast<float>(hsum_i32(sumi) - 4 * bias), sum);
+    } else {
+      sum = std::fma(y[i].d * fp16_to_fp32(x[i].d), static_cast<float>(hsum_i32(sumi)), sum);
+      sum = std::fma(-(y[i].d * fp16_to_fp32(x[i].dmin)), static_cast<float>(bias), sum);
+    }
+  }
+  return sum;
+}
+
 // ---- plain weight types against float activations ---------------------------------------------
 
 // load8(i) gives weight elements i..i+7 as floats, scalar(i) element i. Four accumulators:
@@ -468,6 +521,8 @@ VecDotFn vec_dot_fn(DType weight_type) {
     case DType::kQ4_K: return vec_dot_q45_k<false, BlockQ4_K>;
     case DType::kQ5_K: return vec_dot_q45_k<true, BlockQ5_K>;
     case DType::kQ6_K: return vec_dot_q6_k;
+    case DType::kQ2_K: return vec_dot_q23_k<BlockQ2_K>;
+    case DType::kQ3_K: return vec_dot_q23_k<BlockQ3_K>;
     default: break;
   }
 #endif
