@@ -46,16 +46,16 @@ inline constexpr int64_t kPackRows = 16;
 // y[t * ldy + 16 g + j] = row j of group g times activation row t (in vec_dot_type), for groups
 // [0, n_groups) starting at w (groups group_stride bytes apart) and n_tok activation rows
 // a_stride bytes apart; n elements. `info`: the rows' PackedActInfo (n / kPackedActBlock per
-// row, row after row) for the types with a packed_act_info_fn, ignored by the others. Every element is
-// computed by the same instructions whatever n_groups and n_tok are, so a token's result does
-// not depend on its batch.
+// row, row after row) for the types with a packed_act_info_fn, ignored by the others. Every
+// element is computed by the same instructions whatever n_groups and n_tok are, so a token's
+// result does not depend on its batch.
 //
 // `one_pass`: the product makes no other pass over these rows (a batch of at most a call's
 // tokens: decode), so their weights come from memory, once. The later token tiles then ask for
 // as many bytes as these groups hold right after them (the caller's next call) into L2, so that
 // the stream from memory goes on while they compute (where weight_prefetch() says so). A
 // product of several passes (prefill) finds its weights in the caches: there the prefetch made
-// it 2-4% slower, and Q5_0 unpacks each call's codes once for all its token tiles instead.
+// it 2-4% slower, and Q5_0 and Q6_K unpack each call's codes once for all its token tiles.
 using PackedGemmFn = void (*)(const uint8_t* w, size_t group_stride, int64_t n_groups, const void* a,
                               size_t a_stride, const PackedActInfo* info, int64_t n_tok, int64_t n, float* y,
                               int64_t ldy, bool one_pass);

@@ -106,7 +106,7 @@ struct PackQ5_0 : NibbleCodes<96> {
 };
 
 // Q5_0 with its codes unpacked to bytes: k-group g's 64 bytes (in the order PackQ5_0::code gives
-// them) at 32 + 64 g, after the same d[16]. A batch's product unpacks each call's groups into
+// them) at 32 + 64 g, after the same d[16]. A prefill product unpacks each call's groups into
 // this once (packed_gemm_q5_0) instead of once per token tile; the integer sums and the float
 // operations are the same, so are the results.
 struct PackQ5_0Bytes : PackQ5_0 {
@@ -557,11 +557,13 @@ constexpr PackedGemmFn packed_gemm_q4_k = packed_gemm_tiles<tile_q4_k<1, 4>, til
 // Q6_K: one group by eight tokens. Its codes cost six instructions to unpack (two loads, two
 // shifts, a merge and a mask), which eight tokens share: 1 x 8 ran 1.5-2x faster than 1 x 4 on
 // Zen 4 (2048 x 2048 by 256 tokens); Q4_K, whose codes cost two, gained nothing from it.
-constexpr PackedGemmFn packed_gemm_q6_k = packed_gemm_tiles<tile_q6_k<1, 8>, tile_q6_k<1, 8>, tile_q6_k<1, 4>,
-                                                            tile_q6_k<1, 4>, tile_q6_k<1, 1>, 1, 8, kQKK>;
+constexpr int kCQ6K = 8;
+constexpr PackedGemmFn packed_gemm_q6_k =
+    packed_gemm_tiles<tile_q6_k<1, kCQ6K>, tile_q6_k<1, kCQ6K>, tile_q6_k<1, 4>, tile_q6_k<1, 4>, tile_q6_k<1, 1>, 1,
+                      kCQ6K, kQKK>;
 constexpr PackedGemmFn packed_gemm_q6_k_unpacked =
-    packed_gemm_tiles<tile_q6_k<1, 8, true>, tile_q6_k<1, 8, true>, tile_q6_k<1, 4, true>, tile_q6_k<1, 4, true>,
-                      tile_q6_k<1, 1, true>, 1, 8, kQKK>;
+    packed_gemm_tiles<tile_q6_k<1, kCQ6K, true>, tile_q6_k<1, kCQ6K, true>, tile_q6_k<1, 4, true>,
+                      tile_q6_k<1, 4, true>, tile_q6_k<1, 1, true>, 1, kCQ6K, kQKK>;
 
 // Q6_K passed over several times (prefill), as Q5_0: each call's groups unpacked to bytes once
 // (six instructions per k-group's codes, which an 8-token tile paid again in every tile row):
@@ -574,7 +576,7 @@ void unpack_q6_k(const uint8_t* src, uint8_t* dst) {
 
 void packed_gemm_q6_k_fn(const uint8_t* w, size_t group_stride, int64_t n_groups, const void* act, size_t a_stride,
                          const PackedActInfo* infos, int64_t n_tok, int64_t n, float* y, int64_t ldy, bool one_pass) {
-  if (one_pass || n_tok < 16) {
+  if (one_pass || n_tok < 2 * kCQ6K) {
     return packed_gemm_q6_k(w, group_stride, n_groups, act, a_stride, infos, n_tok, n, y, ldy, one_pass);
   }
   unpacked_gemm<kQ6KBytes, kQ6KUnpackedBytes, kQKK, unpack_q6_k, packed_gemm_q6_k_unpacked, 1>(
