@@ -78,6 +78,7 @@ std::string_view op_name(Op op) {
     case Op::kGatherRows: return "gather_rows";
     case Op::kEngramMix: return "engram_mix";
     case Op::kBlockAttention: return "block_attention";
+    case Op::kMatmulArgmax: return "matmul_argmax";
   }
   return "unknown op";
 }
@@ -86,6 +87,7 @@ std::string describe(const OpUse& use) {
   std::string s(op_name(use.op));
   switch (use.op) {
     case Op::kMatmul:
+    case Op::kMatmulArgmax:
     case Op::kGroupedMatmul:
     case Op::kEmbed: return s + " of " + std::string(dtype_name(use.dtype)) + " weights";
     case Op::kAttention:

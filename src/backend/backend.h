@@ -272,7 +272,7 @@ enum class Op {
   kUpload, kDownload, kEmbed, kMatmul, kRmsNorm, kRope, kGatedActivation, kAdd, kScale, kSoftCap,
   kStoreKv, kAttention, kGatherOutputRows, kRouteTopK, kMoeDispatch, kMoeGather, kGroupedMatmul,
   kMoeCombine, kClamp, kHyperPre, kHyperPost, kRouteSqrtSoftplus, kCompressKv, kIndexTopK, kSparseAttention,
-  kCompressRows, kCacheRoundTrip, kGatherRows, kEngramMix, kBlockAttention,
+  kCompressRows, kCacheRoundTrip, kGatherRows, kEngramMix, kBlockAttention, kMatmulArgmax,
 };
 std::string_view op_name(Op op);
 
@@ -304,6 +304,11 @@ class Queue {
   virtual void matmul(const Matrix& w, const Tensor& x, const Tensor& y, const Tensor& bias) = 0;
   // Several products of one x (q/k/v, gate/up); each output equals matmul's bit for bit.
   virtual void matmul_group(std::span<const MatmulTarget> targets, const Tensor& x) = 0;
+  // The greedy choice of each row of y = x Wᵀ, y never stored: best[r] = the first column of
+  // row r's largest value (NaN never the largest; a row of NaN only: 0), y's values being
+  // matmul's bit for bit. x [n, w.n_in], best [n, 1] (i32). An output head's greedy tokens
+  // without writing and reading back n rows of logits.
+  virtual void matmul_argmax(const Matrix& w, const Tensor& x, const Tensor& best) = 0;
   // out = x / rms(x) * w, row by row: x, out [rows, n] (in place allowed), w [1, n]. The sum of
   // squares in double, element i into partial sum i % 32 by fma, the 32 folded 16, 8, 4, 2, 1
   // apart; then x * (1 / sqrt(float(sum / n) + eps)) * w (cpu/ops.h).
@@ -443,6 +448,9 @@ class Backend {
   // KV memory for groups with dtype, block size and n_blocks set; zero-filled.
   virtual Result<std::unique_ptr<KvCache>> allocate_kv(std::vector<KvGroupSpec> groups) = 0;
   virtual std::unique_ptr<Queue> new_queue() = 0;
+  // True where device memory is host memory (the CPU backends): after a queue's sync() the host
+  // may read a buffer's data in place instead of downloading a copy.
+  virtual bool host_memory() const { return false; }
   // Runs for a fraction of a second on the backend's threads or device.
   virtual PeakRates measure_peak() { return {}; }
 };

@@ -125,6 +125,34 @@ OpCase matmul_case(DType type, int64_t n_out, int64_t n_in, int64_t n_tokens, Bi
   return c;
 }
 
+// The greedy ids of y = x Wᵀ without y (an output head's argmax): bitwise the reference's
+// (its products, then the first maximum of each row), and a row alone gets the id it gets in
+// the batch.
+OpCase matmul_argmax_case(DType type, int64_t n_out, int64_t n_in, int64_t n_tokens) {
+  OpCase c;
+  c.op = Op::kMatmulArgmax;
+  c.name = strf("%s %lldx%lld t%lld", dtype_name(type).data(), ll(n_out), ll(n_in), ll(n_tokens));
+  c.uses = {{Op::kMatmulArgmax, type}};
+  c.work = {2.0 * n_out * n_in * n_tokens, matrix_bytes(type, n_out, n_in) + 4.0 * n_tokens * (n_in + 1),
+            n_tokens == 1 ? Bound::kMemory : Bound::kCompute};
+  c.build = [=](CaseRun& run) -> Result<CaseOps> {
+    const Matrix w = run.matrix("w", type, n_out, n_in);
+    const Tensor x = run.input("x", n_tokens, n_in, run.rng().uniform(static_cast<size_t>(n_tokens * n_in), -1, 1));
+    const Tensor best = run.output("best", DType::kI32, n_tokens, 1, Tolerance::bitwise());
+    const int64_t row = n_tokens / 2;
+    const Tensor alone = n_tokens > 1 ? run.output("best alone", DType::kI32, 1, 1, Tolerance::bitwise()) : Tensor{};
+    DI_RETURN_IF_ERROR(run.status());
+    CaseOps ops;
+    ops.op = [=](Queue& q) { q.matmul_argmax(w, x, best); };
+    if (n_tokens > 1) {
+      run.same_bits("best", row, "best alone", 0, 1);
+      ops.after = [=](Queue& q) { q.matmul_argmax(w, x.view_rows(row, 1), alone); };
+    }
+    return ops;
+  };
+  return c;
+}
+
 // Several products of one x, each matrix in its own format (Q4_K_M files mix Q4_K and Q6_K in
 // one layer's q/k/v); each output must also equal a lone matmul's bits.
 OpCase matmul_group_case(std::vector<DType> types, std::vector<int64_t> n_outs, int64_t n_in, int64_t n_tokens) {
@@ -868,6 +896,11 @@ void add_products(std::vector<OpCase>& cases, bool full) {
     cases.push_back(embed_case(type, 37, inner(type, 2, 1, 83), {36, 0, 12, 12}));
     // Past one register tile in both directions: 272 = 4 x 64 + 16 rows, 130 = 2 x 64 + 2 tokens.
     cases.push_back(matmul_case(type, 272, inner(type, 16, 2, 515), 130, Bias::kAdded));
+    // Output heads' greedy ids: rows in several 256-row calls and both threads' ranges, unpacked
+    // (37 rows), one token, a batch, and more tokens than one pass takes.
+    cases.push_back(matmul_argmax_case(type, 1040, inner(type, 3, 1, 40), 5));
+    cases.push_back(matmul_argmax_case(type, 37, inner(type, 2, 1, 19), 1));
+    if (full) cases.push_back(matmul_argmax_case(type, 528, inner(type, 2, 1, 33), 67));
     if (full) {
       // Every row and token remainder of the tiles, at a few depths.
       int i = 0;
@@ -1401,6 +1434,8 @@ std::vector<OpCase> perf_cases() {
   // Batched decode through Gemma 3's output head (262144 x 640, 170 MB of Q8_0: past the L2,
   // streamed from memory every step), 16 and 64 sequences: bound by memory and compute at once.
   for (int64_t n_tokens : {16, 64}) cases.push_back(matmul_case(DType::kQ8_0, 262144, 640, n_tokens, Bias::kNone));
+  // The same head's greedy ids alone (the logits never written out).
+  for (int64_t n_tokens : {16, 64}) cases.push_back(matmul_argmax_case(DType::kQ8_0, 262144, 640, n_tokens));
   cases.push_back(grouped_matmul_case(DType::kQ4_K, {300, 200, 0, 412, 100, 500, 300, 236}, 2048, {1024, 1024}));
   // Batched decode attention, the kernel that bounds batch-64 decode: 64 sequences x 320
   // positions, SmolLM2's heads, a paged float16 cache with scattered blocks, each repetition

@@ -39,7 +39,8 @@ const char* kBenchOpsUsage = R"(usage: deepinfer bench ops [--backend NAME] [--t
 // The peak a compute-bound case is read against: the int8 rate for products of quantized weights
 // (their kernels multiply quantized activations), the float32 rate for everything else.
 double peak_for(const harness::OpCase& c, const backend::PeakRates& peak) {
-  const bool product = c.op == backend::Op::kMatmul || c.op == backend::Op::kGroupedMatmul;
+  const bool product =
+      c.op == backend::Op::kMatmul || c.op == backend::Op::kMatmulArgmax || c.op == backend::Op::kGroupedMatmul;
   if (product && !c.uses.empty()) {
     const auto traits = dtype_traits(c.uses[0].dtype);
     if (traits && traits->quantized) return peak.int8_gops;

@@ -629,7 +629,10 @@ class EngineImpl final : public Engine {
       // Prompt logprobs need every prompt position's logits; otherwise only a sampling row.
       // A verifying chunk needs every row: row i judges draft token i.
       const bool all = (seq.collects_prompt_logprobs && c.first_position < r->n_prompt - 1) || c.n_draft > 0;
-      const LogitsMode mode = all ? LogitsMode::kAll : c.samples ? LogitsMode::kLast : LogitsMode::kNone;
+      const LogitsMode mode = all         ? LogitsMode::kAll
+                              : !c.samples ? LogitsMode::kNone
+                              : takes_raw_argmax(seq) ? LogitsMode::kLastArgmax
+                                                      : LogitsMode::kLast;
       BatchSequence& b = step.batch.emplace_back();
       b.n_tokens = c.n_tokens;
       b.first_position = c.first_position;
@@ -675,6 +678,15 @@ class EngineImpl final : public Engine {
       const auto [at, n] = lookback_at_[i];
       step.batch[i].lookback = {step.lookback.data() + at, n};
     }
+  }
+
+  // Whether the sequence's next token is the first maximum of its raw logits, so that the pass
+  // may choose it without handing the logits over (LogitsMode::kLastArgmax). Decided when the
+  // step is planned, before the step in flight is sampled: each condition can only stay true
+  // (min_tokens is met for good, the prompt's logits were handed over with the first event).
+  static bool takes_raw_argmax(const Sequence& seq) {
+    return seq.constraint == nullptr && seq.sampler.params().logprobs < 0 &&
+           !(seq.group->request.return_last_prompt_logits && !seq.first_event_sent) && seq.sampler.takes_raw_argmax();
   }
 
   // Writes the ids `done` sampled into `next`'s placeholder slots. Every placeholder's sequence
@@ -736,6 +748,12 @@ class EngineImpl final : public Engine {
     const int32_t k = s.seq->sampler.params().logprobs;
     const speculative::Verified v = speculative::verify_draft(
         std::span<const int32_t>(s.draft.data(), static_cast<size_t>(s.n_draft)), s.tokens, [&](int32_t i, bool* ends) {
+          if (const int32_t greedy = runner_->greedy_token(s.row + i); greedy >= 0) {
+            const int32_t token = s.seq->sampler.sample_argmax(greedy);
+            s.last_prompt_logits.clear();
+            *ends = is_stop(*s.seq, token);
+            return token;
+          }
           const std::span<const float> logits = runner_->logits(s.row + i);
           const int32_t token = sample_row(*s.seq, logits, &s.finish);
           if (k >= 0) s.logprobs.push_back(compute_logprob(logits, token, k, scratch));

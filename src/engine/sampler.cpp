@@ -208,6 +208,17 @@ int32_t Sampler::sample(std::span<const float> logits, std::span<const uint64_t>
   return token;
 }
 
+bool Sampler::takes_raw_argmax() const {
+  return params_.temperature < kGreedyBelow && params_.logit_bias.empty() && !has_penalties() &&
+         (n_generated_ >= params_.min_tokens || stop_ids_.empty());
+}
+
+int32_t Sampler::sample_argmax(int32_t token) {
+  DI_ICHECK(takes_raw_argmax() && token >= 0 && token < n_vocab_);
+  record(token);
+  return token;
+}
+
 int32_t Sampler::greedy_as_is(std::span<const float> logits, std::span<const uint64_t> allowed) const {
   if (!allowed.empty() || !params_.logit_bias.empty() || has_penalties()) return -1;
   const int32_t token = argmax(logits);

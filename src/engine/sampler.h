@@ -44,6 +44,14 @@ class Sampler {
   // only stop tokens, min_tokens does not hold them back (the grammar has ended).
   int32_t sample(std::span<const float> logits, std::span<const uint64_t> allowed = {});
 
+  // Whether the next sample() without a mask is the first maximum of the raw logits whatever they
+  // are (greedy, no bias or penalty, and min_tokens holds back no stop id): the forward pass may
+  // then choose the token itself (LogitsMode::kLastArgmax), and sample_argmax() records it.
+  bool takes_raw_argmax() const;
+  // The token the raw logits' first maximum names, recorded as generated; only where
+  // takes_raw_argmax(): the same token sample() would have picked from those logits.
+  int32_t sample_argmax(int32_t token);
+
   const SamplingParams& params() const { return params_; }
 
   static int32_t argmax(std::span<const float> logits);

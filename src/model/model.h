@@ -131,7 +131,10 @@ class Model {
 // file lives; the path plays no part. Reads every tensor once (hashed in parallel on `pool`).
 std::string model_fingerprint(const TensorSource& source, ThreadPool& pool);
 
-enum class LogitsMode { kNone, kLast, kAll };
+// Which of a sequence's rows a pass keeps: none, the last token's logits, every token's, or the
+// last token's greedy choice alone (kLastArgmax: its row counts as kLast's, and a runner may keep
+// only BatchRunner::greedy_token for it where every row of the pass asks the same).
+enum class LogitsMode { kNone, kLast, kAll, kLastArgmax };
 
 // One sequence's part of a flattened batch: its next n_tokens tokens (consecutive in the
 // batch's token list) at positions first_position.., with the block tables that cover them.
@@ -167,6 +170,10 @@ class BatchRunner {
 
   virtual std::span<const float> logits(int64_t row) const = 0;  // [n_vocab], host memory
   virtual int64_t n_logit_rows() const = 0;
+  // The row's greedy choice (the first id of its largest logit, as Sampler::argmax) where the
+  // pass kept only that: every output row asked kLastArgmax and the runner can choose without
+  // the logits. -1 otherwise, and then logits(row) holds the row.
+  virtual int32_t greedy_token(int64_t /*row*/) const { return -1; }
 };
 
 // The draft layers' forward pass (Model::new_draft_head_runner). A row at position p reads the

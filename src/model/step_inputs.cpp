@@ -32,6 +32,7 @@ Status StepInputs::build(std::span<const int32_t> tokens, std::span<const BatchS
   if (static_cast<int64_t>(groups.size()) != n_kv_groups) return invalid_argument("the KV cache was made for another model");
   sequences_.resize(sequences.size());
   output_rows_.clear();
+  bool all_argmax = true;
   int64_t total = 0;
   for (size_t s = 0; s < sequences.size(); ++s) {
     const BatchSequence& seq = sequences[s];
@@ -59,11 +60,13 @@ Status StepInputs::build(std::span<const int32_t> tokens, std::span<const BatchS
       out.min_position[g] = sliding ? seq.replay_start : 0;
       out.first_write[g] = group.prefix_cached() ? seq.n_shared : 0;
     }
+    const bool last = seq.logits == LogitsMode::kLast || seq.logits == LogitsMode::kLastArgmax;
     for (int64_t i = 0; i < seq.n_tokens; ++i) {
-      if (seq.logits == LogitsMode::kAll || (seq.logits == LogitsMode::kLast && i + 1 == seq.n_tokens)) {
+      if (seq.logits == LogitsMode::kAll || (last && i + 1 == seq.n_tokens)) {
         output_rows_.push_back(static_cast<int32_t>(total + i));
       }
     }
+    if (seq.logits == LogitsMode::kAll || seq.logits == LogitsMode::kLast) all_argmax = false;
     total += seq.n_tokens;
   }
   if (total != static_cast<int64_t>(tokens.size())) {
@@ -76,6 +79,7 @@ Status StepInputs::build(std::span<const int32_t> tokens, std::span<const BatchS
                               " is outside the vocabulary [0, " + std::to_string(n_vocab) + ")");
     }
   }
+  argmax_only_ = all_argmax && !output_rows_.empty();
   batch_ = {tokens, sequences_, output_rows_};
   return {};
 }

@@ -28,10 +28,13 @@ class StepInputs {
   const backend::StepBatch& batch() const { return batch_; }
   int64_t n_tokens() const { return static_cast<int64_t>(batch_.tokens.size()); }
   int64_t n_output_rows() const { return static_cast<int64_t>(output_rows_.size()); }
+  // Whether every output row's sequence asked for LogitsMode::kLastArgmax (false without rows).
+  bool argmax_only() const { return argmax_only_; }
 
  private:
   std::vector<backend::StepSequence> sequences_;
   std::vector<int32_t> output_rows_;
+  bool argmax_only_ = false;
   backend::StepBatch batch_;
 };
 

@@ -25,6 +25,9 @@ class ForwardingQueue : public backend::Queue {
   void matmul_group(std::span<const backend::MatmulTarget> targets, const backend::Tensor& x) override {
     inner_->matmul_group(targets, x);
   }
+  void matmul_argmax(const backend::Matrix& w, const backend::Tensor& x, const backend::Tensor& best) override {
+    inner_->matmul_argmax(w, x, best);
+  }
   void rms_norm(const backend::Tensor& x, const backend::Tensor& w, float eps, const backend::Tensor& out) override {
     inner_->rms_norm(x, w, eps, out);
   }

@@ -226,6 +226,17 @@ class CpuQueue final : public backend::Queue {
     }
   }
 
+  void matmul_argmax(const backend::Matrix& w, const Tensor& x, const Tensor& best) override {
+    DI_ICHECK(x.cols == w.n_in && best.rows == x.rows && best.cols == 1 && best.dtype == DType::kI32);
+    if (reference_) {
+      argmax_y_.resize(static_cast<size_t>(x.rows * w.n_out));
+      matmul_reference(matrix_of(w), x.f32(), x.rows, argmax_y_.data(), nullptr, scratch_, pool_);
+      cpu::argmax_rows(argmax_y_.data(), x.rows, w.n_out, best.i32());
+    } else {
+      cpu::matmul_argmax(matrix_of(w), x.f32(), x.rows, best.i32(), scratch_, pool_);
+    }
+  }
+
   void matmul_group(std::span<const backend::MatmulTarget> targets, const Tensor& x) override {
     if (reference_) {
       for (const backend::MatmulTarget& t : targets) matmul(*t.w, x, t.y, t.bias);
@@ -766,6 +777,7 @@ class CpuQueue final : public backend::Queue {
   ThreadPool& pool_;
   bool reference_;
   QuantScratch scratch_;
+  std::vector<float> argmax_y_;  // the reference's matmul_argmax: the products, then the choice
   backend::StepBatch batch_;
   std::vector<int32_t> positions_, token_seq_;  // [n_tokens] of the current batch
   std::vector<int32_t> shifted_;               // positions_ + a rope offset
@@ -789,9 +801,12 @@ class CpuBackend final : public backend::Backend {
            " kernels, " + std::to_string(pool_.n_threads()) + " threads)";
   }
 
+  bool host_memory() const override { return true; }
+
   bool supports(const backend::OpUse& use) const override {
     switch (use.op) {
       case backend::Op::kMatmul:
+      case backend::Op::kMatmulArgmax:
       case backend::Op::kGroupedMatmul:
       case backend::Op::kEmbed: return quant_supported(use.dtype);
       case backend::Op::kAttention:

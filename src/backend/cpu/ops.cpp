@@ -81,7 +81,7 @@ const uint8_t* quantize_activations(DType act_type, const float* x, int64_t n_to
 // matmul_rows (below) for a packed matrix; begin and end are multiples of kPackRows. `infos`:
 // the activations' PackedActInfo where the kernel takes them.
 void packed_rows(const MatmulOutput& m, const uint8_t* act, size_t act_row_bytes, const PackedActInfo* infos,
-                 int64_t n_tokens, int64_t begin, int64_t end) {
+                 int64_t n_tokens, int64_t begin, int64_t end, float* y, int64_t ldy) {
   const WeightMatrix& w = *m.w;
   const PackedGemmFn gemm = packed_gemm_fn(w.dtype);
   DI_ICHECK(gemm != nullptr && begin % kPackRows == 0 && end % kPackRows == 0);
@@ -95,12 +95,12 @@ void packed_rows(const MatmulOutput& m, const uint8_t* act, size_t act_row_bytes
     const PackedActInfo* info = infos != nullptr ? infos + t0 * infos_per_row : nullptr;
     for (int64_t o0 = begin; o0 < end; o0 += kPackedGemmRows) {
       const int64_t nr = std::min(kPackedGemmRows, end - o0);
-      float* yb = m.y + t0 * w.n_out + o0;
+      float* yb = y + t0 * ldy + (o0 - begin);
       gemm(w.packed + (o0 / kPackRows) * group_bytes, group_bytes, nr / kPackRows, act + t0 * act_row_bytes,
-           act_row_bytes, info, nt, w.n_in, yb, w.n_out, one_pass);
+           act_row_bytes, info, nt, w.n_in, yb, ldy, one_pass);
       if (m.bias) {
         for (int64_t t = 0; t < nt; ++t) {
-          for (int64_t o = 0; o < nr; ++o) yb[t * w.n_out + o] += m.bias[o0 + o];
+          for (int64_t o = 0; o < nr; ++o) yb[t * ldy + o] += m.bias[o0 + o];
         }
       }
     }
@@ -109,12 +109,12 @@ void packed_rows(const MatmulOutput& m, const uint8_t* act, size_t act_row_bytes
 
 // Output rows [begin, end) of y = w x for every token, from activations `act`. Each output is
 // computed by the same instructions whatever range it falls in, so neither the split between
-// threads nor the batch size changes a token's result.
+// threads nor the batch size changes a token's result. `y` points at column `begin` of token
+// 0's row, rows ldy apart (m.y is not read).
 void matmul_rows(const MatmulOutput& m, const uint8_t* act, size_t act_row_bytes, const PackedActInfo* infos,
-                 int64_t n_tokens, int64_t begin, int64_t end) {
+                 int64_t n_tokens, int64_t begin, int64_t end, float* y, int64_t ldy) {
   const WeightMatrix& w = *m.w;
-  if (w.packed != nullptr) return packed_rows(m, act, act_row_bytes, infos, n_tokens, begin, end);
-  float* y = m.y;
+  if (w.packed != nullptr) return packed_rows(m, act, act_row_bytes, infos, n_tokens, begin, end, y, ldy);
   const float* bias = m.bias;
   const size_t w_row_bytes = w.row_bytes();
   if (const GemmFn gemm = gemm_fn(w.dtype)) {
@@ -122,12 +122,12 @@ void matmul_rows(const MatmulOutput& m, const uint8_t* act, size_t act_row_bytes
       const int64_t nt = std::min(kGemmTokens, n_tokens - t0);
       for (int64_t o0 = begin; o0 < end; o0 += kGemmRows) {
         const int64_t nr = std::min(kGemmRows, end - o0);
-        float* yb = y + t0 * w.n_out + o0;
+        float* yb = y + t0 * ldy + (o0 - begin);
         gemm(w.data + o0 * w_row_bytes, w_row_bytes, nr, act + t0 * act_row_bytes, act_row_bytes, nt, w.n_in, yb,
-             w.n_out);
+             ldy);
         if (bias) {
           for (int64_t t = 0; t < nt; ++t) {
-            for (int64_t o = 0; o < nr; ++o) yb[t * w.n_out + o] += bias[o0 + o];
+            for (int64_t o = 0; o < nr; ++o) yb[t * ldy + o] += bias[o0 + o];
           }
         }
       }
@@ -146,17 +146,17 @@ void matmul_rows(const MatmulOutput& m, const uint8_t* act, size_t act_row_bytes
         float out[4];
         vec_dot_x4(w.dtype, w.data + o * w_row_bytes, a4, w.n_in, out);
         const float b = bias ? bias[o] : 0.0f;
-        for (int c = 0; c < 4; ++c) y[(t + c) * w.n_out + o] = out[c] + b;
+        for (int c = 0; c < 4; ++c) y[(t + c) * ldy + (o - begin)] = out[c] + b;
       }
     }
     for (; t < n_tokens; ++t) {
       const uint8_t* a = act + t * act_row_bytes;
-      float* yt = y + t * w.n_out;
+      float* yt = y + t * ldy;
       const bool prefetch = t == 0 && weight_prefetch();  // the first token reads the rows from memory
       for (int64_t o = o0; o < o1; ++o) {
         const float b = bias ? bias[o] : 0.0f;
         if (prefetch) prefetch_row(w.data + (o + 1) * w_row_bytes, w_row_bytes);
-        yt[o] = vec_dot(w.dtype, w.data + o * w_row_bytes, a, w.n_in) + b;
+        yt[o - begin] = vec_dot(w.dtype, w.data + o * w_row_bytes, a, w.n_in) + b;
       }
     }
   }
@@ -203,11 +203,89 @@ void matmul_group(std::span<const MatmulOutput> outputs, const float* x, int64_t
         int64_t base = 0;
         for (const MatmulOutput& m : outputs) {
           const int64_t lo = std::max(begin, base), hi = std::min(end, base + m.w->n_out);
-          if (lo < hi) matmul_rows(m, act, act_row_bytes, infos, n_tokens, lo - base, hi - base);
+          if (lo < hi) matmul_rows(m, act, act_row_bytes, infos, n_tokens, lo - base, hi - base, m.y + (lo - base), m.w->n_out);
           base += m.w->n_out;
         }
       },
       kRowGrain);
+}
+
+namespace {
+
+// The largest of x[0, n) (NaN never the largest; -inf where there is nothing else), vectorised.
+float max_skipping_nan(const float* x, int64_t n) {
+  constexpr int64_t kLanes = 16;
+  float lanes[kLanes];
+  for (float& l : lanes) l = -std::numeric_limits<float>::infinity();
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (int64_t j = 0; j < kLanes; ++j) lanes[j] = x[i + j] > lanes[j] ? x[i + j] : lanes[j];
+  }
+  float m = -std::numeric_limits<float>::infinity();
+  for (; i < n; ++i) m = x[i] > m ? x[i] : m;
+  for (float l : lanes) m = l > m ? l : m;
+  return m;
+}
+
+// Folds columns [first, first + n) of one row (x) into its first maximum so far: a later
+// column wins only by being larger, and a column of NaN never wins.
+void fold_first_max(const float* x, int64_t n, int64_t first, RowMax& best) {
+  const float m = max_skipping_nan(x, n);
+  if (best.index >= 0 && !(m > best.value)) return;
+  for (int64_t j = 0; j < n; ++j) {
+    if (x[j] == m) {
+      best = {m, first + j};
+      return;
+    }
+  }
+}
+
+}  // namespace
+
+void matmul_argmax(const WeightMatrix& w, const float* x, int64_t n_tokens, int32_t* best, QuantScratch& scratch,
+                   ThreadPool& pool) {
+  const DType act_type = vec_dot_type(w.dtype);
+  const PackedActInfoFn info_fn = w.packed != nullptr ? packed_act_info_fn(w.dtype) : nullptr;
+  const uint8_t* act = quantize_activations(act_type, x, n_tokens, w.n_in, info_fn, scratch, pool);
+  const PackedActInfo* infos = info_fn != nullptr ? scratch.act_info.data() : nullptr;
+  const size_t act_row_bytes = dtype_row_bytes(act_type, w.n_in);
+  const auto n_threads = static_cast<size_t>(pool.n_threads());
+  const auto tile = static_cast<size_t>(n_tokens * kPackedGemmRows);
+  if (scratch.argmax_tiles.size() < n_threads * tile) scratch.argmax_tiles.resize(n_threads * tile);
+  scratch.argmax_partial.assign(n_threads * static_cast<size_t>(n_tokens), RowMax{});
+  const MatmulOutput m{&w, nullptr, nullptr};
+  // Each thread's range in calls of kPackedGemmRows rows, each call's products into the
+  // thread's tile (L2) and folded into the thread's maxima there, never written out.
+  pool.parallel_for(
+      w.n_out,
+      [&](int thread, int64_t begin, int64_t end) {
+        float* y = scratch.argmax_tiles.data() + static_cast<size_t>(thread) * tile;
+        RowMax* part = scratch.argmax_partial.data() + static_cast<size_t>(thread * n_tokens);
+        for (int64_t o0 = begin; o0 < end; o0 += kPackedGemmRows) {
+          const int64_t nr = std::min(kPackedGemmRows, end - o0);
+          matmul_rows(m, act, act_row_bytes, infos, n_tokens, o0, o0 + nr, y, kPackedGemmRows);
+          for (int64_t t = 0; t < n_tokens; ++t) fold_first_max(y + t * kPackedGemmRows, nr, o0, part[t]);
+        }
+      },
+      kRowGrain);
+  // The threads' ranges are consecutive and in thread order: folding them in that order keeps
+  // the first maximum.
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    RowMax all;
+    for (size_t th = 0; th < n_threads; ++th) {
+      const RowMax& p = scratch.argmax_partial[th * static_cast<size_t>(n_tokens) + static_cast<size_t>(t)];
+      if (p.index >= 0 && (all.index < 0 || p.value > all.value)) all = p;
+    }
+    best[t] = static_cast<int32_t>(std::max<int64_t>(all.index, 0));
+  }
+}
+
+void argmax_rows(const float* y, int64_t n_rows, int64_t n, int32_t* best) {
+  for (int64_t r = 0; r < n_rows; ++r) {
+    RowMax b;
+    fold_first_max(y + r * n, n, 0, b);
+    best[r] = static_cast<int32_t>(std::max<int64_t>(b.index, 0));
+  }
 }
 
 void matmul_reference(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, const float* bias,

@@ -37,9 +37,17 @@ struct PackedActInfo {
 // Reusable buffers for activations quantized to a weight's vec_dot_type and their packed-kernel
 // infos. Grow, never shrink, so a forward pass allocates only on its first call with a given
 // batch size.
+// A row's first maximum so far: its value and column (-1: none yet).
+struct RowMax {
+  float value = 0.0f;
+  int64_t index = -1;
+};
+
 struct QuantScratch {
   std::vector<uint8_t> bytes;
   std::vector<PackedActInfo> act_info;  // [n_tokens, n_in / 32] where a packed kernel takes them
+  std::vector<float> argmax_tiles;      // matmul_argmax: per thread [n_tokens, 256] products
+  std::vector<RowMax> argmax_partial;   // matmul_argmax: per thread [n_tokens]
 };
 
 // y[t, o] = sum_i w[o, i] * x[t, i] (+ bias[o] when bias is non-null).
@@ -56,6 +64,17 @@ struct MatmulOutput {
 };
 void matmul_group(std::span<const MatmulOutput> outputs, const float* x, int64_t n_tokens, QuantScratch& scratch,
                   ThreadPool& pool);
+
+// best[t] = the first column of the largest of y[t, :] = matmul's row t (NaN never the largest;
+// a row of NaN only: 0), without writing y out: each thread keeps its share of the products in a
+// small tile and folds it into its maxima while it is in cache. The greedy choice from an output
+// head (a batch of 64 over Gemma 3's 262144 rows would otherwise write and read back 64 MB).
+// best: [n_tokens].
+void matmul_argmax(const WeightMatrix& w, const float* x, int64_t n_tokens, int32_t* best, QuantScratch& scratch,
+                   ThreadPool& pool);
+// best[r] = the first column of the largest of y[r, :] (NaN never the largest; a row of NaN
+// only: 0), y: [n_rows, n]. matmul_argmax's choice from rows already written out.
+void argmax_rows(const float* y, int64_t n_rows, int64_t n, int32_t* best);
 
 // The oracle of matmul: each activation row quantized by the scalar reference quantizer and
 // each output one reference dot product (quant.h's ref:: kernels) of the unpacked weight row.

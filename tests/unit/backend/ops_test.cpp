@@ -6,9 +6,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <random>
 #include <vector>
 
+#include "backend/cpu/packed.h"
 #include "backend/cpu/quant.h"
 #include "core/half.h"
 
@@ -594,6 +596,79 @@ TEST(Ops, MatmulGroupEqualsOneMatmulEach) {
       }
     }
   }
+}
+
+// matmul_argmax names the first maximum of the row matmul writes, for packed and unpacked
+// matrices, one token and a batch, over 1 and 2 threads: ties planted by duplicate weight rows
+// inside one 256-row call, across calls and across the threads' ranges go to the lower id, and
+// a token whose x is zero (every product 0, a tie of all rows) takes id 0.
+TEST(Ops, MatmulArgmaxIsTheFirstMaximumOfMatmul) {
+  const int64_t n_out = 1024 + 48, n_in = 64;
+  std::mt19937 rng(11);
+  std::normal_distribution<float> g(0.0f, 1.0f);
+  std::vector<float> wf(static_cast<size_t>(n_out * n_in));
+  for (auto& v : wf) v = g(rng);
+  // Row 900 is the largest for x = row 900 itself (|w|^2 beats w.v for the others, nearly
+  // surely); copies of it at 901 (same call), 1000 (the next call) and 1060 (the last rows).
+  for (int64_t copy : {901, 1000, 1060}) std::copy_n(wf.begin() + 900 * n_in, n_in, wf.begin() + copy * n_in);
+  const int64_t n_tokens = 7;
+  std::vector<float> x(static_cast<size_t>(n_tokens * n_in));
+  for (auto& v : x) v = g(rng);
+  std::copy_n(wf.begin() + 900 * n_in, n_in, x.begin() + 2 * n_in);
+  std::fill_n(x.begin() + 4 * n_in, n_in, 0.0f);
+  for (DType type : {DType::kF32, DType::kQ8_0}) {
+    const size_t row = dtype_row_bytes(type, n_in);
+    std::vector<uint8_t> bytes(row * static_cast<size_t>(n_out));
+    if (type == DType::kF32) {
+      std::memcpy(bytes.data(), wf.data(), bytes.size());
+    } else {
+      for (int64_t o = 0; o < n_out; ++o) quantize_row(type, wf.data() + o * n_in, bytes.data() + o * row, n_in);
+    }
+    std::vector<uint8_t> packed(bytes.size());
+    for (bool pack : {false, true}) {
+      WeightMatrix m{type, bytes.data(), n_out, n_in};
+      if (pack) {
+        if (!packable(type, n_out, n_in)) continue;
+        pack_matrix(type, bytes.data(), n_out, n_in, packed.data());
+        m.packed = packed.data();
+      }
+      for (int threads : {1, 2}) {
+        for (int64_t n : {int64_t{1}, n_tokens}) {
+          const float* xs = n == 1 ? x.data() + 2 * n_in : x.data();
+          ThreadPool pool(threads);
+          QuantScratch scratch;
+          std::vector<float> y(static_cast<size_t>(n * n_out));
+          matmul(m, xs, n, y.data(), nullptr, scratch, pool);
+          std::vector<int32_t> best(static_cast<size_t>(n), -7), from_y(static_cast<size_t>(n), -7);
+          matmul_argmax(m, xs, n, best.data(), scratch, pool);
+          argmax_rows(y.data(), n, n_out, from_y.data());
+          for (int64_t t = 0; t < n; ++t) {
+            const float* yt = y.data() + t * n_out;
+            const auto first = static_cast<int32_t>(std::max_element(yt, yt + n_out) - yt);
+            EXPECT_EQ(best[static_cast<size_t>(t)], first)
+                << dtype_name(type) << (pack ? " packed" : "") << ", " << threads << " threads, token " << t << " of " << n;
+            EXPECT_EQ(from_y[static_cast<size_t>(t)], first);
+          }
+          if (n == 1) EXPECT_EQ(best[0], 900) << dtype_name(type);
+          if (n == n_tokens) {
+            EXPECT_EQ(best[2], 900) << dtype_name(type);
+            EXPECT_EQ(best[4], 0) << dtype_name(type);
+          }
+        }
+      }
+    }
+  }
+}
+
+// argmax_rows: NaN is never the largest, -inf counts as a value, a row of NaN only gives 0.
+TEST(Ops, ArgmaxRowsSkipsNan) {
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  const std::vector<float> y = {nan, 1.0f, 3.0f, nan, 3.0f,  //
+                                nan, nan, -inf, nan, -inf,   //
+                                nan, nan, nan, nan, nan};
+  std::vector<int32_t> best(3, -7);
+  argmax_rows(y.data(), 3, 5, best.data());
+  EXPECT_EQ(best, (std::vector<int32_t>{2, 2, 0}));
 }
 
 TEST(Ops, GeluTanhMulMatchesFormula) {

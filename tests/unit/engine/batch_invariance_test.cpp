@@ -103,5 +103,40 @@ TEST(BatchInvariance, LogprobsAreBitwiseIdenticalAloneBatchedAndChunked) {
   expect_identical(alone, run(model, requests, 61, /*together=*/true, /*async=*/false), "61-token chunks, sync");
 }
 
+// Greedy sequences without logprobs, bias, penalties or a held-back stop id take their token
+// from the forward pass (LogitsMode::kLastArgmax: the output head's argmax, no logits handed
+// over); with logprobs the same tokens come from the logits through the sampler. Both ways give
+// the same tokens, batched and alone; min_tokens with end-of-generation ids keeps a sequence on
+// the logits until it is met, and a batch that mixes both kinds keeps logits for every row.
+TEST(BatchInvariance, GreedyTokensFromThePassEqualThoseFromTheLogits) {
+  const std::string model = testing::real_model();
+  ASSERT_FALSE(model.empty());
+  auto plain = random_requests(24, 49152);
+  for (size_t i = 0; i < plain.size(); ++i) {
+    GenerationRequest& r = plain[i];
+    r.sampling.temperature = 0.0f;
+    r.sampling.logprobs = -1;
+    r.max_tokens = 12;
+    if (i % 3 == 1) {
+      r.sampling.ignore_eos = false;
+      r.sampling.min_tokens = 5;
+    }
+  }
+  auto with_logprobs = plain;
+  for (GenerationRequest& r : with_logprobs) r.sampling.logprobs = 0;
+  auto mixed = plain;
+  for (size_t i = 0; i < mixed.size(); i += 2) mixed[i].sampling.logprobs = 0;
+  const auto tokens_of = [](const std::vector<Result>& results) {
+    std::vector<std::vector<int32_t>> t;
+    for (const Result& r : results) t.push_back(r.tokens);
+    return t;
+  };
+  const auto want = tokens_of(run(model, with_logprobs, 2048, /*together=*/true, /*async=*/true));
+  ASSERT_EQ(want.size(), plain.size());
+  EXPECT_EQ(tokens_of(run(model, plain, 2048, /*together=*/true, /*async=*/true)), want) << "batched";
+  EXPECT_EQ(tokens_of(run(model, plain, 2048, /*together=*/false, /*async=*/false)), want) << "alone, sync";
+  EXPECT_EQ(tokens_of(run(model, mixed, 2048, /*together=*/true, /*async=*/true)), want) << "mixed";
+}
+
 }  // namespace
 }  // namespace deepinfer

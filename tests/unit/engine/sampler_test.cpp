@@ -232,6 +232,33 @@ TEST(Sampler, GreedyTakesArgmaxLowestIdOnTies) {
   EXPECT_EQ(Sampler::argmax(std::vector<float>{-1.0f, 2.0f, 2.0f, 1.0f}), 1);
 }
 
+// argmax is the first maximum wherever ties fall in long rows (at either end, in the middle,
+// around 1024-element boundaries) and NaN never wins: what the forward pass's matmul_argmax
+// must agree with (backend ops_test).
+TEST(Sampler, ArgmaxOverLongRowsIsTheFirstMaximum) {
+  const auto first_max = [](const std::vector<float>& x) {
+    return static_cast<int32_t>(std::max_element(x.begin(), x.end()) - x.begin());
+  };
+  std::mt19937 gen(5);
+  for (size_t n : {1023u, 1024u, 1025u, 4097u, 262144u}) {
+    std::vector<float> x(n);
+    std::uniform_int_distribution<int> small(-50, 50);  // few distinct values: many ties
+    for (float& v : x) v = static_cast<float>(small(gen));
+    EXPECT_EQ(Sampler::argmax(x), first_max(x)) << n;
+    for (size_t at : {size_t{0}, size_t{1023}, size_t{1024}, n - 1, n / 2}) {
+      if (at >= n) continue;
+      std::vector<float> y = x;
+      y[at] = 100.0f;
+      y[n - 1] = 100.0f;  // a later tie
+      if (at + 1 < n) y[at + 1] = std::numeric_limits<float>::quiet_NaN();
+      EXPECT_EQ(Sampler::argmax(y), static_cast<int32_t>(at)) << n << " " << at;
+    }
+  }
+  std::vector<float> masked(3000, -INFINITY);
+  masked[0] = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_EQ(Sampler::argmax(masked), 1);  // the first -inf, as when every token is masked
+}
+
 TEST(Sampler, TinyTemperaturesAreGreedy) {
   for (float t : {1e-6f, 1e-30f, 1e-42f}) {
     Sampler s = make(params(t), 3);

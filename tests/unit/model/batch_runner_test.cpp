@@ -2,6 +2,7 @@
 // mixing prefill chunks and decodes, give each sequence bitwise the logits it gets alone.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -89,6 +90,58 @@ TEST_P(BatchRunnerTest, MixedBatchEqualsEachSequenceAlone) {
   for (size_t s = 0; s < seqs.size(); ++s) EXPECT_EQ(checked[s], alone[s].size()) << s;
 }
 
+class GreedyRowsTest : public ::testing::TestWithParam<std::string> {};
+
+// Rows that ask only for their greedy choice (kLastArgmax) get the first maximum of the logits
+// they would have had, where every row of the pass asks so; a pass that also keeps logits keeps
+// them for every row. A soft-capped head (its rounding can tie logits) always keeps logits.
+TEST_P(GreedyRowsTest, NameTheFirstMaximumOfTheirLogits) {
+  const fs::path dir = fs::path(DEEPINFER_TEST_DATA) / "golden" / "tiny" / GetParam();
+  auto model = testing::load_model(dir.string());
+  ASSERT_TRUE(model.ok()) << model.status().to_string();
+  std::ifstream in(dir / "golden.json");
+  const auto prompt = nlohmann::json::parse(in)["prompt_ids"].get<std::vector<int32_t>>();
+  ASSERT_GE(prompt.size(), 20u);
+  const std::vector<std::vector<int32_t>> seqs = {
+      {prompt.begin(), prompt.begin() + 9}, {prompt.begin() + 2, prompt.begin() + 20}, {prompt.begin() + 5, prompt.begin() + 8}};
+  std::vector<std::vector<float>> alone;
+  for (const auto& seq : seqs) {
+    auto ctx = std::move((*model)->new_context(32)).value();
+    ASSERT_TRUE(ctx->eval(seq, LogitsMode::kLast).ok());
+    alone.emplace_back(ctx->logits(0).begin(), ctx->logits(0).end());
+  }
+  const bool capped = GetParam() == "gemma3_softcap_linear";
+  for (bool mixed : {false, true}) {
+    auto kv = std::move((*model)->new_kv_cache(4, DType::kF32, 24)).value();
+    std::vector<std::vector<int32_t>> tables(seqs.size());
+    std::vector<int32_t> tokens;
+    std::vector<BatchSequence> batch;
+    int32_t next_block = 0;
+    for (size_t s = 0; s < seqs.size(); ++s) {
+      for (size_t b = 0; b < (seqs[s].size() + 3) / 4; ++b) tables[s].push_back(next_block++);
+      tokens.insert(tokens.end(), seqs[s].begin(), seqs[s].end());
+      BatchSequence& member = batch.emplace_back();
+      member.n_tokens = static_cast<int64_t>(seqs[s].size());
+      // Every group reads the same blocks: the window (Gemma 3's) reaches past these prompts.
+      for (size_t g = 0; g < (*model)->kv_groups().size(); ++g) member.block_tables[g] = tables[s];
+      member.logits = mixed && s == 1 ? LogitsMode::kLast : LogitsMode::kLastArgmax;
+    }
+    auto runner = (*model)->new_batch_runner();
+    ASSERT_TRUE(runner->run(tokens, batch, *kv).ok());
+    ASSERT_EQ(runner->n_logit_rows(), 3);
+    for (size_t s = 0; s < seqs.size(); ++s) {
+      const auto row = static_cast<int64_t>(s);
+      if (mixed || capped) {
+        EXPECT_EQ(runner->greedy_token(row), -1) << s;
+        EXPECT_TRUE(bitwise_equal(runner->logits(row), alone[s])) << s;
+      } else {
+        const auto first = static_cast<int32_t>(std::max_element(alone[s].begin(), alone[s].end()) - alone[s].begin());
+        EXPECT_EQ(runner->greedy_token(row), first) << s;
+      }
+    }
+  }
+}
+
 TEST_P(BatchRunnerTest, RejectsBadBatches) {
   const fs::path dir = fs::path(DEEPINFER_TEST_DATA) / "golden" / "tiny" / GetParam();
   auto model = testing::load_model(dir.string());
@@ -115,6 +168,9 @@ TEST_P(BatchRunnerTest, RejectsBadBatches) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Tiny, BatchRunnerTest, ::testing::Values("llama_gqa_tied", "qwen2_gqa", "llama3_rope_scaling"));
+
+INSTANTIATE_TEST_SUITE_P(Tiny, GreedyRowsTest,
+                         ::testing::Values("llama_gqa_tied", "qwen2_gqa", "gemma3_sliding", "gemma3_softcap_linear"));
 
 // Gemma 3 (window 8, layers sliding, sliding, full, sliding) over a cache with a small sliding
 // pool: the sliding layers' table keeps only the blocks inside the window (-1 below it), four
