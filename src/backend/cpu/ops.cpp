@@ -227,9 +227,26 @@ float max_skipping_nan(const float* x, int64_t n) {
   return m;
 }
 
+// Whether any of x[0, n) is larger than v (NaN never is): four vectors of maxima side by side,
+// no reduction across lanes, since a tile rarely holds a new maximum of its row.
+bool any_above(const float* x, int64_t n, float v) {
+  constexpr int64_t kLanes = 64;
+  float lanes[kLanes];
+  for (float& l : lanes) l = -std::numeric_limits<float>::infinity();
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (int64_t j = 0; j < kLanes; ++j) lanes[j] = x[i + j] > lanes[j] ? x[i + j] : lanes[j];
+  }
+  bool above = false;
+  for (; i < n; ++i) above |= x[i] > v;
+  for (float l : lanes) above |= l > v;
+  return above;
+}
+
 // Folds columns [first, first + n) of one row (x) into its first maximum so far: a later
 // column wins only by being larger, and a column of NaN never wins.
 void fold_first_max(const float* x, int64_t n, int64_t first, RowMax& best) {
+  if (best.index >= 0 && !any_above(x, n, best.value)) return;
   const float m = max_skipping_nan(x, n);
   if (best.index >= 0 && !(m > best.value)) return;
   for (int64_t j = 0; j < n; ++j) {
