@@ -537,8 +537,9 @@ void unpacked_gemm(const uint8_t* w, size_t group_stride, int64_t n_groups, cons
 // k-group's codes takes five instructions on the ports that run vpdpbusd, against six vpdpbusd
 // for a 2 x 6 tile's use of them; a call of 64 tokens now pays it once, not 11 times: Gemma 3's
 // prefill 1.1x, Q5_0 2048 x 2048 by 256 tokens 1.2x. A decode batch (`one_pass`), which streams
-// its weights from memory, keeps the direct tiles: unpacking there made a served step of 12-16
-// sequences 4% slower.
+// its weights from memory, keeps the direct tiles below four rows of tiles: unpacking there made
+// a served step of 12-16 sequences 4% slower, and one of 24-30 no faster; at 47 (Gemma 3 served
+// at 64 in flight) it was 3% faster (decode step 50.1 / 50.5 -> 48.4 / 49.1 ms).
 void unpack_q5_0(const uint8_t* src, uint8_t* dst) {
   std::memcpy(dst, src, 32);  // d[16]
 #pragma GCC unroll 8
@@ -547,7 +548,7 @@ void unpack_q5_0(const uint8_t* src, uint8_t* dst) {
 
 void packed_gemm_q5_0(const uint8_t* w, size_t group_stride, int64_t n_groups, const void* act, size_t a_stride,
                       const PackedActInfo* infos, int64_t n_tok, int64_t n, float* y, int64_t ldy, bool one_pass) {
-  if (one_pass || n_tok < 2 * kC) {
+  if (n_tok < (one_pass ? 4 : 2) * kC) {
     return packed_gemm<PackQ5_0, kC>(w, group_stride, n_groups, act, a_stride, infos, n_tok, n, y, ldy, one_pass);
   }
   unpacked_gemm<PackQ5_0::kBytes, PackQ5_0Bytes::kBytes, kQK, unpack_q5_0, packed_gemm<PackQ5_0Bytes, kC>, kR>(
