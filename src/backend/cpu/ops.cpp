@@ -212,33 +212,33 @@ void matmul_group(std::span<const MatmulOutput> outputs, const float* x, int64_t
 
 namespace {
 
-// The largest of x[0, n) (NaN never the largest; -inf where there is nothing else), vectorised.
-float max_skipping_nan(const float* x, int64_t n) {
-  constexpr int64_t kLanes = 16;
-  float lanes[kLanes];
+// The maxima of x[0, n) lane by lane (element i in lane i % kLanes, NaN never taken) over the
+// whole rows of kLanes; returns where they end. Vectorised: kLanes independent maxima.
+template <int64_t kLanes>
+int64_t lane_maxima(const float* x, int64_t n, float (&lanes)[kLanes]) {
   for (float& l : lanes) l = -std::numeric_limits<float>::infinity();
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes) {
     for (int64_t j = 0; j < kLanes; ++j) lanes[j] = x[i + j] > lanes[j] ? x[i + j] : lanes[j];
   }
+  return i;
+}
+
+// The largest of x[0, n) (NaN never the largest; -inf where there is nothing else).
+float max_skipping_nan(const float* x, int64_t n) {
+  float lanes[16];
   float m = -std::numeric_limits<float>::infinity();
-  for (; i < n; ++i) m = x[i] > m ? x[i] : m;
+  for (int64_t i = lane_maxima(x, n, lanes); i < n; ++i) m = x[i] > m ? x[i] : m;
   for (float l : lanes) m = l > m ? l : m;
   return m;
 }
 
-// Whether any of x[0, n) is larger than v (NaN never is): four vectors of maxima side by side,
-// no reduction across lanes, since a tile rarely holds a new maximum of its row.
+// Whether any of x[0, n) is larger than v (NaN never is): four vectors of maxima side by side
+// and no reduction across lanes, since a tile rarely holds a new maximum of its row.
 bool any_above(const float* x, int64_t n, float v) {
-  constexpr int64_t kLanes = 64;
-  float lanes[kLanes];
-  for (float& l : lanes) l = -std::numeric_limits<float>::infinity();
-  int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes) {
-    for (int64_t j = 0; j < kLanes; ++j) lanes[j] = x[i + j] > lanes[j] ? x[i + j] : lanes[j];
-  }
+  float lanes[64];
   bool above = false;
-  for (; i < n; ++i) above |= x[i] > v;
+  for (int64_t i = lane_maxima(x, n, lanes); i < n; ++i) above |= x[i] > v;
   for (float l : lanes) above |= l > v;
   return above;
 }
