@@ -247,8 +247,7 @@ bool any_above(const float* x, int64_t n, float v) {
 // column wins only by being larger, and a column of NaN never wins.
 void fold_first_max(const float* x, int64_t n, int64_t first, RowMax& best) {
   if (best.index >= 0 && !any_above(x, n, best.value)) return;
-  const float m = max_skipping_nan(x, n);
-  if (best.index >= 0 && !(m > best.value)) return;
+  const float m = max_skipping_nan(x, n);  // above best.value where there was one
   for (int64_t j = 0; j < n; ++j) {
     if (x[j] == m) {
       best = {m, first + j};

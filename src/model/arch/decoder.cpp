@@ -516,7 +516,7 @@ Status DecoderRunner::run(std::span<const int32_t> tokens, std::span<const Batch
       const Tensor logits = f32(a_.logits, n_rows, c.n_vocab);
       q.matmul(m.output, hr, logits, Tensor{});
       if (s.final_logit_softcap > 0) q.soft_cap(logits, s.final_logit_softcap);
-      if (model_.backend().host_memory()) {
+      if (m.backend().host_memory()) {
         host_logits_ = static_cast<const float*>(a_.logits.data());
       } else {
         if (logits_.size() < static_cast<size_t>(n_rows * c.n_vocab)) logits_.resize(static_cast<size_t>(n_rows * c.n_vocab));

@@ -21,14 +21,20 @@ bool bitwise_equal(std::span<const float> a, std::span<const float> b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size_bytes()) == 0;
 }
 
+fs::path tiny_dir(const std::string& name) { return fs::path(DEEPINFER_TEST_DATA) / "golden" / "tiny" / name; }
+
+// The prompt the tiny model's golden data was made from.
+std::vector<int32_t> golden_prompt(const fs::path& dir) {
+  std::ifstream in(dir / "golden.json");
+  return nlohmann::json::parse(in)["prompt_ids"].get<std::vector<int32_t>>();
+}
+
 class BatchRunnerTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(BatchRunnerTest, MixedBatchEqualsEachSequenceAlone) {
-  const fs::path dir = fs::path(DEEPINFER_TEST_DATA) / "golden" / "tiny" / GetParam();
-  auto model = testing::load_model(dir.string());
+  auto model = testing::load_model(tiny_dir(GetParam()).string());
   ASSERT_TRUE(model.ok()) << model.status().to_string();
-  std::ifstream in(dir / "golden.json");
-  const auto prompt = nlohmann::json::parse(in)["prompt_ids"].get<std::vector<int32_t>>();
+  const auto prompt = golden_prompt(tiny_dir(GetParam()));
   ASSERT_GE(prompt.size(), 33u);
 
   // Three sequences: prompts of 13, 30 and 5 tokens, then two more tokens each.
@@ -96,11 +102,9 @@ class GreedyRowsTest : public ::testing::TestWithParam<std::string> {};
 // they would have had, where every row of the pass asks so; a pass that also keeps logits keeps
 // them for every row. A soft-capped head (its rounding can tie logits) always keeps logits.
 TEST_P(GreedyRowsTest, NameTheFirstMaximumOfTheirLogits) {
-  const fs::path dir = fs::path(DEEPINFER_TEST_DATA) / "golden" / "tiny" / GetParam();
-  auto model = testing::load_model(dir.string());
+  auto model = testing::load_model(tiny_dir(GetParam()).string());
   ASSERT_TRUE(model.ok()) << model.status().to_string();
-  std::ifstream in(dir / "golden.json");
-  const auto prompt = nlohmann::json::parse(in)["prompt_ids"].get<std::vector<int32_t>>();
+  const auto prompt = golden_prompt(tiny_dir(GetParam()));
   ASSERT_GE(prompt.size(), 20u);
   const std::vector<std::vector<int32_t>> seqs = {
       {prompt.begin(), prompt.begin() + 9}, {prompt.begin() + 2, prompt.begin() + 20}, {prompt.begin() + 5, prompt.begin() + 8}};
@@ -143,8 +147,7 @@ TEST_P(GreedyRowsTest, NameTheFirstMaximumOfTheirLogits) {
 }
 
 TEST_P(BatchRunnerTest, RejectsBadBatches) {
-  const fs::path dir = fs::path(DEEPINFER_TEST_DATA) / "golden" / "tiny" / GetParam();
-  auto model = testing::load_model(dir.string());
+  auto model = testing::load_model(tiny_dir(GetParam()).string());
   ASSERT_TRUE(model.ok());
   auto kv = std::move((*model)->new_kv_cache(4, DType::kF32, 4)).value();
   auto runner = (*model)->new_batch_runner();
@@ -178,13 +181,12 @@ INSTANTIATE_TEST_SUITE_P(Tiny, GreedyRowsTest,
 class SlidingPoolTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    const fs::path dir = fs::path(DEEPINFER_TEST_DATA) / "golden" / "tiny" / "gemma3_sliding";
+    const fs::path dir = tiny_dir("gemma3_sliding");
     auto model = testing::load_model(dir.string());
     ASSERT_TRUE(model.ok()) << model.status().to_string();
     model_ = std::move(model).value();
     ASSERT_EQ(model_->kv_groups().size(), 2u);  // full and sliding
-    std::ifstream in(dir / "golden.json");
-    prompt_ = nlohmann::json::parse(in)["prompt_ids"].get<std::vector<int32_t>>();
+    prompt_ = golden_prompt(dir);
     ASSERT_EQ(prompt_.size(), 40u);
     auto ctx = std::move(model_->new_context(64)).value();
     ASSERT_TRUE(ctx->eval(prompt_, LogitsMode::kLast).ok());
