@@ -1436,6 +1436,15 @@ std::vector<OpCase> perf_cases() {
   for (int64_t n_tokens : {16, 64}) cases.push_back(matmul_case(DType::kQ8_0, 262144, 640, n_tokens, Bias::kNone));
   // The same head's greedy ids alone (the logits never written out).
   for (int64_t n_tokens : {16, 64}) cases.push_back(matmul_argmax_case(DType::kQ8_0, 262144, 640, n_tokens));
+  // One layer of Gemma 3 270M's batched decode at 48 tokens (64 in flight, some prefilling):
+  // small matrices whose weights stay in the L2 between the tiles, so compute-bound.
+  cases.push_back(matmul_group_case({DType::kQ5_0, DType::kQ5_0, DType::kQ8_0}, {1024, 256, 256}, 640, 48));
+  cases.push_back(matmul_case(DType::kQ4_K, 640, 1024, 48, Bias::kNone));
+  cases.push_back(matmul_group_case({DType::kQ5_0, DType::kQ5_0}, {2048, 2048}, 640, 48));
+  cases.push_back(matmul_case(DType::kQ6_K, 640, 2048, 48, Bias::kNone));
+  cases.push_back(matmul_case(DType::kQ4_K, 640, 2048, 48, Bias::kNone));
+  cases.push_back(
+      attention_case(AttnShape{4, 1, 256, 0, DType::kF16, 16, 1, 18}, std::vector<AttnSeq>(48, AttnSeq{1, 191})));
   cases.push_back(grouped_matmul_case(DType::kQ4_K, {300, 200, 0, 412, 100, 500, 300, 236}, 2048, {1024, 1024}));
   // Batched decode attention, the kernel that bounds batch-64 decode: 64 sequences x 320
   // positions, SmolLM2's heads, a paged float16 cache with scattered blocks, each repetition

@@ -12,6 +12,7 @@
 
 #include "backend/cpu/ops.h"
 #include "backend/cpu/quant_kernels.h"
+#include "core/thread_pool.h"
 
 namespace deepinfer::cpu {
 namespace {
@@ -63,6 +64,29 @@ TEST(OpKernels, GatedActivationsOfEveryTierMatchTheFormulas) {
   check(silu_mul, silu_ref, silu_arg, "silu_mul");
   check(gelu_tanh_mul, gelu_ref, gelu_arg, "gelu_tanh_mul");
   if (checked == 0) GTEST_SKIP() << "only the scalar activations on this CPU (checked through the public ops)";
+}
+
+// The ops over a pool split their elements on 64-element lines: every element once, with the
+// bits of one thread (lengths below the split's threshold, at it, and odd past it).
+TEST(OpKernels, GatedActivationsAndAddOverThreadsEqualOneThread) {
+  std::mt19937 rng(9);
+  for (int threads : {2, 3}) {
+    ThreadPool pool(threads);
+    for (int64_t n : {16383, 16384 + 5, 100003}) {
+      const std::vector<float> gate = inputs(n, rng), up = inputs(n, rng);
+      std::vector<float> one = gate, split = gate;
+      silu_mul(one.data(), up.data(), n);
+      silu_mul(split.data(), up.data(), n, pool);
+      EXPECT_EQ(one, split) << "silu_mul n=" << n << ", " << threads << " threads";
+      one = gate, split = gate;
+      gelu_tanh_mul(one.data(), up.data(), n);
+      gelu_tanh_mul(split.data(), up.data(), n, pool);
+      EXPECT_EQ(one, split) << "gelu_tanh_mul n=" << n << ", " << threads << " threads";
+      split = gate;
+      add(split.data(), up.data(), n, pool);
+      for (int64_t i = 0; i < n; ++i) ASSERT_EQ(split[i], gate[i] + up[i]) << "add n=" << n << " at " << i;
+    }
+  }
 }
 
 }  // namespace

@@ -285,15 +285,17 @@ class CpuQueue final : public backend::Queue {
     if (reference_) {
       (silu ? silu_mul_reference : gelu_tanh_mul_reference)(gate.f32(), up.f32(), gate.n_elements());
     } else {
-      (silu ? silu_mul : gelu_tanh_mul)(gate.f32(), up.f32(), gate.n_elements());
+      if (silu) {
+        silu_mul(gate.f32(), up.f32(), gate.n_elements(), pool_);
+      } else {
+        gelu_tanh_mul(gate.f32(), up.f32(), gate.n_elements(), pool_);
+      }
     }
   }
 
   void add(const Tensor& x, const Tensor& y) override {
     DI_ICHECK(x.n_elements() == y.n_elements());
-    float* a = x.f32();
-    const float* b = y.f32();
-    for (int64_t i = 0; i < x.n_elements(); ++i) a[i] += b[i];
+    cpu::add(x.f32(), y.f32(), x.n_elements(), pool_);
   }
 
   void scale(const Tensor& x, float factor) override {
@@ -323,15 +325,21 @@ class CpuQueue final : public backend::Queue {
       }
       return;
     }
-    for (size_t t = 0; t < positions_.size(); ++t) {
-      const backend::StepSequence& seq = batch_.sequences[static_cast<size_t>(token_seq_[t])];
-      const int64_t pos = positions_[t];
-      if (pos < seq.first_write[static_cast<size_t>(group)]) continue;  // shared prefix rows stay
-      const auto& table = seq.block_tables[static_cast<size_t>(group)];
-      const int64_t row = static_cast<int64_t>(table[static_cast<size_t>(pos / bs)]) * bs + pos % bs;
-      cpu::store_kv(p.layout, dtype, row, k.f32() + static_cast<int64_t>(t) * row_elems,
-                    v.f32() + static_cast<int64_t>(t) * row_elems, k_pool, v_pool);
-    }
+    // Every token writes its own row (distinct sequence and position), so the tokens split over
+    // the threads where there are 8192 elements or more (a prefill; 32 of Gemma 3's decode rows).
+    auto store_tokens = [&](int64_t begin, int64_t end) {
+      for (int64_t t = begin; t < end; ++t) {
+        const backend::StepSequence& seq = batch_.sequences[static_cast<size_t>(token_seq_[static_cast<size_t>(t)])];
+        const int64_t pos = positions_[static_cast<size_t>(t)];
+        if (pos < seq.first_write[static_cast<size_t>(group)]) continue;  // shared prefix rows stay
+        const auto& table = seq.block_tables[static_cast<size_t>(group)];
+        const int64_t row = static_cast<int64_t>(table[static_cast<size_t>(pos / bs)]) * bs + pos % bs;
+        cpu::store_kv(p.layout, dtype, row, k.f32() + t * row_elems, v.f32() + t * row_elems, k_pool, v_pool);
+      }
+    };
+    const auto n_tokens = static_cast<int64_t>(positions_.size());
+    if (n_tokens * row_elems < 8192) return store_tokens(0, n_tokens);
+    pool_.parallel_for(n_tokens, [&](int, int64_t begin, int64_t end) { store_tokens(begin, end); });
   }
 
   void attention(const backend::AttentionParams& a, const Tensor& q, const backend::KvCache& kv, int group,

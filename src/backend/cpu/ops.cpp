@@ -528,6 +528,35 @@ void gelu_tanh_mul(float* gate, const float* up, int64_t n) {
   gelu_tanh_mul_reference(gate, up, n);
 }
 
+namespace {
+
+// fn(begin, end) over elements [0, n) in ranges of whole 64-element lines, split over the pool's
+// threads when there is enough work (for_rows' threshold). The kernels compute every element
+// alike, and a range starts on a line, so no element's value depends on the split.
+template <typename Fn>
+void for_elements(ThreadPool& pool, int64_t n, const Fn& fn) {
+  constexpr int64_t kMinParallelElements = 16384, kLine = 64;
+  if (n < kMinParallelElements) return fn(int64_t{0}, n);
+  pool.parallel_for((n + kLine - 1) / kLine,
+                    [&](int, int64_t begin, int64_t end) { fn(begin * kLine, std::min(n, end * kLine)); });
+}
+
+}  // namespace
+
+void silu_mul(float* gate, const float* up, int64_t n, ThreadPool& pool) {
+  for_elements(pool, n, [&](int64_t begin, int64_t end) { silu_mul(gate + begin, up + begin, end - begin); });
+}
+
+void gelu_tanh_mul(float* gate, const float* up, int64_t n, ThreadPool& pool) {
+  for_elements(pool, n, [&](int64_t begin, int64_t end) { gelu_tanh_mul(gate + begin, up + begin, end - begin); });
+}
+
+void add(float* x, const float* y, int64_t n, ThreadPool& pool) {
+  for_elements(pool, n, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) x[i] += y[i];
+  });
+}
+
 void soft_cap(float* x, int64_t n, float cap) {
   DI_ICHECK(cap > 0.0f);
   const float inv = 1.0f / cap;

@@ -136,6 +136,13 @@ void silu_mul(float* gate, const float* up, int64_t n);
 // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), PyTorch's gelu(approximate="tanh")).
 void gelu_tanh_mul(float* gate, const float* up, int64_t n);
 
+// The same over the pool's threads (a prefill's or a decode batch's rows; the same bits).
+void silu_mul(float* gate, const float* up, int64_t n, ThreadPool& pool);
+void gelu_tanh_mul(float* gate, const float* up, int64_t n, ThreadPool& pool);
+
+// x[i] += y[i], n elements, over the pool's threads.
+void add(float* x, const float* y, int64_t n, ThreadPool& pool);
+
 // The scalar loops of silu_mul and gelu_tanh_mul, whatever the kernel tier (the oracle).
 void silu_mul_reference(float* gate, const float* up, int64_t n);
 void gelu_tanh_mul_reference(float* gate, const float* up, int64_t n);

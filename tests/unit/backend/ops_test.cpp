@@ -649,7 +649,9 @@ TEST(Ops, MatmulArgmaxIsTheFirstMaximumOfMatmul) {
                 << dtype_name(type) << (pack ? " packed" : "") << ", " << threads << " threads, token " << t << " of " << n;
             EXPECT_EQ(from_y[static_cast<size_t>(t)], first);
           }
-          if (n == 1) EXPECT_EQ(best[0], 900) << dtype_name(type);
+          if (n == 1) {
+            EXPECT_EQ(best[0], 900) << dtype_name(type);
+          }
           if (n == n_tokens) {
             EXPECT_EQ(best[2], 900) << dtype_name(type);
             EXPECT_EQ(best[4], 0) << dtype_name(type);
