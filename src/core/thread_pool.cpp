@@ -38,6 +38,12 @@ int ThreadPool::default_threads() {
 }
 
 void ThreadPool::run_range(int index) {
+  if (job_chunk_ > 0) {
+    for (int64_t c = next_chunk_.fetch_add(1); c * job_chunk_ < job_n_; c = next_chunk_.fetch_add(1)) {
+      (*job_)(index, c * job_chunk_, std::min(job_n_, (c + 1) * job_chunk_));
+    }
+    return;
+  }
   const int64_t n_blocks = (job_n_ + job_grain_ - 1) / job_grain_;
   const int64_t per = n_blocks / n_threads_;
   const int64_t extra = n_blocks % n_threads_;
@@ -65,9 +71,27 @@ void ThreadPool::parallel_for(int64_t n, const RangeFn& fn, int64_t grain) {
     fn(0, 0, n);
     return;
   }
+  start(n, fn, grain, 0);
+}
+
+void ThreadPool::parallel_chunks(int64_t n, int64_t chunk, const RangeFn& fn) {
+  if (n <= 0) return;
+  chunk = std::max<int64_t>(1, chunk);
+  if (n_threads_ == 1 || n <= chunk) {
+    for (int64_t begin = 0; begin < n; begin += chunk) fn(0, begin, std::min(n, begin + chunk));
+    return;
+  }
+  start(n, fn, 1, chunk);
+}
+
+// One call's fan-out: the caller runs range 0 (or takes chunks until none is left), then every
+// range no worker has claimed, then waits for the workers that did.
+void ThreadPool::start(int64_t n, const RangeFn& fn, int64_t grain, int64_t chunk) {
   job_ = &fn;
   job_n_ = n;
   job_grain_ = grain;
+  job_chunk_ = chunk;
+  next_chunk_.store(0, std::memory_order_relaxed);
   pending_.store(n_threads_ - 1, std::memory_order_relaxed);
   uint64_t generation;
   {

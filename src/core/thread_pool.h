@@ -38,12 +38,20 @@ class ThreadPool {
   // lines are not split between threads.
   void parallel_for(int64_t n, const RangeFn& fn, int64_t grain = 1);
 
+  // [0, n) in chunks of `chunk` elements (the last shorter), each taken in order by whichever
+  // thread is free, fn(thread_index, begin, end) once per chunk: for work whose cost per element
+  // varies, or whose threads another process may hold up, where equal ranges would leave one
+  // thread waiting on the other. A thread's chunks are increasing but not contiguous; fn must not
+  // depend on which thread runs a chunk except through that thread's scratch.
+  void parallel_chunks(int64_t n, int64_t chunk, const RangeFn& fn);
+
   // Default thread count: the number of online CPUs.
   static int default_threads();
 
  private:
   void worker_loop(int index);
   void run_range(int index);
+  void start(int64_t n, const RangeFn& fn, int64_t grain, int64_t chunk);
   // Whether this thread is the first to take range `index` of call `generation`.
   bool claim(int index, uint64_t generation);
 
@@ -60,6 +68,8 @@ class ThreadPool {
   const RangeFn* job_ = nullptr;
   int64_t job_n_ = 0;
   int64_t job_grain_ = 1;
+  int64_t job_chunk_ = 0;  // > 0: parallel_chunks' call, whose chunks next_chunk_ hands out
+  std::atomic<int64_t> next_chunk_{0};
 };
 
 }  // namespace deepinfer

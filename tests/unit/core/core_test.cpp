@@ -142,6 +142,46 @@ TEST(ThreadPool, EveryRangeRunsOnceWithItsIndexWhoeverRunsIt) {
   for (auto& t : busy) t.join();
 }
 
+// parallel_chunks: every chunk once, on chunk bounds, no two threads at once in one thread's
+// scratch, each thread's chunks in increasing order; mixed with parallel_for calls (whose
+// ranges a late worker must not confuse with chunks) and with busy threads beside the pool.
+TEST(ThreadPool, ParallelChunksRunsEveryChunkOnceWhoeverIsFree) {
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> busy;
+  for (int i = 0; i < 2; ++i) {
+    busy.emplace_back([&] {
+      while (!stop.load()) {
+      }
+    });
+  }
+  for (int threads : {1, 2, 3}) {
+    ThreadPool pool(threads);
+    for (int rep = 0; rep < 2000; ++rep) {
+      const int64_t n = 1 + rep % 89, chunk = 1 + rep % 7;
+      std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+      std::vector<std::atomic<int>> inside(static_cast<size_t>(threads));
+      std::vector<int64_t> last(static_cast<size_t>(threads), -1);
+      std::atomic<bool> ok{true};
+      pool.parallel_chunks(n, chunk, [&](int tid, int64_t b, int64_t e) {
+        if (inside[static_cast<size_t>(tid)].fetch_add(1) != 0) ok = false;
+        if (b % chunk != 0 || e != std::min(n, b + chunk) || b <= last[static_cast<size_t>(tid)]) ok = false;
+        last[static_cast<size_t>(tid)] = b;
+        for (int64_t i = b; i < e; ++i) hits[static_cast<size_t>(i)]++;
+        inside[static_cast<size_t>(tid)].fetch_sub(1);
+      });
+      ASSERT_TRUE(ok.load()) << "n " << n << " chunk " << chunk << ", " << threads << " threads";
+      for (auto& h : hits) ASSERT_EQ(h.load(), 1) << "n " << n << " chunk " << chunk;
+      std::vector<std::atomic<int>> again(static_cast<size_t>(n));
+      pool.parallel_for(n, [&](int, int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) again[static_cast<size_t>(i)]++;
+      });
+      for (auto& h : again) ASSERT_EQ(h.load(), 1) << "parallel_for after chunks, n " << n;
+    }
+  }
+  stop.store(true);
+  for (auto& t : busy) t.join();
+}
+
 // Committing a buffer's pages keeps what it holds: zeros where nothing was written, the bytes
 // written elsewhere (a server prefaults its KV cache once, but nothing relies on "before use").
 TEST(PageBuffer, PrefaultKeepsTheContents) {
