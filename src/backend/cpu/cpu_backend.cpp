@@ -327,6 +327,8 @@ class CpuQueue final : public backend::Queue {
     }
     // Every token writes its own row (distinct sequence and position), so the tokens split over
     // the threads where there are 8192 elements or more (a prefill; 32 of Gemma 3's decode rows).
+    uint8_t* const k_plane = k_pool;  // a lambda cannot capture a structured binding (clang)
+    uint8_t* const v_plane = v_pool;
     auto store_tokens = [&](int64_t begin, int64_t end) {
       for (int64_t t = begin; t < end; ++t) {
         const backend::StepSequence& seq = batch_.sequences[static_cast<size_t>(token_seq_[static_cast<size_t>(t)])];
@@ -334,7 +336,7 @@ class CpuQueue final : public backend::Queue {
         if (pos < seq.first_write[static_cast<size_t>(group)]) continue;  // shared prefix rows stay
         const auto& table = seq.block_tables[static_cast<size_t>(group)];
         const int64_t row = static_cast<int64_t>(table[static_cast<size_t>(pos / bs)]) * bs + pos % bs;
-        cpu::store_kv(p.layout, dtype, row, k.f32() + t * row_elems, v.f32() + t * row_elems, k_pool, v_pool);
+        cpu::store_kv(p.layout, dtype, row, k.f32() + t * row_elems, v.f32() + t * row_elems, k_plane, v_plane);
       }
     };
     const auto n_tokens = static_cast<int64_t>(positions_.size());
