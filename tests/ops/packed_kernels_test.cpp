@@ -86,8 +86,11 @@ TEST(PackedKernels, ProductMatchesTheReferenceAndIsTileInvariant) {
     // 256 KB at most: two groups at a time, then the fifth alone (Q5_0); one at a time (Q6_K).
     // {3, 26, 2} and {2, 34, 1}: one-pass products that Q5_0 (24 tokens and more) and Q6_K (32
     // and more) unpack as prefill does.
-    const int64_t shapes[][3] = {{1, 1, 1},  {1, 5, 3},  {3, 1, 2},  {2, 4, 18},   {5, 7, 1},  {4, 9, 19},
-                                 {3, 13, 5}, {3, 10, 4}, {2, 17, 2}, {5, 17, 300}, {3, 26, 2}, {2, 34, 1}};
+    // Two or three tokens left after the wider tiles (7, 9, 10, 26, 34 for some width; 2 and 3
+    // alone) go through 4-token tiles over a zero-padded copy.
+    const int64_t shapes[][3] = {{1, 1, 1},  {1, 5, 3},  {3, 1, 2},   {2, 4, 18}, {5, 7, 1},  {4, 9, 19},
+                                 {3, 13, 5}, {3, 10, 4}, {2, 17, 2},  {5, 17, 300}, {3, 26, 2}, {2, 34, 1},
+                                 {2, 2, 3},  {3, 3, 2}};
     for (const auto& s : shapes) {
       // K-quant blocks are 8 times longer: fewer of them.
       const int64_t blocks = is_k_quant(type) ? (s[2] + 3) / 4 : s[2];
