@@ -276,18 +276,24 @@ TEST(HttpHardening, StreamCutByShutdownInHttpOneZeroEndsWithTheEventAndTheClose)
 
 TEST(HttpHardening, UnansweredRequestCutByShutdownGets503) {
   HttpServerConfig config = test_config();
-  Route waiting{"GET", "/wait", [](const HttpRequest&, ResponseWriter& writer) {
+  Latch handling;
+  Route waiting{"GET", "/wait", [&handling](const HttpRequest&, ResponseWriter& writer) {
+                  handling.open();
                   while (!writer.client_gone()) std::this_thread::sleep_for(2ms);
                 }};
   auto server = start_server(config, {waiting});
   ASSERT_NE(server, nullptr);
   Client client(server->port());
   client.send(get("/wait"));
-  std::this_thread::sleep_for(20ms);  // the handler is waiting
+  // Shut down once the handler runs (a fixed 20 ms was too short on a loaded machine: the
+  // request not yet read, the connection closed without an answer, and the test read a missing
+  // header).
+  ASSERT_TRUE(handling.wait());
   server->shutdown(20ms);
   Response r = client.read_response();
   EXPECT_EQ(r.status, 503);
   EXPECT_NE(r.body.find("shutting down"), std::string::npos) << r.body;
+  ASSERT_NE(r.header("connection"), nullptr);
   EXPECT_EQ(*r.header("connection"), "close");
   server->wait();
 }
