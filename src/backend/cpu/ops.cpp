@@ -388,13 +388,15 @@ void rms_norm(const float* x, const float* w, float eps, int64_t n_rows, int64_t
 
 namespace {
 
+// A parallel region costs a few microseconds: below this many elements an op stays on the
+// calling thread.
+constexpr int64_t kMinParallelElements = 16384;
+
 // fn(begin, end) over rows [0, n_rows) of row_elems elements each, split over the pool's threads
 // when there is enough work: for ops whose rows are independent and computed alike wherever
-// they run. A region costs a few microseconds, so small tensors (a decode step's) stay on the
-// calling thread.
+// they run.
 template <typename Fn>
 void for_rows(ThreadPool& pool, int64_t n_rows, int64_t row_elems, const Fn& fn) {
-  constexpr int64_t kMinParallelElements = 16384;
   if (n_rows < 2 || n_rows * row_elems < kMinParallelElements) return fn(int64_t{0}, n_rows);
   pool.parallel_for(n_rows, [&](int, int64_t begin, int64_t end) { fn(begin, end); });
 }
@@ -535,7 +537,7 @@ namespace {
 // alike, and a range starts on a line, so no element's value depends on the split.
 template <typename Fn>
 void for_elements(ThreadPool& pool, int64_t n, const Fn& fn) {
-  constexpr int64_t kMinParallelElements = 16384, kLine = 64;
+  constexpr int64_t kLine = 64;
   if (n < kMinParallelElements) return fn(int64_t{0}, n);
   pool.parallel_for((n + kLine - 1) / kLine,
                     [&](int, int64_t begin, int64_t end) { fn(begin * kLine, std::min(n, end * kLine)); });

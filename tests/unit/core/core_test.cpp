@@ -75,6 +75,27 @@ TEST(DType, TableMatchesGgufBlockSizes) {
   EXPECT_EQ(dtype_name(DType::kBF16), "bf16");
 }
 
+// Threads that spin beside a pool until destroyed, so that its workers get descheduled.
+class BusyThreads {
+ public:
+  explicit BusyThreads(int n) {
+    for (int i = 0; i < n; ++i) {
+      threads_.emplace_back([this] {
+        while (!stop_.load()) {
+        }
+      });
+    }
+  }
+  ~BusyThreads() {
+    stop_.store(true);
+    for (auto& t : threads_) t.join();
+  }
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::vector<std::thread> threads_;
+};
+
 TEST(ThreadPool, CoversEveryIndexOnceWithGrainAlignedRanges) {
   for (int threads : {1, 2, 3, 5}) {
     ThreadPool pool(threads);
@@ -107,14 +128,7 @@ TEST(ThreadPool, UsesSeveralThreadsAndSurvivesManyCalls) {
 // once per call with that range's thread index and bounds. Many short calls, with busy threads
 // beside the pool so that its workers are descheduled and the caller takes their ranges.
 TEST(ThreadPool, EveryRangeRunsOnceWithItsIndexWhoeverRunsIt) {
-  std::atomic<bool> stop{false};
-  std::vector<std::thread> busy;
-  for (int i = 0; i < 2; ++i) {
-    busy.emplace_back([&] {
-      while (!stop.load()) {
-      }
-    });
-  }
+  BusyThreads busy(2);
   for (int threads : {2, 3}) {
     ThreadPool pool(threads);
     for (int rep = 0; rep < 3000; ++rep) {
@@ -138,22 +152,13 @@ TEST(ThreadPool, EveryRangeRunsOnceWithItsIndexWhoeverRunsIt) {
       }
     }
   }
-  stop.store(true);
-  for (auto& t : busy) t.join();
 }
 
 // parallel_chunks: every chunk once, on chunk bounds, no two threads at once in one thread's
 // scratch, each thread's chunks in increasing order; mixed with parallel_for calls (whose
 // ranges a late worker must not confuse with chunks) and with busy threads beside the pool.
 TEST(ThreadPool, ParallelChunksRunsEveryChunkOnceWhoeverIsFree) {
-  std::atomic<bool> stop{false};
-  std::vector<std::thread> busy;
-  for (int i = 0; i < 2; ++i) {
-    busy.emplace_back([&] {
-      while (!stop.load()) {
-      }
-    });
-  }
+  BusyThreads busy(2);
   for (int threads : {1, 2, 3}) {
     ThreadPool pool(threads);
     for (int rep = 0; rep < 2000; ++rep) {
@@ -178,8 +183,6 @@ TEST(ThreadPool, ParallelChunksRunsEveryChunkOnceWhoeverIsFree) {
       for (auto& h : again) ASSERT_EQ(h.load(), 1) << "parallel_for after chunks, n " << n;
     }
   }
-  stop.store(true);
-  for (auto& t : busy) t.join();
 }
 
 // Committing a buffer's pages keeps what it holds: zeros where nothing was written, the bytes
