@@ -87,10 +87,12 @@ TEST(PackedKernels, ProductMatchesTheReferenceAndIsTileInvariant) {
     // {3, 26, 2} and {2, 34, 1}: one-pass products that Q5_0 (24 tokens and more) and Q6_K (32
     // and more) unpack as prefill does.
     // Two or three tokens left after the wider tiles (7, 9, 10, 26, 34 for some width; 2 and 3
-    // alone) go through 4-token tiles over a zero-padded copy.
+    // alone) go through 4-token tiles over a zero-padded copy. One-pass products of 2 to 8 rows of
+    // tiles go group by group (13, 17, 26, 45 tokens), more rows row by row (47, and 70 in two
+    // calls of at most 64 tokens).
     const int64_t shapes[][3] = {{1, 1, 1},  {1, 5, 3},  {3, 1, 2},   {2, 4, 18}, {5, 7, 1},  {4, 9, 19},
                                  {3, 13, 5}, {3, 10, 4}, {2, 17, 2},  {5, 17, 300}, {3, 26, 2}, {2, 34, 1},
-                                 {2, 2, 3},  {3, 3, 2}};
+                                 {2, 2, 3},  {3, 3, 2},   {5, 45, 1}, {3, 47, 2}, {2, 70, 1}};
     for (const auto& s : shapes) {
       // K-quant blocks are 8 times longer: fewer of them.
       const int64_t blocks = is_k_quant(type) ? (s[2] + 3) / 4 : s[2];
@@ -121,8 +123,12 @@ TEST(PackedKernels, ProductMatchesTheReferenceAndIsTileInvariant) {
       std::vector<PackedActInfo> infos(static_cast<size_t>(toks * infos_per_row));
       if (info_fn != nullptr) info_fn(a.data(), a_stride, toks, n, infos.data());
       const PackedActInfo* info = info_fn != nullptr ? infos.data() : nullptr;
-      // Odd token counts as several passes would run them (Q5_0 unpacks), even ones as one pass.
-      gemm(p.data(), group_bytes, groups, a.data(), a_stride, info, toks, n, y.data(), ldy, toks % 2 == 0);
+      // As several passes (prefill: Q5_0 and Q6_K unpack, every product goes row by row of tiles)
+      // and as one pass (decode: where weights are prefetched, 2 to 8 rows of tiles go group by
+      // group; ctest runs this suite with DEEPINFER_WEIGHT_PREFETCH=0 and =1 on any CPU).
+      for (const bool one_pass : {false, true}) {
+      std::fill(y.begin(), y.end(), -1.0f);
+      gemm(p.data(), group_bytes, groups, a.data(), a_stride, info, toks, n, y.data(), ldy, one_pass);
       for (int64_t t = 0; t < toks; ++t) {
         const PackedActInfo* row_info = info != nullptr ? info + t * infos_per_row : nullptr;
         for (int64_t g = 0; g < groups; ++g) {
@@ -131,8 +137,9 @@ TEST(PackedKernels, ProductMatchesTheReferenceAndIsTileInvariant) {
           for (int64_t j = 0; j < kPackRows; ++j) {
             const int64_t r = g * kPackRows + j;
             const std::string where = std::string(dtype_name(type)) + " groups=" + std::to_string(groups) +
-                                      " toks=" + std::to_string(toks) + " n=" + std::to_string(n) + " at (" +
-                                      std::to_string(r) + "," + std::to_string(t) + ")";
+                                      " toks=" + std::to_string(toks) + " n=" + std::to_string(n) +
+                                      " one_pass=" + std::to_string(one_pass) + " at (" + std::to_string(r) + "," +
+                                      std::to_string(t) + ")";
             const float got = y[t * ldy + r];
             ASSERT_EQ(fp32_to_bits(got), fp32_to_bits(alone[j])) << where;
             const float want = ref::vec_dot(type, w.data() + r * w_row, a.data() + t * a_stride, n);
@@ -147,6 +154,7 @@ TEST(PackedKernels, ProductMatchesTheReferenceAndIsTileInvariant) {
           }
         }
         for (int64_t r = rows; r < ldy; ++r) EXPECT_EQ(y[t * ldy + r], -1.0f) << "padding written";
+      }
       }
     }
   }

@@ -436,102 +436,158 @@ constexpr int kR = 2, kC = 6;
 using TileFn = void (*)(const uint8_t* w, size_t group_stride, const uint8_t* a, size_t a_stride,
                         const PackedActInfo* info, int64_t nb, float* y, int64_t ldy, Prefetch prefetch);
 
-// Full R x C tiles, then (where C > 4) R x 4 tiles of the tokens left, each row of
-// tiles ending with its remaining groups one at a time, then the remaining tokens (all of a
-// one-token product) one group at a time. Every shape computes an element alike.
-// The first token tile reads the weights from memory (`ahead`); in a `one_pass` product, every
-// later tile asks for its share of as many bytes after the call's groups (packed.h): Gemma 3's
-// output head (170 MB of Q8_0) by 16 and 64 tokens took 11-15% less time. A one-token product
-// has no later tiles: it streams with `ahead` alone (a second stream there was 1.6x slower).
-// Prefetches never fault, so the last call of a matrix asking past its end costs bandwidth only.
+// One row of tiles: a run of tokens through every group, R groups at a time (`rc`) and the odd
+// groups one at a time (`one`); a row of one token takes every group one at a time (`one`).
+struct TileRow {
+  TileFn rc = nullptr;
+  TileFn one = nullptr;
+  bool single = false;  // one token: `one` for every group
+  const uint8_t* a = nullptr;
+  const PackedActInfo* info = nullptr;
+  float* y = nullptr;
+  int64_t ldy = 0;
+};
+
+// The rows of a product's tokens: full rows of C, then (where C > 4) a row of 4, then two or
+// three tokens left as a row of 4 over a copy padded with zero rows (`pad`), or one token left
+// alone. A call takes at most kTileRowTokens tokens (more go through several calls, with the
+// same results), so at most kMaxTileRows rows.
+inline constexpr int64_t kTileRowTokens = 64;
+inline constexpr int kMaxTileRows = kTileRowTokens / 4 + 2;
+
+// Activations, infos and results of the padded row (thread-local: no allocation once grown).
+struct PaddedRow {
+  std::vector<uint8_t> act;
+  std::vector<PackedActInfo> info;
+  std::vector<float> out;
+};
+
+// The most rows of tiles a one-pass product takes group by group (below). Gemma 3's output head
+// (262144 x 640 Q8_0, bench ops, 2 threads, Emerald Rapids Xeon), row by row -> group by group:
+// by 16 tokens 7.2-8.4 -> 6.3-7.0 ms, by 24 9.8-10.3 -> 8.6 ms, by 32 and 48 the same; by 64 (11
+// rows) with its logits written out 25-26 -> 32 ms, so that stays row by row.
+constexpr int kGroupMajorRows = 8;
+
+// Full R x C tiles, then (where C > 4) R x 4 tiles of the tokens left, each row of tiles ending
+// with its remaining groups one at a time, then the remaining tokens (all of a one-token product)
+// one group at a time. Every shape computes an element alike, so neither the tiles an element
+// falls in nor the order they run in changes a bit of it.
+//
+// Two orders. A product of several passes (prefill) and a one-token product go row by row: the
+// first row reads the weights from memory (`ahead`), the later rows find them in L2. A one-pass
+// product of several rows (a decode batch, where weight_prefetch() says so) goes group by group:
+// every row of tiles over R groups before the next R groups, so a group's weights come from L2
+// once and stay in L1 for its later rows, while every tile asks for its share of the groups
+// kLeadGroups further on into L2. The stream from memory then runs through all of the compute
+// instead of through the later rows only, and the tiles' own reads never wait on it.
 template <TileFn kRC, TileFn k1C, TileFn kR4, TileFn k14, TileFn k11, int R, int C, int64_t kElems>
 void packed_gemm_tiles(const uint8_t* w, size_t group_stride, int64_t n_groups, const void* act, size_t a_stride,
                        const PackedActInfo* infos, int64_t n_tok, int64_t n, float* y, int64_t ldy,
                        bool one_pass) {
   const auto* a = static_cast<const uint8_t*>(act);
-  const int64_t nb = n / kElems;
-  auto info = [&](int64_t t) { return infos != nullptr ? infos + t * (n / kPackedActBlock) : nullptr; };
-  // The calls of tiles below: rows of C, then of 4, tokens (R groups, then the odd ones), then
-  // one token at a time.
-  const int64_t per_row = n_groups / R + n_groups % R;
-  const int64_t rows_c = n_tok / C, rows_4 = C > 4 ? n_tok % C / 4 : 0;
-  const int64_t left = n_tok - rows_c * C - rows_4 * 4;
-  // Two or three tokens left go through one row of 4-token tiles over a copy padded with zero
-  // rows, not one token at a time (whose tiles reload a group's codes for every token): by 14
-  // tokens Gemma 3's head 9.0-9.3 -> 8.0-8.4 ms, its gate/up 0.154 -> 0.147 ms, a Q4_K
-  // 640x2048 0.081 -> 0.078 ms (bench ops); served at 16 in flight no change (7 pairs).
-  const bool padded = left >= 2;
-  const int64_t n_calls = (rows_c + rows_4 + (padded ? 1 : 0)) * per_row + (padded ? 0 : left * n_groups);
-  const int64_t first_row_calls = rows_c + rows_4 + (padded ? 1 : 0) > 0 ? per_row : n_groups;
-  const int64_t later_calls = n_calls - first_row_calls;
-  const size_t next_bytes = static_cast<size_t>(n_groups) * group_stride;
-  const size_t share = later_calls > 0 ? (next_bytes / static_cast<size_t>(later_calls) + 63) / 64 * 64 : 0;
-  const size_t step = std::max<size_t>(64, (share / static_cast<size_t>(nb) + 63) / 64 * 64);
-  int64_t call = 0;
-  auto prefetch = [&](int64_t t) {
-    Prefetch p;
-    if (!prefetch_weights) return p;
-    p.ahead = t == 0;
-    if (t == 0 || !one_pass) return p;
-    const size_t at = static_cast<size_t>(call++) * share;
-    if (at < next_bytes) {
-      p.next = w + next_bytes + at;
-      p.step = step;
-      p.bytes = std::min(share, next_bytes - at);
-    }
-    return p;
-  };
-  int64_t t = 0;
-  auto tile_rows = [&](TileFn rc, TileFn one_c, int64_t c) {
-    for (; t + c <= n_tok; t += c) {
-      int64_t g = 0;
-      for (; g + R <= n_groups; g += R) {
-        rc(w + g * group_stride, group_stride, a + t * a_stride, a_stride, info(t), nb, y + t * ldy + g * kPackRows,
-           ldy, prefetch(t));
-      }
-      for (; g < n_groups; ++g) {
-        one_c(w + g * group_stride, group_stride, a + t * a_stride, a_stride, info(t), nb,
-              y + t * ldy + g * kPackRows, ldy, prefetch(t));
-      }
-    }
-  };
-  tile_rows(kRC, k1C, C);
-  if constexpr (C > 4) tile_rows(kR4, k14, 4);
-  if (padded) {
-    // The last `left` rows of activations and infos, then zero rows to 4 (a zero scale: their
-    // products are 0, and they are never copied out); the 4 rows of results into `out`. Every
-    // real element is computed as in any other tile, so the results are the same bits.
-    const int64_t n_info = n / kPackedActBlock;
-    thread_local std::vector<uint8_t> pad_act;
-    thread_local std::vector<PackedActInfo> pad_info;
-    thread_local std::vector<float> pad_out;
-    pad_act.assign(4 * a_stride, 0);
-    std::memcpy(pad_act.data(), a + t * a_stride, static_cast<size_t>(left) * a_stride);
-    if (infos != nullptr) {
-      pad_info.assign(static_cast<size_t>(4 * n_info), PackedActInfo{});
-      std::memcpy(pad_info.data(), info(t), static_cast<size_t>(left * n_info) * sizeof(PackedActInfo));
-    }
-    const int64_t out_ld = n_groups * kPackRows;
-    pad_out.resize(static_cast<size_t>(4 * out_ld));
-    const PackedActInfo* pinfo = infos != nullptr ? pad_info.data() : nullptr;
-    int64_t g = 0;
-    for (; g + R <= n_groups; g += R) {
-      kR4(w + g * group_stride, group_stride, pad_act.data(), a_stride, pinfo, nb, pad_out.data() + g * kPackRows,
-          out_ld, prefetch(t));
-    }
-    for (; g < n_groups; ++g) {
-      k14(w + g * group_stride, group_stride, pad_act.data(), a_stride, pinfo, nb, pad_out.data() + g * kPackRows,
-          out_ld, prefetch(t));
-    }
-    for (int64_t c = 0; c < left; ++c) {
-      std::memcpy(y + (t + c) * ldy, pad_out.data() + c * out_ld, static_cast<size_t>(out_ld) * sizeof(float));
+  const int64_t n_info = n / kPackedActBlock;
+  if (n_tok > kTileRowTokens) {
+    for (int64_t t0 = 0; t0 < n_tok; t0 += kTileRowTokens) {
+      packed_gemm_tiles<kRC, k1C, kR4, k14, k11, R, C, kElems>(
+          w, group_stride, n_groups, a + t0 * a_stride, a_stride, infos != nullptr ? infos + t0 * n_info : nullptr,
+          std::min(kTileRowTokens, n_tok - t0), n, y + t0 * ldy, ldy, one_pass);
     }
     return;
   }
-  for (; t < n_tok; ++t) {
-    for (int64_t g = 0; g < n_groups; ++g) {
-      k11(w + g * group_stride, group_stride, a + t * a_stride, a_stride, info(t), nb, y + t * ldy + g * kPackRows,
-          ldy, prefetch(t));
+  const int64_t nb = n / kElems;
+  auto info = [&](int64_t t) { return infos != nullptr ? infos + t * n_info : nullptr; };
+  TileRow rows[kMaxTileRows];
+  int n_rows = 0;
+  int64_t t = 0;
+  for (; t + C <= n_tok; t += C) rows[n_rows++] = {kRC, k1C, false, a + t * a_stride, info(t), y + t * ldy, ldy};
+  if constexpr (C > 4) {
+    if (t + 4 <= n_tok) {
+      rows[n_rows++] = {kR4, k14, false, a + t * a_stride, info(t), y + t * ldy, ldy};
+      t += 4;
+    }
+  }
+  const int64_t left = n_tok - t;
+  // Two or three tokens left go through one row of 4-token tiles over a copy padded with zero
+  // rows, not one token at a time (whose tiles reload a group's codes for every token): by 14
+  // tokens Gemma 3's head 9.0-9.3 -> 8.0-8.4 ms, its gate/up 0.154 -> 0.147 ms, a Q4_K
+  // 640x2048 0.081 -> 0.078 ms (bench ops). A zero scale makes the padding's products 0; its
+  // results are never copied out. Every real element is computed as in any other tile.
+  const bool padded = left >= 2;
+  thread_local PaddedRow pad;
+  const int64_t out_ld = n_groups * kPackRows;
+  if (padded) {
+    pad.act.assign(4 * a_stride, 0);
+    std::memcpy(pad.act.data(), a + t * a_stride, static_cast<size_t>(left) * a_stride);
+    if (infos != nullptr) {
+      pad.info.assign(static_cast<size_t>(4 * n_info), PackedActInfo{});
+      std::memcpy(pad.info.data(), info(t), static_cast<size_t>(left * n_info) * sizeof(PackedActInfo));
+    }
+    pad.out.resize(static_cast<size_t>(4 * out_ld));
+    rows[n_rows++] = {kR4, k14, false, pad.act.data(), infos != nullptr ? pad.info.data() : nullptr,
+                      pad.out.data(), out_ld};
+  } else if (left == 1) {
+    rows[n_rows++] = {nullptr, k11, true, a + t * a_stride, info(t), y + t * ldy, ldy};
+  }
+  // Groups [g, g + count) through row r, with prefetch p.
+  auto run = [&](const TileRow& row, int64_t g, int64_t count, const Prefetch& p) {
+    const uint8_t* wg = w + g * group_stride;
+    float* yg = row.y + g * kPackRows;
+    if (count == R && !row.single) return row.rc(wg, group_stride, row.a, a_stride, row.info, nb, yg, row.ldy, p);
+    for (int64_t k = 0; k < count; ++k) {
+      row.one(wg + k * group_stride, group_stride, row.a, a_stride, row.info, nb, yg + k * kPackRows, row.ldy, p);
+    }
+  };
+  const size_t matrix_bytes = static_cast<size_t>(n_groups) * group_stride;
+  constexpr int64_t kLeadGroups = 2 * R;
+  if (one_pass && prefetch_weights && n_rows > 1 && n_rows <= kGroupMajorRows) {
+    for (int64_t g = 0; g < n_groups; g += R) {
+      const int64_t count = std::min<int64_t>(R, n_groups - g);
+      // Each of the rows asks for its share of the groups kLeadGroups on (past the end of this
+      // call: the caller's next call, as below); the first groups of a call also ask for their
+      // own weights ahead, which a caller's first call finds nowhere else.
+      const size_t lead_bytes = static_cast<size_t>(count) * group_stride;
+      const size_t share = (lead_bytes / static_cast<size_t>(n_rows) + 63) / 64 * 64;
+      for (int r = 0; r < n_rows; ++r) {
+        Prefetch p;
+        p.ahead = r == 0 && g < kLeadGroups;
+        p.next = w + (g + kLeadGroups) * group_stride + static_cast<size_t>(r) * share;
+        p.bytes = std::min(share, lead_bytes - std::min(lead_bytes, static_cast<size_t>(r) * share));
+        p.step = std::max<size_t>(64, (p.bytes / static_cast<size_t>(nb) + 63) / 64 * 64);
+        run(rows[r], g, count, p);
+      }
+    }
+  } else {
+    // Row by row. In a one-pass product the later rows' tiles each ask for a share of as many
+    // bytes after the call's groups (the caller's next call) into L2.
+    auto calls = [&](const TileRow& row) { return row.single ? n_groups : (n_groups + R - 1) / R; };
+    int64_t n_calls = 0;
+    for (int r = 0; r < n_rows; ++r) n_calls += calls(rows[r]);
+    const int64_t first_row_calls = calls(rows[0]);
+    const int64_t later_calls = n_calls - first_row_calls;
+    const size_t share = later_calls > 0 ? (matrix_bytes / static_cast<size_t>(later_calls) + 63) / 64 * 64 : 0;
+    const size_t step = std::max<size_t>(64, (share / static_cast<size_t>(nb) + 63) / 64 * 64);
+    int64_t call = 0;
+    for (int r = 0; r < n_rows; ++r) {
+      const int64_t per_call = rows[r].single ? 1 : R;
+      for (int64_t g = 0; g < n_groups; g += per_call) {
+        const int64_t count = std::min<int64_t>(per_call, n_groups - g);
+        Prefetch p;
+        p.ahead = prefetch_weights && r == 0;
+        if (prefetch_weights && one_pass && r > 0) {
+          const size_t at = static_cast<size_t>(call++) * share;
+          if (at < matrix_bytes) {
+            p.next = w + matrix_bytes + at;
+            p.step = step;
+            p.bytes = std::min(share, matrix_bytes - at);
+          }
+        }
+        run(rows[r], g, count, p);
+      }
+    }
+  }
+  if (padded) {
+    for (int64_t c = 0; c < left; ++c) {
+      std::memcpy(y + (t + c) * ldy, pad.out.data() + c * out_ld, static_cast<size_t>(out_ld) * sizeof(float));
     }
   }
 }
