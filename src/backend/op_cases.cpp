@@ -1434,8 +1434,9 @@ std::vector<OpCase> perf_cases() {
   // Batched decode through Gemma 3's output head (262144 x 640, 170 MB of Q8_0: past the L2,
   // streamed from memory every step), 16 and 64 sequences: bound by memory and compute at once.
   for (int64_t n_tokens : {16, 64}) cases.push_back(matmul_case(DType::kQ8_0, 262144, 640, n_tokens, Bias::kNone));
-  // The same head's greedy ids alone (the logits never written out).
-  for (int64_t n_tokens : {16, 64}) cases.push_back(matmul_argmax_case(DType::kQ8_0, 262144, 640, n_tokens));
+  // The same head's greedy ids alone (the logits never written out); also by 14 tokens, a served
+  // step's batch at 16 in flight (6 + 4 + 4 tokens a row of tiles).
+  for (int64_t n_tokens : {14, 16, 64}) cases.push_back(matmul_argmax_case(DType::kQ8_0, 262144, 640, n_tokens));
   // One layer of Gemma 3 270M's batched decode at 48 tokens (64 in flight, some prefilling):
   // small matrices whose weights stay in the L2 between the tiles, so compute-bound.
   cases.push_back(matmul_group_case({DType::kQ5_0, DType::kQ5_0, DType::kQ8_0}, {1024, 256, 256}, 640, 48));

@@ -87,12 +87,14 @@ TEST(PackedKernels, ProductMatchesTheReferenceAndIsTileInvariant) {
     // {3, 26, 2} and {2, 34, 1}: one-pass products that Q5_0 (24 tokens and more) and Q6_K (32
     // and more) unpack as prefill does.
     // Two or three tokens left after the wider tiles (7, 9, 10, 26, 34 for some width; 2 and 3
-    // alone) go through 4-token tiles over a zero-padded copy. One-pass products of 2 to 8 rows of
+    // alone) go through 4-token tiles over a zero-padded copy, except where a row of 6 and the two
+    // past it make two rows of 4 (8, 14 and 26 tokens for 6-token tiles). One-pass products of 2 to 8 rows of
     // tiles go group by group (13, 17, 26, 45 tokens), more rows row by row (47, and 70 in two
     // calls of at most 64 tokens).
     const int64_t shapes[][3] = {{1, 1, 1},  {1, 5, 3},  {3, 1, 2},   {2, 4, 18}, {5, 7, 1},  {4, 9, 19},
                                  {3, 13, 5}, {3, 10, 4}, {2, 17, 2},  {5, 17, 300}, {3, 26, 2}, {2, 34, 1},
-                                 {2, 2, 3},  {3, 3, 2},   {5, 45, 1}, {3, 47, 2}, {2, 70, 1}};
+                                 {2, 2, 3},  {3, 3, 2},   {5, 45, 1}, {3, 47, 2}, {2, 70, 1}, {3, 8, 2},
+                                 {2, 14, 3}};
     for (const auto& s : shapes) {
       // K-quant blocks are 8 times longer: fewer of them.
       const int64_t blocks = is_k_quant(type) ? (s[2] + 3) / 4 : s[2];

@@ -498,13 +498,18 @@ void packed_gemm_tiles(const uint8_t* w, size_t group_stride, int64_t n_groups, 
   auto info = [&](int64_t t) { return infos != nullptr ? infos + t * n_info : nullptr; };
   TileRow rows[kMaxTileRows];
   int n_rows = 0;
+  int64_t rows_c = n_tok / C, rows_4 = C > 4 ? n_tok % C / 4 : 0;
+  // Two rows of 4 where a row of C and the tokens past it make 8 (C = 6: 14 tokens as 6 + 4 + 4,
+  // not 6 + 6 and two padded to 4): no padded tokens computed. Gemma 3's head by 14 tokens
+  // (bench ops, group by group) 5.9-6.2 -> 5.3-5.5 ms.
+  if (C > 4 && rows_c > 0 && n_tok % C != 0 && n_tok % C + C == 8) {
+    --rows_c;
+    rows_4 = 2;
+  }
   int64_t t = 0;
-  for (; t + C <= n_tok; t += C) rows[n_rows++] = {kRC, k1C, false, a + t * a_stride, info(t), y + t * ldy, ldy};
-  if constexpr (C > 4) {
-    if (t + 4 <= n_tok) {
-      rows[n_rows++] = {kR4, k14, false, a + t * a_stride, info(t), y + t * ldy, ldy};
-      t += 4;
-    }
+  for (; t < rows_c * C; t += C) rows[n_rows++] = {kRC, k1C, false, a + t * a_stride, info(t), y + t * ldy, ldy};
+  for (int64_t k = 0; k < rows_4; ++k, t += 4) {
+    rows[n_rows++] = {kR4, k14, false, a + t * a_stride, info(t), y + t * ldy, ldy};
   }
   const int64_t left = n_tok - t;
   // Two or three tokens left go through one row of 4-token tiles over a copy padded with zero
