@@ -303,7 +303,10 @@ class CpuQueue final : public backend::Queue {
     for (int64_t i = 0; i < x.n_elements(); ++i) a[i] *= factor;
   }
 
-  void soft_cap(const Tensor& x, float cap) override { cpu::soft_cap(x.f32(), x.n_elements(), cap); }
+  void soft_cap(const Tensor& x, float cap) override {
+    if (reference_) return cpu::soft_cap_reference(x.f32(), x.n_elements(), cap);
+    cpu::soft_cap(x.f32(), x.n_elements(), cap, pool_);
+  }
 
   void store_kv(backend::KvCache& kv, int group, int32_t layer, const Tensor& k, const Tensor& v) override {
     const CpuKvCache& cache = cpu_cache(kv);

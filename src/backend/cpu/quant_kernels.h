@@ -33,6 +33,8 @@ using GemmFn = void (*)(const void* w, size_t w_stride, int64_t n_rows, const vo
 using GatedFn = void (*)(float* gate, const float* up, int64_t n);
 // x[i] = exp(x[i]) for i < n.
 using ExpFn = void (*)(float* x, int64_t n);
+// x[i] = cap * tanh(x[i] / cap) for i < n (ops.h's soft_cap).
+using SoftCapFn = void (*)(float* x, int64_t n, float cap);
 
 // Instruction-set tiers of the kernels below, lowest first.
 enum class Isa { kScalar, kAvx2, kAvx512 };
@@ -78,6 +80,8 @@ GatedFn silu_mul_fn();
 GatedFn gelu_tanh_mul_fn();
 // The same vector exponential over an array (attention's softmax tiles).
 ExpFn exp_fn();
+// ops.h's soft_cap with a vector tanh (act_avx512.cpp).
+SoftCapFn soft_cap_fn();
 }  // namespace avx512
 
 // Sub-block scales and mins of the k-quants, unpacked from their 6-bit packing (layouts in

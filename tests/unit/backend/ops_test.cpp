@@ -690,12 +690,40 @@ TEST(Ops, GeluTanhMulMatchesFormula) {
 }
 
 TEST(Ops, SoftCapBoundsByTanh) {
-  std::vector<float> x = {0.0f, 10.0f, -100.0f, 1000.0f};
-  soft_cap(x.data(), 4, 30.0f);
-  EXPECT_FLOAT_EQ(x[0], 0.0f);
-  EXPECT_NEAR(x[1], 30.0 * std::tanh(10.0 / 30.0), 1e-5);
-  EXPECT_NEAR(x[2], 30.0 * std::tanh(-100.0 / 30.0), 1e-4);
-  EXPECT_NEAR(x[3], 30.0f, 1e-4);
+  ThreadPool pool(2);
+  for (const bool reference : {true, false}) {
+    std::vector<float> x = {0.0f, 10.0f, -100.0f, 1000.0f, -0.0f};
+    reference ? soft_cap_reference(x.data(), 5, 30.0f) : soft_cap(x.data(), 5, 30.0f, pool);
+    EXPECT_FLOAT_EQ(x[0], 0.0f);
+    EXPECT_NEAR(x[1], 30.0 * std::tanh(10.0 / 30.0), 1e-5);
+    EXPECT_NEAR(x[2], 30.0 * std::tanh(-100.0 / 30.0), 1e-4);
+    EXPECT_NEAR(x[3], 30.0f, 1e-4);
+    EXPECT_TRUE(std::signbit(x[4])) << "tanh(-0) is -0";
+  }
+}
+
+// The vector tanh against double precision over every scale it meets: near 0 (its polynomial),
+// both sides of 0.2 (where it switches to the exponential form), the saturated tail, infinities
+// and a NaN; 40,001 values cover a tail of 15 for the AVX-512 loop and its masked end.
+TEST(Ops, SoftCapMatchesTanhToSevenDigits) {
+  ThreadPool pool(2);
+  const float cap = 30.0f;
+  std::vector<float> in;
+  for (int i = -20000; i <= 20000; ++i) in.push_back(static_cast<float>(std::sinh(i * 3e-4)) * cap * 0.5f);
+  for (float v : {0.2f * cap, std::nextafter(0.2f * cap, 0.0f), 1e-30f, -1e-30f, 300.0f * cap}) in.push_back(v);
+  in.push_back(std::numeric_limits<float>::infinity());
+  in.push_back(-std::numeric_limits<float>::infinity());
+  in.push_back(std::numeric_limits<float>::quiet_NaN());
+  std::vector<float> x = in;
+  soft_cap(x.data(), static_cast<int64_t>(x.size()), cap, pool);
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (std::isnan(in[i])) {
+      EXPECT_TRUE(std::isnan(x[i]));
+      continue;
+    }
+    const double want = cap * std::tanh(static_cast<double>(in[i] * (1.0f / cap)));
+    EXPECT_NEAR(x[i], want, 5e-7 * std::abs(want) + 1e-37) << "x = " << in[i];
+  }
 }
 
 TEST(Ops, RouteTopKPicksHighestSoftmaxProbabilities) {
