@@ -23,6 +23,8 @@ constexpr int kGroups8 = 8;   // of a Q8_0 packed block
 constexpr size_t kHalves = 2 * kPackRows;  // bytes of d[16] (or m[16])
 constexpr size_t kQ4KCodes = 2 * kHalves + 16 * kPackRows;  // after d, dmin, sc, mn
 constexpr size_t kPackedQ4KBytes = kQ4KCodes + kPackRows * kQKK / 2;
+constexpr size_t kQ5KHigh = kPackedQ4KBytes;                    // Q5_K: Q4_K's fields, then high
+constexpr size_t kPackedQ5KBytes = kQ5KHigh + kPackRows * kQKK / 8;
 constexpr size_t kQ6KLow = kHalves + 16 * kPackRows;        // after d, sc
 constexpr size_t kQ6KHigh = kQ6KLow + kPackRows * kQKK / 2;  // after low
 constexpr size_t kPackedQ6KBytes = kQ6KHigh + kPackRows * kQKK / 4;
@@ -48,20 +50,26 @@ size_t packed_block_bytes(DType type) {
     case DType::kQ5_0: return kPackRows * sizeof(BlockQ5_0);
     case DType::kQ8_0: return kPackRows * sizeof(BlockQ8_0);
     case DType::kQ4_K: return kPackedQ4KBytes;
+    case DType::kQ5_K: return kPackedQ5KBytes;
     case DType::kQ6_K: return kPackedQ6KBytes;
     default: return 0;
   }
 }
 
 // Elements per block of a type with a packed layout.
-int64_t block_elements(DType type) { return type == DType::kQ4_K || type == DType::kQ6_K ? kQKK : kQK; }
-
-// The stored block's bytes (a packed Q4_K block is larger than 16 stored ones: its 6-bit scales
-// are unpacked to bytes).
-size_t stored_block_bytes(DType type) {
-  return type == DType::kQ4_K ? sizeof(BlockQ4_K) : packed_block_bytes(type) / kPackRows;
+int64_t block_elements(DType type) {
+  return type == DType::kQ4_K || type == DType::kQ5_K || type == DType::kQ6_K ? kQKK : kQK;
 }
-static_assert(sizeof(BlockQ4_K) <= kMaxStoredBlock && sizeof(BlockQ8_0) <= kMaxStoredBlock);
+
+// The stored block's bytes (a packed Q4_K or Q5_K block is larger than 16 stored ones: its 6-bit
+// scales are unpacked to bytes).
+size_t stored_block_bytes(DType type) {
+  if (type == DType::kQ4_K) return sizeof(BlockQ4_K);
+  if (type == DType::kQ5_K) return sizeof(BlockQ5_K);
+  return packed_block_bytes(type) / kPackRows;
+}
+static_assert(sizeof(BlockQ4_K) <= kMaxStoredBlock && sizeof(BlockQ5_K) <= kMaxStoredBlock &&
+              sizeof(BlockQ8_0) <= kMaxStoredBlock);
 
 // n bytes between a stored block's field and its place in a packed block, in the direction
 // to_packed picks, so packing and unpacking cannot disagree about the layout.
@@ -69,8 +77,10 @@ void move_bytes(void* stored, uint8_t* packed, size_t n, bool to_packed) {
   to_packed ? std::memcpy(packed, stored, n) : std::memcpy(stored, packed, n);
 }
 
-// Q4_K (layout in packed.h): d, dmin, sc[8][16], mn[8][16], codes[4][8][64].
-void move_q4_k(BlockQ4_K& b, uint8_t* pb, int j, bool to_packed) {
+// Q4_K (layout in packed.h): d, dmin, sc[8][16], mn[8][16], codes[4][8][64]; Q5_K's fields
+// of the same names are laid out alike.
+template <typename Block>
+void move_q4_k(Block& b, uint8_t* pb, int j, bool to_packed) {
   move_bytes(&b.d, pb + 2 * j, 2, to_packed);
   move_bytes(&b.dmin, pb + kHalves + 2 * j, 2, to_packed);
   uint8_t sc[8], mn[8];
@@ -86,6 +96,13 @@ void move_q4_k(BlockQ4_K& b, uint8_t* pb, int j, bool to_packed) {
       move_bytes(b.qs + 32 * chunk + 4 * l, codes + 512 * chunk + 64 * l + 4 * j, 4, to_packed);
     }
   }
+}
+
+// Q5_K (layout in packed.h): Q4_K's fields, then high[8][64]: byte 4j + b of high[L] is row j's
+// qh[4L + b], whose bit s is the fifth bit of element 32s + 4L + b (k-group L of sub-block s).
+void move_q5_k(BlockQ5_K& b, uint8_t* pb, int j, bool to_packed) {
+  move_q4_k(b, pb, j, to_packed);
+  for (int l = 0; l < 8; ++l) move_bytes(b.qh + 4 * l, pb + kQ5KHigh + 64 * l + 4 * j, 4, to_packed);
 }
 
 // Q6_K (layout in packed.h): d[16], sc[16][16], low[32][64], high[16][64]. Element e of the
@@ -142,6 +159,7 @@ void move_block(DType type, uint8_t* block, uint8_t* pb, int j, bool to_packed) 
   uint8_t* codes = pb + codes_offset(type);
   switch (type) {
     case DType::kQ4_K: return move_q4_k(*reinterpret_cast<BlockQ4_K*>(block), pb, j, to_packed);
+    case DType::kQ5_K: return move_q5_k(*reinterpret_cast<BlockQ5_K*>(block), pb, j, to_packed);
     case DType::kQ6_K: return move_q6_k(*reinterpret_cast<BlockQ6_K*>(block), pb, j, to_packed);
     case DType::kQ4_0: {
       auto& b = *reinterpret_cast<BlockQ4_0*>(block);

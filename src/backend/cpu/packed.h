@@ -14,6 +14,7 @@
 //   Q5_0  d[16] (half), high[64]       codes[4][64]   352 bytes
 //   Q8_0  d[16] (half)                 codes[8][64]   544 bytes
 //   Q4_K  d[16], dmin[16] (half), sc[8][16], mn[8][16] (bytes), codes[4][8][64]   2368 bytes
+//   Q5_K  Q4_K's fields, then high[8][64]                                         2880 bytes
 //   Q6_K  d[16] (half), sc[16][16] (int8), low[32][64], high[16][64]              3360 bytes
 //
 // 4-bit codes: byte 4j + b of codes[L] is byte 4L + b of row j's qs, so its low nibble is
@@ -23,12 +24,15 @@
 // Q4_K (256-element super-blocks): sc[s][j] and mn[s][j] are row j's 6-bit scale and min of
 // sub-block s; byte 4j + b of codes[c][L] is byte 32c + 4L + b of row j's qs, so its low nibble
 // is element 64c + 4L + b (sub-block 2c) and its high nibble element 64c + 32 + 4L + b (sub-block
-// 2c + 1). Q6_K (256-element super-blocks, k-groups G = 0..63): sc[s][j] is row j's scale of
+// 2c + 1). Q5_K: Q4_K's fields hold its scales, mins and low 4 bits alike; byte 4j + b of
+// high[L] is row j's qh[4L + b], whose bit s is the fifth bit of element 32s + 4L + b.
+// Q6_K (256-element super-blocks, k-groups G = 0..63): sc[s][j] is row j's scale of
 // sub-block s (16 elements); byte 4j + b of low[L] holds the low 4 bits of row j's element 4L + b
 // (low nibble) and 128 + 4L + b (high nibble); bits 2m, 2m + 1 of byte 4j + b of high[H] are the
 // high 2 bits of row j's element 4(H + 16m) + b. Each packed block of the 32-element formats and
 // of Q6_K is exactly 16 stored blocks' bytes, so such a packed matrix is as large as the original
-// and a decode step reads as many bytes; Q4_K's unpacked scales add 64 bytes per 2304 (2.8%).
+// and a decode step reads as many bytes; Q4_K's unpacked scales add 64 bytes per 2304 (2.8%),
+// Q5_K's 64 per 2816 (2.3%).
 #pragma once
 
 #include <cstddef>

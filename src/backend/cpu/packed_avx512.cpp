@@ -255,11 +255,16 @@ void tile(const uint8_t* w, size_t group_stride, const uint8_t* a, size_t a_stri
 // over the 8 sub-blocks; the mins against the activation's sub-block sums (bsums); then the
 // reference's float operations on those two integers, so results equal ref::vec_dot bit for bit.
 // Layout (packed.h): d[16], dmin[16] (half), sc[8][16], mn[8][16] (bytes), codes[4][8][64].
+// Q5_K: the same fields, then high[8][64] (packed.h): its codes are Q4_K's nibbles with bit s of
+// high[l] (sub-block s, k-group l) moved to bit 4, as Q5_0's are. The same integer sums and
+// float operations as the reference's, so the same bits.
 constexpr size_t kQ4KSc = 64, kQ4KMn = 192, kQ4KCodes = 320, kQ4KBytes = 320 + 2048;
+constexpr size_t kQ5KHigh = kQ4KBytes, kQ5KBytes = kQ4KBytes + 512;
 
-template <int R, int C>
+template <int R, int C, bool kFifthBit = false>
 void tile_q4_k(const uint8_t* w, size_t group_stride, const uint8_t* a, size_t a_stride, const PackedActInfo*,
                int64_t nb, float* y, int64_t ldy, const Prefetch& prefetch) {
+  constexpr size_t kBlock = kFifthBit ? kQ5KBytes : kQ4KBytes;
   __m512 acc[R][C];
   for (int r = 0; r < R; ++r) {
     for (int c = 0; c < C; ++c) acc[r][c] = _mm512_setzero_ps();
@@ -269,7 +274,7 @@ void tile_q4_k(const uint8_t* w, size_t group_stride, const uint8_t* a, size_t a
     const BlockQ8_K* ab[C];
     for (int c = 0; c < C; ++c) ab[c] = reinterpret_cast<const BlockQ8_K*>(a + c * a_stride) + i;
     const uint8_t* pb[R];
-    for (int r = 0; r < R; ++r) pb[r] = w + r * group_stride + i * kQ4KBytes;
+    for (int r = 0; r < R; ++r) pb[r] = w + r * group_stride + i * kBlock;
     prefetch.next_share(i);
     __m512i isum[R][C];
     for (int r = 0; r < R; ++r) {
@@ -277,7 +282,7 @@ void tile_q4_k(const uint8_t* w, size_t group_stride, const uint8_t* a, size_t a
     }
     for (int s = 0; s < 8; ++s) {
       if (prefetch.ahead) {  // two super-blocks ahead, a sub-block's share at a time
-        for (int r = 0; r < R; ++r) prefetch_lines(pb[r] + 2 * kQ4KBytes + kQ4KBytes / 8 * s, kQ4KBytes / 8);
+        for (int r = 0; r < R; ++r) prefetch_lines(pb[r] + 2 * kBlock + kBlock / 8 * s, kBlock / 8);
       }
       const int chunk = s / 2, high = s & 1;
       __m512i sub[R][C];
@@ -287,7 +292,14 @@ void tile_q4_k(const uint8_t* w, size_t group_stride, const uint8_t* a, size_t a
       for (int l = 0; l < 8; ++l) {
         for (int r = 0; r < R; ++r) {
           const __m512i q = load512(pb[r] + kQ4KCodes + 512 * chunk + 64 * l);
-          const __m512i code = high ? _mm512_and_si512(_mm512_srli_epi16(q, 4), low) : _mm512_and_si512(q, low);
+          __m512i code = high ? _mm512_and_si512(_mm512_srli_epi16(q, 4), low) : _mm512_and_si512(q, low);
+          if constexpr (kFifthBit) {
+            // Bit s of each byte to bit 4 (16-bit shifts: what crosses between the bytes of a
+            // word lands outside bit 4), or-ed in: 0xF8 is a | (b & c).
+            const __m512i hv = load512(pb[r] + kQ5KHigh + 64 * l);
+            const __m512i moved = s <= 4 ? _mm512_slli_epi16(hv, 4 - s) : _mm512_srli_epi16(hv, s - 4);
+            code = _mm512_ternarylogic_epi32(code, moved, _mm512_set1_epi8(0x10), 0xF8);
+          }
           for (int c = 0; c < C; ++c) {
             const __m512i x = _mm512_set1_epi32(load_i32(ab[c]->qs + 64 * chunk + 32 * high + 4 * l));
             sub[r][c] = _mm512_dpbusd_epi32(sub[r][c], code, x);
@@ -664,6 +676,10 @@ void packed_gemm_q5_0(const uint8_t* w, size_t group_stride, int64_t n_groups, c
 // prefill 241 -> 291 tok/s.
 constexpr PackedGemmFn packed_gemm_q4_k = packed_gemm_tiles<tile_q4_k<2, 4>, tile_q4_k<1, 4>, tile_q4_k<2, 4>,
                                                             tile_q4_k<1, 4>, tile_q4_k<1, 1>, 2, 4, kQKK>;
+// Q5_K in Q4_K's tiles (its fifth bits or-ed into the nibbles).
+constexpr PackedGemmFn packed_gemm_q5_k =
+    packed_gemm_tiles<tile_q4_k<2, 4, true>, tile_q4_k<1, 4, true>, tile_q4_k<2, 4, true>, tile_q4_k<1, 4, true>,
+                      tile_q4_k<1, 1, true>, 2, 4, kQKK>;
 
 // Q6_K: one group by eight tokens. Its codes cost six instructions to unpack (two loads, two
 // shifts, a merge and a mask), which eight tokens share: 1 x 8 ran 1.5-2x faster than 1 x 4 on
@@ -708,6 +724,7 @@ PackedGemmFn packed_gemm_fn(DType weight_type) {
     case DType::kQ5_0: return packed_gemm_q5_0;
     case DType::kQ8_0: return packed_gemm<PackQ8_0, kC>;
     case DType::kQ4_K: return packed_gemm_q4_k;
+    case DType::kQ5_K: return packed_gemm_q5_k;
     case DType::kQ6_K: return packed_gemm_q6_k_fn;
     default: break;
   }
