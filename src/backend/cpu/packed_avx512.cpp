@@ -260,11 +260,18 @@ void tile(const uint8_t* w, size_t group_stride, const uint8_t* a, size_t a_stri
 // float operations as the reference's, so the same bits.
 constexpr size_t kQ4KSc = 64, kQ4KMn = 192, kQ4KCodes = 320, kQ4KBytes = 320 + 2048;
 constexpr size_t kQ5KHigh = kQ4KBytes, kQ5KBytes = kQ4KBytes + 512;
+// The form a prefill call unpacks Q5_K groups into (packed_gemm_q5_k_fn): the same d, dmin, sc
+// and mn, then codes[8][8][64], sub-block s's k-group l as the direct tile forms it.
+constexpr size_t kQ5KUnpackedBytes = kQ4KCodes + 8 * 512;
 
-template <int R, int C, bool kFifthBit = false>
+// The codes a tile reads: Q4_K's nibbles, Q5_K's nibbles and fifth bits, or Q5_K's unpacked bytes.
+enum class KCodes { kNibbles, kFifthBit, kBytes };
+
+template <int R, int C, KCodes kCodes = KCodes::kNibbles>
 void tile_q4_k(const uint8_t* w, size_t group_stride, const uint8_t* a, size_t a_stride, const PackedActInfo*,
                int64_t nb, float* y, int64_t ldy, const Prefetch& prefetch) {
-  constexpr size_t kBlock = kFifthBit ? kQ5KBytes : kQ4KBytes;
+  constexpr size_t kBlock =
+      kCodes == KCodes::kNibbles ? kQ4KBytes : (kCodes == KCodes::kFifthBit ? kQ5KBytes : kQ5KUnpackedBytes);
   __m512 acc[R][C];
   for (int r = 0; r < R; ++r) {
     for (int c = 0; c < C; ++c) acc[r][c] = _mm512_setzero_ps();
@@ -291,9 +298,14 @@ void tile_q4_k(const uint8_t* w, size_t group_stride, const uint8_t* a, size_t a
       }
       for (int l = 0; l < 8; ++l) {
         for (int r = 0; r < R; ++r) {
-          const __m512i q = load512(pb[r] + kQ4KCodes + 512 * chunk + 64 * l);
-          __m512i code = high ? _mm512_and_si512(_mm512_srli_epi16(q, 4), low) : _mm512_and_si512(q, low);
-          if constexpr (kFifthBit) {
+          __m512i code;
+          if constexpr (kCodes == KCodes::kBytes) {
+            code = load512(pb[r] + kQ4KCodes + 512 * s + 64 * l);
+          } else {
+            const __m512i q = load512(pb[r] + kQ4KCodes + 512 * chunk + 64 * l);
+            code = high ? _mm512_and_si512(_mm512_srli_epi16(q, 4), low) : _mm512_and_si512(q, low);
+          }
+          if constexpr (kCodes == KCodes::kFifthBit) {
             // Bit s of each byte to bit 4 (16-bit shifts: what crosses between the bytes of a
             // word lands outside bit 4), or-ed in: 0xF8 is a | (b & c).
             const __m512i hv = load512(pb[r] + kQ5KHigh + 64 * l);
@@ -676,10 +688,40 @@ void packed_gemm_q5_0(const uint8_t* w, size_t group_stride, int64_t n_groups, c
 // prefill 241 -> 291 tok/s.
 constexpr PackedGemmFn packed_gemm_q4_k = packed_gemm_tiles<tile_q4_k<2, 4>, tile_q4_k<1, 4>, tile_q4_k<2, 4>,
                                                             tile_q4_k<1, 4>, tile_q4_k<1, 1>, 2, 4, kQKK>;
-// Q5_K in Q4_K's tiles (its fifth bits or-ed into the nibbles).
+// Q5_K in Q4_K's tiles: its fifth bits or-ed into the nibbles (decode), or over codes unpacked
+// to bytes once per call (kBytes, prefill).
+template <KCodes kCodes>
 constexpr PackedGemmFn packed_gemm_q5_k =
-    packed_gemm_tiles<tile_q4_k<2, 4, true>, tile_q4_k<1, 4, true>, tile_q4_k<2, 4, true>, tile_q4_k<1, 4, true>,
-                      tile_q4_k<1, 1, true>, 2, 4, kQKK>;
+    packed_gemm_tiles<tile_q4_k<2, 4, kCodes>, tile_q4_k<1, 4, kCodes>, tile_q4_k<2, 4, kCodes>,
+                      tile_q4_k<1, 4, kCodes>, tile_q4_k<1, 1, kCodes>, 2, 4, kQKK>;
+
+// Q5_K passed over several times (prefill), as Q5_0: each call's codes (nibble and fifth bit:
+// four instructions per code vector) formed once into bytes instead of once per row of token
+// tiles. Decode batches below eight rows of tiles (32 tokens) keep the direct tiles.
+void unpack_q5_k(const uint8_t* src, uint8_t* dst) {
+  std::memcpy(dst, src, kQ4KCodes);  // d, dmin, sc, mn
+  const __m512i low = _mm512_set1_epi8(0x0F);
+  for (int s = 0; s < 8; ++s) {
+    for (int l = 0; l < 8; ++l) {
+      const __m512i q = load512(src + kQ4KCodes + 512 * (s / 2) + 64 * l);
+      const __m512i nib = s & 1 ? _mm512_and_si512(_mm512_srli_epi16(q, 4), low) : _mm512_and_si512(q, low);
+      const __m512i hv = load512(src + kQ5KHigh + 64 * l);
+      const __m512i moved = s <= 4 ? _mm512_slli_epi16(hv, 4 - s) : _mm512_srli_epi16(hv, s - 4);
+      _mm512_storeu_si512(dst + kQ4KCodes + 512 * s + 64 * l,
+                          _mm512_ternarylogic_epi32(nib, moved, _mm512_set1_epi8(0x10), 0xF8));
+    }
+  }
+}
+
+void packed_gemm_q5_k_fn(const uint8_t* w, size_t group_stride, int64_t n_groups, const void* act, size_t a_stride,
+                         const PackedActInfo* infos, int64_t n_tok, int64_t n, float* y, int64_t ldy, bool one_pass) {
+  if (n_tok < (one_pass ? 8 : 4) * 4) {
+    return packed_gemm_q5_k<KCodes::kFifthBit>(w, group_stride, n_groups, act, a_stride, infos, n_tok, n, y, ldy,
+                                                one_pass);
+  }
+  unpacked_gemm<kQ5KBytes, kQ5KUnpackedBytes, kQKK, unpack_q5_k, packed_gemm_q5_k<KCodes::kBytes>, 2>(
+      w, group_stride, n_groups, act, a_stride, infos, n_tok, n, y, ldy);
+}
 
 // Q6_K: one group by eight tokens. Its codes cost six instructions to unpack (two loads, two
 // shifts, a merge and a mask), which eight tokens share: 1 x 8 ran 1.5-2x faster than 1 x 4 on
@@ -724,7 +766,7 @@ PackedGemmFn packed_gemm_fn(DType weight_type) {
     case DType::kQ5_0: return packed_gemm_q5_0;
     case DType::kQ8_0: return packed_gemm<PackQ8_0, kC>;
     case DType::kQ4_K: return packed_gemm_q4_k;
-    case DType::kQ5_K: return packed_gemm_q5_k;
+    case DType::kQ5_K: return packed_gemm_q5_k_fn;
     case DType::kQ6_K: return packed_gemm_q6_k_fn;
     default: break;
   }
