@@ -24,8 +24,8 @@ using testing::dot_double;
 using testing::random_floats;
 using testing::random_row;
 
-constexpr DType kPackedTypes[] = {DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ8_0,
-                                  DType::kQ4_K, DType::kQ5_K, DType::kQ6_K};
+constexpr DType kPackedTypes[] = {DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1,
+                                  DType::kQ8_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K};
 
 int64_t block_elements(DType type) { return dtype_traits(type)->block_size; }
 bool is_k_quant(DType type) { return type == DType::kQ4_K || type == DType::kQ5_K || type == DType::kQ6_K; }

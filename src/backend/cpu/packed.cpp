@@ -48,6 +48,7 @@ size_t packed_block_bytes(DType type) {
     case DType::kQ4_0: return kPackRows * sizeof(BlockQ4_0);
     case DType::kQ4_1: return kPackRows * sizeof(BlockQ4_1);
     case DType::kQ5_0: return kPackRows * sizeof(BlockQ5_0);
+    case DType::kQ5_1: return kPackRows * sizeof(BlockQ5_1);
     case DType::kQ8_0: return kPackRows * sizeof(BlockQ8_0);
     case DType::kQ4_K: return kPackedQ4KBytes;
     case DType::kQ5_K: return kPackedQ5KBytes;
@@ -137,17 +138,38 @@ void move_q6_k(BlockQ6_K& b, uint8_t* pb, int j, bool to_packed) {
 
 // Offsets inside a packed block (layout in packed.h).
 constexpr size_t kMinOffset = kHalves;                      // Q4_1's m[16]
-constexpr size_t kHighOffset = kHalves;                     // Q5_0's high[64]
+// Element of a 32-element block that position b of k-group G holds (4-bit and 5-bit codes).
+int nibble_element(int group, int b) { return group < kGroups4 ? 4 * group + b : 16 + 4 * (group - kGroups4) + b; }
+
+// Q5_0's and Q5_1's high[64] (after d, and Q5_1's m).
+size_t high_offset(DType type) { return type == DType::kQ5_1 ? 2 * kHalves : kHalves; }
 size_t codes_offset(DType type) {
   switch (type) {
     case DType::kQ4_1: return 2 * kHalves;
     case DType::kQ5_0: return kHalves + 64;
+    case DType::kQ5_1: return 2 * kHalves + 64;
     default: return kHalves;
   }
 }
 
-// Element of a 32-element block that position b of k-group G holds (4-bit and 5-bit codes).
-int nibble_element(int group, int b) { return group < kGroups4 ? 4 * group + b : 16 + 4 * (group - kGroups4) + b; }
+// A 5-bit block's fifth bits (qh, element e at bit e) and the packed block's high[64] (packed.h).
+void move_high_bits(uint8_t* qh_bytes, uint8_t* high, int j, bool to_packed) {
+  uint32_t qh = 0;
+  if (to_packed) std::memcpy(&qh, qh_bytes, 4);
+  for (int g = 0; g < kGroups8; ++g) {
+    for (int k = 0; k < 4; ++k) {
+      const uint8_t bit = static_cast<uint8_t>(1u << g);
+      const int e = nibble_element(g, k);
+      if (to_packed) {
+        if ((qh >> e) & 1u) high[4 * j + k] |= bit;
+      } else if (high[4 * j + k] & bit) {
+        qh |= 1u << e;
+      }
+    }
+  }
+  if (!to_packed) std::memcpy(qh_bytes, &qh, 4);
+}
+
 
 // A 4-bit block's nibbles (qs) of row j: 4 bytes into each of the 4 code vectors.
 void move_nibbles(uint8_t* qs, uint8_t* codes, int j, bool to_packed) {
@@ -178,21 +200,15 @@ void move_block(DType type, uint8_t* block, uint8_t* pb, int j, bool to_packed) 
       auto& b = *reinterpret_cast<BlockQ5_0*>(block);
       move_bytes(&b.d, pb + 2 * j, 2, to_packed);
       move_nibbles(b.qs, codes, j, to_packed);
-      uint8_t* high = pb + kHighOffset;
-      uint32_t qh = 0;
-      if (to_packed) std::memcpy(&qh, b.qh, 4);
-      for (int g = 0; g < kGroups8; ++g) {
-        for (int k = 0; k < 4; ++k) {
-          const uint8_t bit = static_cast<uint8_t>(1u << g);
-          const int e = nibble_element(g, k);
-          if (to_packed) {
-            if ((qh >> e) & 1u) high[4 * j + k] |= bit;
-          } else if (high[4 * j + k] & bit) {
-            qh |= 1u << e;
-          }
-        }
-      }
-      if (!to_packed) std::memcpy(b.qh, &qh, 4);
+      move_high_bits(b.qh, pb + high_offset(type), j, to_packed);
+      return;
+    }
+    case DType::kQ5_1: {
+      auto& b = *reinterpret_cast<BlockQ5_1*>(block);
+      move_bytes(&b.d, pb + 2 * j, 2, to_packed);
+      move_bytes(&b.m, pb + kMinOffset + 2 * j, 2, to_packed);
+      move_nibbles(b.qs, codes, j, to_packed);
+      move_high_bits(b.qh, pb + high_offset(type), j, to_packed);
       return;
     }
     case DType::kQ8_0: {

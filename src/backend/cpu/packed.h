@@ -12,14 +12,15 @@
 //   Q4_0  d[16] (half)                 codes[4][64]   288 bytes
 //   Q4_1  d[16], m[16] (half)          codes[4][64]   320 bytes
 //   Q5_0  d[16] (half), high[64]       codes[4][64]   352 bytes
+//   Q5_1  d[16], m[16] (half), high[64] codes[4][64]  384 bytes
 //   Q8_0  d[16] (half)                 codes[8][64]   544 bytes
 //   Q4_K  d[16], dmin[16] (half), sc[8][16], mn[8][16] (bytes), codes[4][8][64]   2368 bytes
 //   Q5_K  Q4_K's fields, then high[8][64]                                         2880 bytes
 //   Q6_K  d[16] (half), sc[16][16] (int8), low[32][64], high[16][64]              3360 bytes
 //
 // 4-bit codes: byte 4j + b of codes[L] is byte 4L + b of row j's qs, so its low nibble is
-// element 4L + b and its high nibble element 16 + 4L + b ("k-group" L and 4 + L). Q5_0: bit G
-// of high[4j + b] is bit 4 of row j's element of k-group G at position b. Q8_0: byte 4j + b of
+// element 4L + b and its high nibble element 16 + 4L + b ("k-group" L and 4 + L). Q5_0 and
+// Q5_1: bit G of high[4j + b] is bit 4 of row j's element of k-group G at position b. Q8_0: byte 4j + b of
 // codes[G] is row j's element 4G + b plus 128 (unsigned, as vpdpbusd takes its first operand).
 // Q4_K (256-element super-blocks): sc[s][j] and mn[s][j] are row j's 6-bit scale and min of
 // sub-block s; byte 4j + b of codes[c][L] is byte 32c + 4L + b of row j's qs, so its low nibble

@@ -105,6 +105,19 @@ struct PackQ5_0 : NibbleCodes<96> {
   }
 };
 
+// Q5_1: Q4_1's d and m, then Q5_0's high bits and nibbles.
+struct PackQ5_1 : NibbleCodes<128> {
+  using ActBlock = BlockQ8_1;
+  static constexpr int32_t kOffset = 0;
+  static constexpr bool kMin = true;
+  static constexpr size_t kBytes = 384;
+  static __m512i code(const uint8_t* pb, int g) {
+    const __m512i high = load512(pb + 64);
+    const __m512i moved = g <= 4 ? _mm512_slli_epi16(high, 4 - g) : _mm512_srli_epi16(high, g - 4);
+    return _mm512_ternarylogic_epi32(nibbles(pb + kCodes, g), moved, _mm512_set1_epi8(0x10), 0xF8);
+  }
+};
+
 // Q5_0 with its codes unpacked to bytes: k-group g's 64 bytes (in the order PackQ5_0::code gives
 // them) at 32 + 64 g, after the same d[16]. A prefill product unpacks each call's groups into
 // this once (packed_gemm_q5_0) instead of once per token tile; the integer sums and the float
@@ -764,6 +777,7 @@ PackedGemmFn packed_gemm_fn(DType weight_type) {
     case DType::kQ4_0: return packed_gemm<PackQ4_0, kC>;
     case DType::kQ4_1: return packed_gemm<PackQ4_1, kC>;
     case DType::kQ5_0: return packed_gemm_q5_0;
+    case DType::kQ5_1: return packed_gemm<PackQ5_1, kC>;
     case DType::kQ8_0: return packed_gemm<PackQ8_0, kC>;
     case DType::kQ4_K: return packed_gemm_q4_k;
     case DType::kQ5_K: return packed_gemm_q5_k_fn;
@@ -781,7 +795,8 @@ PackedActInfoFn packed_act_info_fn(DType weight_type) {
     case DType::kQ4_0:
     case DType::kQ5_0:
     case DType::kQ8_0: return act_infos<BlockQ8_0>;
-    case DType::kQ4_1: return act_infos<BlockQ8_1>;
+    case DType::kQ4_1:
+    case DType::kQ5_1: return act_infos<BlockQ8_1>;
     default: break;
   }
 #endif
