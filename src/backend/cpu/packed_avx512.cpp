@@ -67,6 +67,14 @@ inline __m512i nibbles(const uint8_t* codes, int g) {
   return g < 4 ? _mm512_and_si512(q, mask) : _mm512_and_si512(_mm512_srli_epi16(q, 4), mask);
 }
 
+// 4-bit codes with their fifth bits (Q5_0, Q5_1, Q5_K): bit `bit` of each byte of `high` moved
+// to bit 4 (16-bit shifts: bit 4 of either byte of a word comes from the same byte, and the mask
+// drops what crossed) and or-ed into the nibbles (0xF8: a | (b & c)).
+inline __m512i with_fifth_bit(__m512i low4, __m512i high, int bit) {
+  const __m512i moved = bit <= 4 ? _mm512_slli_epi16(high, 4 - bit) : _mm512_srli_epi16(high, bit - 4);
+  return _mm512_ternarylogic_epi32(low4, moved, _mm512_set1_epi8(0x10), 0xF8);
+}
+
 // Traits of the 4-bit formats: codes at kCodesAt in the packed block, k-group g's activation
 // bytes at 4g (low nibbles) or 16 + 4(g - 4) (high nibbles).
 template <size_t kCodesAt>
@@ -95,14 +103,7 @@ struct PackQ5_0 : NibbleCodes<96> {
   static constexpr int32_t kOffset = 16;
   static constexpr bool kMin = false;
   static constexpr size_t kBytes = 352;
-  // Bit g of each high byte moved to bit 4 (16-bit shifts: bit 4 of either byte of a word
-  // comes from the same byte, and the mask drops what crossed), then or-ed into the nibbles.
-  static __m512i code(const uint8_t* pb, int g) {
-    const __m512i high = load512(pb + 32);
-    const __m512i moved = g <= 4 ? _mm512_slli_epi16(high, 4 - g) : _mm512_srli_epi16(high, g - 4);
-    // 0xF8: a | (b & c).
-    return _mm512_ternarylogic_epi32(nibbles(pb + kCodes, g), moved, _mm512_set1_epi8(0x10), 0xF8);
-  }
+  static __m512i code(const uint8_t* pb, int g) { return with_fifth_bit(nibbles(pb + kCodes, g), load512(pb + 32), g); }
 };
 
 // Q5_1: Q4_1's d and m, then Q5_0's high bits and nibbles.
@@ -111,11 +112,7 @@ struct PackQ5_1 : NibbleCodes<128> {
   static constexpr int32_t kOffset = 0;
   static constexpr bool kMin = true;
   static constexpr size_t kBytes = 384;
-  static __m512i code(const uint8_t* pb, int g) {
-    const __m512i high = load512(pb + 64);
-    const __m512i moved = g <= 4 ? _mm512_slli_epi16(high, 4 - g) : _mm512_srli_epi16(high, g - 4);
-    return _mm512_ternarylogic_epi32(nibbles(pb + kCodes, g), moved, _mm512_set1_epi8(0x10), 0xF8);
-  }
+  static __m512i code(const uint8_t* pb, int g) { return with_fifth_bit(nibbles(pb + kCodes, g), load512(pb + 64), g); }
 };
 
 // Q5_0 with its codes unpacked to bytes: k-group g's 64 bytes (in the order PackQ5_0::code gives
@@ -318,13 +315,7 @@ void tile_q4_k(const uint8_t* w, size_t group_stride, const uint8_t* a, size_t a
             const __m512i q = load512(pb[r] + kQ4KCodes + 512 * chunk + 64 * l);
             code = high ? _mm512_and_si512(_mm512_srli_epi16(q, 4), low) : _mm512_and_si512(q, low);
           }
-          if constexpr (kCodes == KCodes::kFifthBit) {
-            // Bit s of each byte to bit 4 (16-bit shifts: what crosses between the bytes of a
-            // word lands outside bit 4), or-ed in: 0xF8 is a | (b & c).
-            const __m512i hv = load512(pb[r] + kQ5KHigh + 64 * l);
-            const __m512i moved = s <= 4 ? _mm512_slli_epi16(hv, 4 - s) : _mm512_srli_epi16(hv, s - 4);
-            code = _mm512_ternarylogic_epi32(code, moved, _mm512_set1_epi8(0x10), 0xF8);
-          }
+          if constexpr (kCodes == KCodes::kFifthBit) code = with_fifth_bit(code, load512(pb[r] + kQ5KHigh + 64 * l), s);
           for (int c = 0; c < C; ++c) {
             const __m512i x = _mm512_set1_epi32(load_i32(ab[c]->qs + 64 * chunk + 32 * high + 4 * l));
             sub[r][c] = _mm512_dpbusd_epi32(sub[r][c], code, x);
@@ -718,10 +709,7 @@ void unpack_q5_k(const uint8_t* src, uint8_t* dst) {
     for (int l = 0; l < 8; ++l) {
       const __m512i q = load512(src + kQ4KCodes + 512 * (s / 2) + 64 * l);
       const __m512i nib = s & 1 ? _mm512_and_si512(_mm512_srli_epi16(q, 4), low) : _mm512_and_si512(q, low);
-      const __m512i hv = load512(src + kQ5KHigh + 64 * l);
-      const __m512i moved = s <= 4 ? _mm512_slli_epi16(hv, 4 - s) : _mm512_srli_epi16(hv, s - 4);
-      _mm512_storeu_si512(dst + kQ4KCodes + 512 * s + 64 * l,
-                          _mm512_ternarylogic_epi32(nib, moved, _mm512_set1_epi8(0x10), 0xF8));
+      _mm512_storeu_si512(dst + kQ4KCodes + 512 * s + 64 * l, with_fifth_bit(nib, load512(src + kQ5KHigh + 64 * l), s));
     }
   }
 }
