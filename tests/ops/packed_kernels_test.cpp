@@ -126,38 +126,38 @@ TEST(PackedKernels, ProductMatchesTheReferenceAndIsTileInvariant) {
       std::vector<PackedActInfo> infos(static_cast<size_t>(toks * infos_per_row));
       if (info_fn != nullptr) info_fn(a.data(), a_stride, toks, n, infos.data());
       const PackedActInfo* info = info_fn != nullptr ? infos.data() : nullptr;
-      // As several passes (prefill: Q5_0 and Q6_K unpack, every product goes row by row of tiles)
+      // As several passes (prefill: Q5_0, Q5_K and Q6_K unpack; every product goes row by row)
       // and as one pass (decode: where weights are prefetched, 2 to 8 rows of tiles go group by
       // group; ctest runs this suite with DEEPINFER_WEIGHT_PREFETCH=0 and =1 on any CPU).
       for (const bool one_pass : {false, true}) {
-      std::fill(y.begin(), y.end(), -1.0f);
-      gemm(p.data(), group_bytes, groups, a.data(), a_stride, info, toks, n, y.data(), ldy, one_pass);
-      for (int64_t t = 0; t < toks; ++t) {
-        const PackedActInfo* row_info = info != nullptr ? info + t * infos_per_row : nullptr;
-        for (int64_t g = 0; g < groups; ++g) {
-          gemm(p.data() + g * group_bytes, group_bytes, 1, a.data() + t * a_stride, a_stride, row_info, 1, n,
-               alone.data(), kPackRows, false);
-          for (int64_t j = 0; j < kPackRows; ++j) {
-            const int64_t r = g * kPackRows + j;
-            const std::string where = std::string(dtype_name(type)) + " groups=" + std::to_string(groups) +
-                                      " toks=" + std::to_string(toks) + " n=" + std::to_string(n) +
-                                      " one_pass=" + std::to_string(one_pass) + " at (" + std::to_string(r) + "," +
-                                      std::to_string(t) + ")";
-            const float got = y[t * ldy + r];
-            ASSERT_EQ(fp32_to_bits(got), fp32_to_bits(alone[j])) << where;
-            const float want = ref::vec_dot(type, w.data() + r * w_row, a.data() + t * a_stride, n);
-            if (is_k_quant(type)) {
-              // Exact integer sums scaled with the reference's float operations: the same bits.
-              ASSERT_EQ(fp32_to_bits(got), fp32_to_bits(want)) << where;
-            } else {
-              // One rounding per block scaling (and min term) plus the reference's own.
-              const double bound = (2.0 * blocks + 16) * 0x1p-24 * dot_double(w_f[r], a_f[t]).magnitude + 1e-30;
-              ASSERT_NEAR(got, want, bound) << where;
+        std::fill(y.begin(), y.end(), -1.0f);
+        gemm(p.data(), group_bytes, groups, a.data(), a_stride, info, toks, n, y.data(), ldy, one_pass);
+        for (int64_t t = 0; t < toks; ++t) {
+          const PackedActInfo* row_info = info != nullptr ? info + t * infos_per_row : nullptr;
+          for (int64_t g = 0; g < groups; ++g) {
+            gemm(p.data() + g * group_bytes, group_bytes, 1, a.data() + t * a_stride, a_stride, row_info, 1, n,
+                 alone.data(), kPackRows, false);
+            for (int64_t j = 0; j < kPackRows; ++j) {
+              const int64_t r = g * kPackRows + j;
+              const std::string where = std::string(dtype_name(type)) + " groups=" + std::to_string(groups) +
+                                        " toks=" + std::to_string(toks) + " n=" + std::to_string(n) +
+                                        " one_pass=" + std::to_string(one_pass) + " at (" + std::to_string(r) + "," +
+                                        std::to_string(t) + ")";
+              const float got = y[t * ldy + r];
+              ASSERT_EQ(fp32_to_bits(got), fp32_to_bits(alone[j])) << where;
+              const float want = ref::vec_dot(type, w.data() + r * w_row, a.data() + t * a_stride, n);
+              if (is_k_quant(type)) {
+                // Exact integer sums scaled with the reference's float operations: the same bits.
+                ASSERT_EQ(fp32_to_bits(got), fp32_to_bits(want)) << where;
+              } else {
+                // One rounding per block scaling (and min term) plus the reference's own.
+                const double bound = (2.0 * blocks + 16) * 0x1p-24 * dot_double(w_f[r], a_f[t]).magnitude + 1e-30;
+                ASSERT_NEAR(got, want, bound) << where;
+              }
             }
           }
+          for (int64_t r = rows; r < ldy; ++r) EXPECT_EQ(y[t * ldy + r], -1.0f) << "padding written";
         }
-        for (int64_t r = rows; r < ldy; ++r) EXPECT_EQ(y[t * ldy + r], -1.0f) << "padding written";
-      }
       }
     }
   }

@@ -28,20 +28,23 @@ constexpr int64_t kGemmTokens = 64;
 // call's.
 constexpr int64_t kPackedGemmRows = 16 * kPackRows;
 
-// Vector gated activations where the kernel tier in use is AVX-512; null: the scalar loops below.
-struct GatedKernels {
+// Vector gated activations and soft cap where the kernel tier in use is AVX-512; null: the
+// scalar loops below.
+struct VectorKernels {
   GatedFn silu = nullptr;
   GatedFn gelu = nullptr;
+  SoftCapFn soft_cap = nullptr;
 };
 
-const GatedKernels& gated_kernels() {
-  static const GatedKernels k = [] {
-    GatedKernels g;
+const VectorKernels& vector_kernels() {
+  static const VectorKernels k = [] {
+    VectorKernels v;
     if (std::string_view(kernel_isa()) == "avx512") {
-      g.silu = avx512::silu_mul_fn();
-      g.gelu = avx512::gelu_tanh_mul_fn();
+      v.silu = avx512::silu_mul_fn();
+      v.gelu = avx512::gelu_tanh_mul_fn();
+      v.soft_cap = avx512::soft_cap_fn();
     }
-    return g;
+    return v;
   }();
   return k;
 }
@@ -523,12 +526,12 @@ void gelu_tanh_mul_reference(float* gate, const float* up, int64_t n) {
 }
 
 void silu_mul(float* gate, const float* up, int64_t n) {
-  if (const GatedFn fast = gated_kernels().silu) return fast(gate, up, n);
+  if (const GatedFn fast = vector_kernels().silu) return fast(gate, up, n);
   silu_mul_reference(gate, up, n);
 }
 
 void gelu_tanh_mul(float* gate, const float* up, int64_t n) {
-  if (const GatedFn fast = gated_kernels().gelu) return fast(gate, up, n);
+  if (const GatedFn fast = vector_kernels().gelu) return fast(gate, up, n);
   gelu_tanh_mul_reference(gate, up, n);
 }
 
@@ -570,7 +573,7 @@ void soft_cap_reference(float* x, int64_t n, float cap) {
 void soft_cap(float* x, int64_t n, float cap, ThreadPool& pool) {
   DI_ICHECK(cap > 0.0f);
   // libm's tanhf took 17 ms for 4 x 262144 logits (bench ops), every step of a capped model.
-  static const SoftCapFn fast = std::string_view(kernel_isa()) == "avx512" ? avx512::soft_cap_fn() : nullptr;
+  const SoftCapFn fast = vector_kernels().soft_cap;
   for_elements(pool, n, [&](int64_t begin, int64_t end) {
     fast != nullptr ? fast(x + begin, end - begin, cap) : soft_cap_reference(x + begin, end - begin, cap);
   });

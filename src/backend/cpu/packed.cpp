@@ -141,8 +141,6 @@ constexpr size_t kMinOffset = kHalves;                      // Q4_1's m[16]
 // Element of a 32-element block that position b of k-group G holds (4-bit and 5-bit codes).
 int nibble_element(int group, int b) { return group < kGroups4 ? 4 * group + b : 16 + 4 * (group - kGroups4) + b; }
 
-// Q5_0's and Q5_1's high[64] (after d, and Q5_1's m).
-size_t high_offset(DType type) { return type == DType::kQ5_1 ? 2 * kHalves : kHalves; }
 size_t codes_offset(DType type) {
   switch (type) {
     case DType::kQ4_1: return 2 * kHalves;
@@ -170,10 +168,21 @@ void move_high_bits(uint8_t* qh_bytes, uint8_t* high, int j, bool to_packed) {
   if (!to_packed) std::memcpy(qh_bytes, &qh, 4);
 }
 
-
 // A 4-bit block's nibbles (qs) of row j: 4 bytes into each of the 4 code vectors.
 void move_nibbles(uint8_t* qs, uint8_t* codes, int j, bool to_packed) {
   for (int l = 0; l < kGroups4; ++l) move_bytes(qs + 4 * l, codes + 64 * l + 4 * j, 4, to_packed);
+}
+
+// Q4_0, Q4_1, Q5_0, Q5_1 (layouts in packed.h): d, Q4_1's and Q5_1's m, the 5-bit formats' high
+// bits, the nibbles.
+template <typename Block>
+void move_4_or_5_bit(Block& b, uint8_t* pb, uint8_t* codes, int j, bool to_packed) {
+  move_bytes(&b.d, pb + 2 * j, 2, to_packed);
+  if constexpr (requires { b.m; }) move_bytes(&b.m, pb + kMinOffset + 2 * j, 2, to_packed);
+  if constexpr (requires { b.qh; }) {
+    move_high_bits(b.qh, pb + (requires { b.m; } ? 2 * kHalves : kHalves), j, to_packed);
+  }
+  move_nibbles(b.qs, codes, j, to_packed);
 }
 
 // Moves row j's block between `block` (stored format) and packed block pb.
@@ -183,34 +192,10 @@ void move_block(DType type, uint8_t* block, uint8_t* pb, int j, bool to_packed) 
     case DType::kQ4_K: return move_q4_k(*reinterpret_cast<BlockQ4_K*>(block), pb, j, to_packed);
     case DType::kQ5_K: return move_q5_k(*reinterpret_cast<BlockQ5_K*>(block), pb, j, to_packed);
     case DType::kQ6_K: return move_q6_k(*reinterpret_cast<BlockQ6_K*>(block), pb, j, to_packed);
-    case DType::kQ4_0: {
-      auto& b = *reinterpret_cast<BlockQ4_0*>(block);
-      move_bytes(&b.d, pb + 2 * j, 2, to_packed);
-      move_nibbles(b.qs, codes, j, to_packed);
-      return;
-    }
-    case DType::kQ4_1: {
-      auto& b = *reinterpret_cast<BlockQ4_1*>(block);
-      move_bytes(&b.d, pb + 2 * j, 2, to_packed);
-      move_bytes(&b.m, pb + kMinOffset + 2 * j, 2, to_packed);
-      move_nibbles(b.qs, codes, j, to_packed);
-      return;
-    }
-    case DType::kQ5_0: {
-      auto& b = *reinterpret_cast<BlockQ5_0*>(block);
-      move_bytes(&b.d, pb + 2 * j, 2, to_packed);
-      move_nibbles(b.qs, codes, j, to_packed);
-      move_high_bits(b.qh, pb + high_offset(type), j, to_packed);
-      return;
-    }
-    case DType::kQ5_1: {
-      auto& b = *reinterpret_cast<BlockQ5_1*>(block);
-      move_bytes(&b.d, pb + 2 * j, 2, to_packed);
-      move_bytes(&b.m, pb + kMinOffset + 2 * j, 2, to_packed);
-      move_nibbles(b.qs, codes, j, to_packed);
-      move_high_bits(b.qh, pb + high_offset(type), j, to_packed);
-      return;
-    }
+    case DType::kQ4_0: return move_4_or_5_bit(*reinterpret_cast<BlockQ4_0*>(block), pb, codes, j, to_packed);
+    case DType::kQ4_1: return move_4_or_5_bit(*reinterpret_cast<BlockQ4_1*>(block), pb, codes, j, to_packed);
+    case DType::kQ5_0: return move_4_or_5_bit(*reinterpret_cast<BlockQ5_0*>(block), pb, codes, j, to_packed);
+    case DType::kQ5_1: return move_4_or_5_bit(*reinterpret_cast<BlockQ5_1*>(block), pb, codes, j, to_packed);
     case DType::kQ8_0: {
       auto& b = *reinterpret_cast<BlockQ8_0*>(block);
       move_bytes(&b.d, pb + 2 * j, 2, to_packed);

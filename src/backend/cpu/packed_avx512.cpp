@@ -98,21 +98,28 @@ struct PackQ4_1 : NibbleCodes<64> {
   static constexpr size_t kBytes = 320;
 };
 
-struct PackQ5_0 : NibbleCodes<96> {
+// The 5-bit formats: the 4-bit ones' nibbles at kCodesAt with their fifth bits in high[64] at
+// kHighAt.
+template <size_t kHighAt, size_t kCodesAt>
+struct FiveBitCodes : NibbleCodes<kCodesAt> {
+  static __m512i code(const uint8_t* pb, int g) {
+    return with_fifth_bit(nibbles(pb + kCodesAt, g), load512(pb + kHighAt), g);
+  }
+};
+
+struct PackQ5_0 : FiveBitCodes<32, 96> {
   using ActBlock = BlockQ8_0;
   static constexpr int32_t kOffset = 16;
   static constexpr bool kMin = false;
   static constexpr size_t kBytes = 352;
-  static __m512i code(const uint8_t* pb, int g) { return with_fifth_bit(nibbles(pb + kCodes, g), load512(pb + 32), g); }
 };
 
 // Q5_1: Q4_1's d and m, then Q5_0's high bits and nibbles.
-struct PackQ5_1 : NibbleCodes<128> {
+struct PackQ5_1 : FiveBitCodes<64, 128> {
   using ActBlock = BlockQ8_1;
   static constexpr int32_t kOffset = 0;
   static constexpr bool kMin = true;
   static constexpr size_t kBytes = 384;
-  static __m512i code(const uint8_t* pb, int g) { return with_fifth_bit(nibbles(pb + kCodes, g), load512(pb + 64), g); }
 };
 
 // Q5_0 with its codes unpacked to bytes: k-group g's 64 bytes (in the order PackQ5_0::code gives
@@ -532,8 +539,8 @@ void packed_gemm_tiles(const uint8_t* w, size_t group_stride, int64_t n_groups, 
   int n_rows = 0;
   int64_t rows_c = n_tok / C, rows_4 = C > 4 ? n_tok % C / 4 : 0;
   // Two rows of 4 where a row of C and the tokens past it make 8 (C = 6: 14 tokens as 6 + 4 + 4,
-  // not 6 + 6 and two padded to 4): no padded tokens computed. Gemma 3's head by 14 tokens
-  // (bench ops, group by group) 5.9-6.2 -> 5.3-5.5 ms.
+  // not 6 + 6 and two padded to 4): no padded tokens computed. Gemma 3's head greedy ids by 14
+  // tokens (bench ops, group by group) 7.9-8.0 -> 6.9-7.2 ms.
   if (C > 4 && rows_c > 0 && n_tok % C != 0 && n_tok % C + C == 8) {
     --rows_c;
     rows_4 = 2;
@@ -546,9 +553,10 @@ void packed_gemm_tiles(const uint8_t* w, size_t group_stride, int64_t n_groups, 
   const int64_t left = n_tok - t;
   // Two or three tokens left go through one row of 4-token tiles over a copy padded with zero
   // rows, not one token at a time (whose tiles reload a group's codes for every token): by 14
-  // tokens Gemma 3's head 9.0-9.3 -> 8.0-8.4 ms, its gate/up 0.154 -> 0.147 ms, a Q4_K
-  // 640x2048 0.081 -> 0.078 ms (bench ops). A zero scale makes the padding's products 0; its
-  // results are never copied out. Every real element is computed as in any other tile.
+  // tokens, before those became 6 + 4 + 4, Gemma 3's head 9.0-9.3 -> 8.0-8.4 ms, its gate/up
+  // 0.154 -> 0.147 ms, a Q4_K 640x2048 0.081 -> 0.078 ms (bench ops). A zero scale makes the
+  // padding's products 0; its results are never copied out. Every real element is computed as
+  // in any other tile.
   const bool padded = left >= 2;
   thread_local PaddedRow pad;
   const int64_t out_ld = n_groups * kPackRows;
