@@ -23,6 +23,7 @@ requests and its largest queue (num_requests_waiting, sampled every 0.2 s).
 
 import argparse
 import collections
+import os
 import json
 import pathlib
 import random
@@ -85,9 +86,10 @@ def metrics(url):
     return out
 
 
-def start(args_list, log_path, pattern):
+def start(args_list, log_path, pattern, cpu=None):
     log = open(log_path, "w")
-    proc = subprocess.Popen(args_list, stdout=log, stderr=subprocess.STDOUT)
+    pin = (lambda: os.sched_setaffinity(0, {cpu})) if cpu is not None else None
+    proc = subprocess.Popen(args_list, stdout=log, stderr=subprocess.STDOUT, preexec_fn=pin)
     deadline = time.time() + 180
     while time.time() < deadline:
         m = re.search(pattern, pathlib.Path(log_path).read_text(errors="replace"))
@@ -133,7 +135,8 @@ def run_policy(args, policy, workload, tmp):
     for i in range(args.replicas):
         cmd = [args.binary, "serve", "-m", MODEL, "--port", "0", "--threads", str(args.threads),
                "--max-num-seqs", "16", "--kv-cache-tokens", str(args.kv_cache_tokens)]
-        replicas.append(start(cmd, f"{tmp}/{file_label}-replica{i}.log", r"on http://127\.0\.0\.1:(\d+)"))
+        cpu = i % os.cpu_count() if args.pin_replicas else None
+        replicas.append(start(cmd, f"{tmp}/{file_label}-replica{i}.log", r"on http://127\.0\.0\.1:(\d+)", cpu))
     cmd = [args.binary, "router", "--port", "0", "--policy", policy, *unit_args, "--health-interval", "0.5", *args.router_args.split()]
     for _, url in replicas:
         cmd += ["--replica", url]
@@ -213,6 +216,9 @@ def main():
     p.add_argument("--policies", default="cache-aware,least-load,round-robin")
     p.add_argument("--replicas", type=int, default=2)
     p.add_argument("--threads", type=int, default=1, help="engine threads per replica")
+    p.add_argument("--pin-replicas", action="store_true",
+                   help="replica i runs on CPU i mod the CPU count only (with --threads 1 and as many CPUs as "
+                        "replicas, each replica has a core of its own; the router and clients are not pinned)")
     p.add_argument("--kv-cache-tokens", type=int, default=16384, help="per replica: small, so that caches compete")
     p.add_argument("--conversations", type=int, default=24)
     p.add_argument("--min-turns", type=int, default=3)
@@ -229,6 +235,8 @@ def main():
     print(f"workload: {len(workload)} requests, {args.conversations} conversations, {args.tenants} tenants", flush=True)
     results = []
     with tempfile.TemporaryDirectory(prefix="router-bench-") as tmp:
+        if os.environ.get("ROUTER_BENCH_KEEP_LOGS"):
+            tmp = os.environ["ROUTER_BENCH_KEEP_LOGS"]
         for policy in args.policies.split(",") * args.rounds:
             r = run_policy(args, policy, workload, tmp)
             results.append(r)

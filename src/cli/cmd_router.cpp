@@ -27,10 +27,11 @@ const char* kRouterUsage = R"(usage: deepinfer router --replica URL [--replica U
   --host HOST            address to listen on (default 127.0.0.1)
   --port PORT            port (default 8000; 0 = any free port)
   --policy NAME          cache-aware (default), least-load or round-robin
-  --load-unit U          cache-aware: requests (default) counts requests in flight against the
-                         fraction of the prompt missed; tokens prices a replica by the uncached
-                         prompt tokens it must compute before this request's first token (its
-                         pending prefills, plus --decode-row-tokens per request decoding)
+  --load-unit U          cache-aware: tokens (default) prices a replica by the uncached prompt
+                         tokens it must compute before this request's first token (its pending
+                         prefills, plus --decode-row-tokens per request decoding) and the
+                         request's own miss; requests counts requests in flight against the
+                         fraction of the prompt missed
   --decode-row-tokens T  tokens: what one decoding request adds to the work ahead (default 16)
   --load-weight W        cache-aware: weight of load against expected prefix misses (default 1)
   --balance-abs N        cache-aware bound: a replica more than N requests above the least

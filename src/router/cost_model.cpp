@@ -44,7 +44,7 @@ std::string_view reason_name(Reason reason) {
 }
 
 double load_of(const CandidateView& c, const CostParams& params) {
-  return std::max(static_cast<double>(c.in_flight), c.scraped_queue) + params.kv_usage_weight * c.kv_usage;
+  return static_cast<double>(c.in_flight) + c.others_queue + params.kv_usage_weight * c.kv_usage;
 }
 
 namespace {
@@ -79,9 +79,8 @@ std::optional<Choice> round_robin(std::span<const CandidateView> cs, uint64_t cu
 // own miss (the header's "work ahead").
 double work_ahead_tokens(const CandidateView& c, double request_tokens, const CostParams& p) {
   const double decoding = static_cast<double>(std::max<int64_t>(0, c.in_flight - c.pending_prefills));
-  const double unknown = std::max(0.0, c.scraped_queue - static_cast<double>(c.in_flight));
   return c.pending_prefill_tokens + p.decode_row_tokens * decoding +
-         request_tokens * (unknown + p.kv_usage_weight * c.kv_usage);
+         request_tokens * (c.others_queue + p.kv_usage_weight * c.kv_usage);
 }
 
 // What the replica costs the request, in the unit the params name (see the header).

@@ -4,14 +4,18 @@
 // Load is counted at dispatch: `in_flight` is the router's own count, raised before the request
 // leaves and lowered when its answer ends, so a burst never lands on one replica because the
 // replicas' metrics have not caught up yet (the "lost load counter" and PD pile-up failures of
-// other routers). The scraped running/waiting counts only add load the router did not send.
+// other routers). A scrape only adds the requests the router did not send (`others_queue`), and
+// its KV usage is scaled to the requests still there (ReplicaPool's load_now): a scrape taken
+// while a replica was full and read after it drained must not make it look full. (Taking the
+// larger of in_flight and the scraped count did exactly that: with the checks 0.5 s apart,
+// least-load sent 32 of 157 requests to the replica already holding 5-7 of the 8 in flight.)
 //
 // cache-aware measures load in one of two units (CostParams::load_unit):
-//   - requests (the default): cost = miss + load_weight * load / (mean load + 1), where miss is
+//   - requests: cost = miss + load_weight * load / (mean load + 1), where miss is
 //     the fraction of the prompt's blocks the replica is not expected to hold and load is
 //     load_of() below. Dimensionless: at weight 1 a full miss costs as much as one
 //     mean-load-plus-one above the others.
-//   - tokens: cost = own miss + load_weight * work ahead, both in prompt tokens
+//   - tokens (the default): cost = own miss + load_weight * work ahead, both in prompt tokens
 //     to compute before this request's first token. The work ahead is the uncached prompt
 //     tokens of the requests sent to the replica whose first byte has not come back
 //     (`pending_prefill_tokens`), plus `decode_row_tokens` per request already decoding there
@@ -19,10 +23,12 @@
 //     send. That is the replica's time to first token for this request, in token units: on a
 //     replica that batches continuously, a new request waits for the prefills ahead of it,
 //     while a decode row adds about one token's work per step. It is each request's own best
-//     guess, and greedy: it moves requests off their cache to shave their wait, so the cluster
-//     computes more. On bench/router_policies.py's 846-request workload it lowered the hit
-//     rate and did not shorten the tail (docs/benchmarks.md, "Load counted in tokens"), so it
-//     is not the default.
+//     guess. Measured against requests (docs/benchmarks.md, "Stale scrapes; load in tokens"),
+//     once scrapes no longer overstated a drained replica's load, on two replicas with a core
+//     each: the same hit rate (49.5-49.9% against 49.6-49.7%), 1-2% more throughput, and the
+//     shortest tail of the four policies (TTFT p99 2503 / 2586 ms against 2857 / 2976;
+//     round-robin 3158 / 2839). (Before that fix it had lowered the hit rate: the stale KV
+//     usage it multiplies by the request's size had sent requests off their caches.)
 // Two guards keep one hot prefix from piling onto one
 // replica, per request rather than as a global gate (a gate opened by one hot replica would
 // turn affinity off for every other prefix too):
@@ -54,8 +60,8 @@ std::string_view load_unit_name(LoadUnit unit);
 struct CandidateView {
   bool available = false;  // healthy and below its in-flight limit
   int64_t in_flight = 0;   // counted by the router at dispatch
-  double scraped_queue = 0;  // running + waiting from the replica's last /metrics
-  double kv_usage = 0;       // 0-1, from the same scrape
+  double others_queue = 0;   // requests the replica reported beyond this router's own
+  double kv_usage = 0;       // 0-1, the last scrape's, scaled to the requests still there
   size_t matched_blocks = 0; // of the request's blocks, expected in this replica's cache
   uint64_t routed_total = 0; // requests routed here so far
   // Uncached prompt tokens of the requests in flight here that have not started answering,
@@ -65,7 +71,7 @@ struct CandidateView {
 };
 
 struct CostParams {
-  LoadUnit load_unit = LoadUnit::kRequests;
+  LoadUnit load_unit = LoadUnit::kTokens;
   double load_weight = 1.0;
   // tokens: what one decoding request adds to the work ahead of a new request.
   double decode_row_tokens = 16.0;
@@ -91,8 +97,7 @@ struct Choice {
   size_t matched_blocks = 0;
 };
 
-// The load the policies compare: what the router sent or what the replica reports, whichever
-// is more, plus KV pressure.
+// The load the policies compare: what the router sent plus what others sent, plus KV pressure.
 double load_of(const CandidateView& c, const CostParams& params);
 
 // Prompt tokens of `blocks` routing blocks (kTextBlockBytes bytes at kBytesPerToken).

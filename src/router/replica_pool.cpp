@@ -21,6 +21,7 @@ struct ReplicaPool::Replica {
   int64_t pending_prefills = 0;
   uint64_t routed_total = 0;
   ReplicaScrape last;
+  int64_t own_at_scrape = 0;  // in_flight when `last` was taken
   PrefixIndex index;
 };
 
@@ -45,6 +46,15 @@ ReplicaScrape parse_replica_metrics(std::string_view text) {
     else if (name == "deepinfer:prefix_cache_queries_total") out.prefix_queries_total = value;
     else if (name == "deepinfer:prefix_cache_hits_total") out.prefix_hits_total = value;
   }
+  return out;
+}
+
+LoadNow load_now(const ReplicaScrape& scrape, int64_t own_at_scrape, int64_t own_now) {
+  const double counted = scrape.running + scrape.waiting;
+  LoadNow out;
+  out.others_queue = std::max(0.0, counted - static_cast<double>(own_at_scrape));
+  const double held_now = static_cast<double>(own_now) + out.others_queue;
+  out.kv_usage = counted <= 0 ? scrape.kv_usage : scrape.kv_usage * std::min(1.0, held_now / counted);
   return out;
 }
 
@@ -79,7 +89,7 @@ bool ReplicaPool::check_one(size_t index, ReplicaScrape& scrape) const {
   return true;
 }
 
-void ReplicaPool::apply_check(size_t index, bool ok, const ReplicaScrape& scrape) {
+void ReplicaPool::apply_check(size_t index, bool ok, const ReplicaScrape& scrape, int64_t own_before) {
   std::lock_guard lock(mutex_);
   Replica& r = *replicas_[index];
   if (!ok) {
@@ -99,6 +109,9 @@ void ReplicaPool::apply_check(size_t index, bool ok, const ReplicaScrape& scrape
   }
   if (restarted) r.index.clear();
   r.last = scrape;
+  // The scrape saw the requests in flight at some moment of the check; the larger count leaves
+  // the fewest to others (one router alone: none).
+  r.own_at_scrape = std::max(own_before, r.in_flight);
   r.checked = true;
   // The first check admits at once: a router starting beside its replicas should not wait
   // readmit_after intervals; a replica that was ejected has to prove itself again.
@@ -118,9 +131,14 @@ void ReplicaPool::check_all() {
   // Replicas are checked one after another: with a 1 s timeout and a handful of replicas a
   // round stays well inside the interval, and a thread per replica would buy nothing else.
   for (size_t i = 0; i < replicas_.size(); ++i) {
+    int64_t own_before = 0;
+    {
+      std::lock_guard lock(mutex_);
+      own_before = replicas_[i]->in_flight;
+    }
     ReplicaScrape scrape;
     const bool ok = check_one(i, scrape);
-    apply_check(i, ok, scrape);
+    apply_check(i, ok, scrape, own_before);
   }
 }
 
@@ -146,9 +164,9 @@ std::optional<ReplicaPool::Lease> ReplicaPool::acquire(Policy policy, const std:
     const bool below_limit = options_.max_in_flight <= 0 || r.in_flight < options_.max_in_flight;
     v.available = r.healthy && below_limit && std::find(excluded.begin(), excluded.end(), i) == excluded.end();
     v.in_flight = r.in_flight;
-    // The scrape counts this router's requests too; what it adds beyond in_flight is others'.
-    v.scraped_queue = r.last.running + r.last.waiting;
-    v.kv_usage = r.last.kv_usage;
+    const LoadNow now = load_now(r.last, r.own_at_scrape, r.in_flight);
+    v.others_queue = now.others_queue;
+    v.kv_usage = now.kv_usage;
     v.matched_blocks = r.index.match(keys);  // every policy, so that /metrics compares estimates
     v.routed_total = r.routed_total;
     v.pending_prefill_tokens = r.pending_prefill_tokens;

@@ -54,6 +54,17 @@ struct ReplicaScrape {
 };
 ReplicaScrape parse_replica_metrics(std::string_view text);
 
+// What a scrape still says about a replica now. `own_at_scrape` is this router's in-flight
+// count there when the scrape was taken, `own_now` its count now. The scrape's requests beyond
+// the router's own are someone else's (kept: their end is not seen here). Its KV usage is held
+// by the requests it counted, so it is scaled by the share of them still in flight (at most 1:
+// the blocks of requests sent since are not known).
+struct LoadNow {
+  double others_queue = 0;
+  double kv_usage = 0;
+};
+LoadNow load_now(const ReplicaScrape& scrape, int64_t own_at_scrape, int64_t own_now);
+
 // Monotonic counts per replica, for /metrics.
 struct ReplicaCounters {
   std::atomic<uint64_t> requests{0};
@@ -111,7 +122,8 @@ class ReplicaPool {
 
  private:
   struct Replica;
-  void apply_check(size_t index, bool ok, const ReplicaScrape& scrape);
+  // own_before: the router's in-flight count at the replica when the check began.
+  void apply_check(size_t index, bool ok, const ReplicaScrape& scrape, int64_t own_before);
   void end_prefill(Replica& r, Lease& lease);  // with mutex_ held
   bool check_one(size_t index, ReplicaScrape& scrape) const;
 

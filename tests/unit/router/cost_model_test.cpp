@@ -16,6 +16,18 @@ CandidateView replica(int64_t in_flight, size_t matched = 0, uint64_t routed = 0
   return c;
 }
 
+CostParams in_tokens() {
+  CostParams p;
+  p.load_unit = LoadUnit::kTokens;
+  return p;
+}
+
+CostParams in_requests() {
+  CostParams p;
+  p.load_unit = LoadUnit::kRequests;
+  return p;
+}
+
 size_t pick(Policy policy, const std::vector<CandidateView>& cs, size_t total_blocks, const CostParams& p = {},
             uint64_t cursor = 0) {
   auto choice = choose(policy, cs, total_blocks, p, cursor);
@@ -46,13 +58,12 @@ TEST(CostModel, RoundRobinSkipsUnavailable) {
   EXPECT_EQ(pick(Policy::kRoundRobin, cs, 0, {}, 3), 0u);
 }
 
-TEST(CostModel, LeastLoadUsesTheHigherOfDispatchCountAndScrape) {
+TEST(CostModel, LeastLoadAddsOthersRequestsToTheRoutersOwn) {
   std::vector<CandidateView> cs = {replica(1), replica(2)};
   EXPECT_EQ(pick(Policy::kLeastLoad, cs, 0), 0u);
-  cs[0].scraped_queue = 5;  // someone else's requests on replica 0
+  cs[0].others_queue = 2;  // someone else's requests on replica 0: 3 against 2
   EXPECT_EQ(pick(Policy::kLeastLoad, cs, 0), 1u);
-  // A stale scrape that says 0 does not hide what the router itself has sent.
-  cs[0].scraped_queue = 0;
+  cs[0].others_queue = 0;
   cs[0].in_flight = 3;
   EXPECT_EQ(pick(Policy::kLeastLoad, cs, 0), 1u);
 }
@@ -63,31 +74,38 @@ TEST(CostModel, TiesBreakOnFewestRouted) {
   EXPECT_EQ(pick(Policy::kCacheAware, cs, 4), 1u);
 }
 
+// Both load units (the default is tokens).
 TEST(CostModel, CacheAwareFollowsThePrefix) {
-  std::vector<CandidateView> cs = {replica(1, 0), replica(2, 8)};
-  auto choice = choose(Policy::kCacheAware, cs, 10, {}, 0);
-  ASSERT_TRUE(choice);
-  EXPECT_EQ(choice->index, 1u);
-  EXPECT_EQ(choice->reason, Reason::kCacheHit);
-  EXPECT_EQ(choice->matched_blocks, 8u);
+  EXPECT_EQ(CostParams{}.load_unit, LoadUnit::kTokens);
+  for (const CostParams& p : {in_tokens(), in_requests()}) {
+    std::vector<CandidateView> cs = {replica(1, 0), replica(2, 8)};
+    auto choice = choose(Policy::kCacheAware, cs, 10, p, 0);
+    ASSERT_TRUE(choice);
+    EXPECT_EQ(choice->index, 1u);
+    EXPECT_EQ(choice->reason, Reason::kCacheHit);
+    EXPECT_EQ(choice->matched_blocks, 8u);
+  }
 }
 
 TEST(CostModel, CacheAwareMissEverywhereGoesToLeastLoadedNotSmallestTree) {
-  std::vector<CandidateView> cs = {replica(5), replica(1)};
-  auto choice = choose(Policy::kCacheAware, cs, 10, {}, 0);
-  ASSERT_TRUE(choice);
-  EXPECT_EQ(choice->index, 1u);
-  EXPECT_EQ(choice->reason, Reason::kLeastLoad);
+  for (const CostParams& p : {in_tokens(), in_requests()}) {
+    std::vector<CandidateView> cs = {replica(5), replica(1)};
+    auto choice = choose(Policy::kCacheAware, cs, 10, p, 0);
+    ASSERT_TRUE(choice);
+    EXPECT_EQ(choice->index, 1u);
+    EXPECT_EQ(choice->reason, Reason::kLeastLoad);
+  }
 }
 
 TEST(CostModel, LoadOutweighsASmallHit) {
-  // 1 of 10 blocks cached on a replica 6 requests busier: the load term wins.
-  std::vector<CandidateView> cs = {replica(7, 1), replica(1, 0)};
-  EXPECT_EQ(pick(Policy::kCacheAware, cs, 10), 1u);
-  // The weight is the knob: at 0 only the cache counts (within the bound).
-  CostParams p;
-  p.load_weight = 0;
-  EXPECT_EQ(pick(Policy::kCacheAware, cs, 10, p), 0u);
+  for (CostParams p : {in_tokens(), in_requests()}) {
+    // 1 of 10 blocks cached on a replica 6 requests busier: the load term wins.
+    std::vector<CandidateView> cs = {replica(7, 1), replica(1, 0)};
+    EXPECT_EQ(pick(Policy::kCacheAware, cs, 10, p), 1u);
+    // The weight is the knob: at 0 only the cache counts (within the bound).
+    p.load_weight = 0;
+    EXPECT_EQ(pick(Policy::kCacheAware, cs, 10, p), 0u);
+  }
 }
 
 TEST(CostModel, BoundStopsAHotPrefixPilingOntoOneReplica) {
@@ -122,12 +140,6 @@ TEST(CostModel, LoadUnitNames) {
   EXPECT_DOUBLE_EQ(tokens_of_blocks(10), 160.0);  // 64-byte blocks at 4 bytes a token
 }
 
-CostParams in_tokens() {
-  CostParams p;
-  p.load_unit = LoadUnit::kTokens;
-  return p;
-}
-
 CandidateView prefilling(size_t matched, double pending_tokens, int64_t pending_requests, int64_t decoding = 0) {
   CandidateView c = replica(pending_requests + decoding, matched);
   c.pending_prefill_tokens = pending_tokens;
@@ -141,7 +153,7 @@ TEST(CostModel, TokensPriceThePrefillsAheadNotTheRequestCount) {
   // requests replica 1 is the busier one and the hit wins; counted in tokens the new request
   // would wait behind 2,000 tokens on replica 0.
   std::vector<CandidateView> cs = {prefilling(8, 2000, 1), prefilling(0, 0, 0, 2)};
-  EXPECT_EQ(pick(Policy::kCacheAware, cs, 10), 0u);  // the default, requests
+  EXPECT_EQ(pick(Policy::kCacheAware, cs, 10, in_requests()), 0u);
   auto choice = choose(Policy::kCacheAware, cs, 10, in_tokens(), 0);
   ASSERT_TRUE(choice);
   EXPECT_EQ(choice->index, 1u);
@@ -171,11 +183,11 @@ TEST(CostModel, TokensMissEverywhereGoesToTheLeastWorkAhead) {
 }
 
 TEST(CostModel, TokensCountOthersRequestsAtThisRequestsSize) {
-  // The scrape reports 3 requests this router did not send to replica 0: each is priced as a
+  // Replica 0 holds 3 requests this router did not send: each is priced as a
   // prompt of this request's size, so the hit (32 tokens) loses to the empty replica (160).
   std::vector<CandidateView> cs = {prefilling(8, 0, 0), prefilling(0, 0, 0)};
   EXPECT_EQ(pick(Policy::kCacheAware, cs, 10, in_tokens()), 0u);
-  cs[0].scraped_queue = 3;
+  cs[0].others_queue = 3;
   EXPECT_EQ(pick(Policy::kCacheAware, cs, 10, in_tokens()), 1u);
 }
 

@@ -59,5 +59,26 @@ TEST(ReplicaMetrics, ParsesTheGaugesTheRouterUses) {
   EXPECT_EQ(s.prefix_hits_total, 640);
 }
 
+TEST(ReplicaMetrics, AScrapeAddsOnlyOthersRequestsAndItsKvUsageFollowsTheRequestsLeft) {
+  ReplicaScrape s;
+  s.running = 6;
+  s.waiting = 1;
+  s.kv_usage = 0.9;
+  // Taken while this router had all 7 there; read after 6 of them ended.
+  LoadNow now = load_now(s, 7, 1);
+  EXPECT_EQ(now.others_queue, 0);
+  EXPECT_NEAR(now.kv_usage, 0.9 / 7, 1e-12);
+  // 2 of the 7 were someone else's: they stay (their end is not seen), with their share of KV.
+  now = load_now(s, 5, 0);
+  EXPECT_EQ(now.others_queue, 2);
+  EXPECT_NEAR(now.kv_usage, 0.9 * 2 / 7, 1e-12);
+  // More sent since than the scrape counted: the usage is not extrapolated past what it said.
+  now = load_now(s, 7, 12);
+  EXPECT_EQ(now.kv_usage, 0.9);
+  // Nothing counted (blocks of a request just ended, say): the usage as read.
+  s.running = s.waiting = 0;
+  EXPECT_EQ(load_now(s, 0, 3).kv_usage, 0.9);
+}
+
 }  // namespace
 }  // namespace deepinfer::router
