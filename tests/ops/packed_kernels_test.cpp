@@ -24,11 +24,11 @@ using testing::dot_double;
 using testing::random_floats;
 using testing::random_row;
 
-constexpr DType kPackedTypes[] = {DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1,
-                                  DType::kQ8_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K};
+constexpr DType kPackedTypes[] = {DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1, DType::kQ8_0,
+                                  DType::kQ3_K, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K};
 
 int64_t block_elements(DType type) { return dtype_traits(type)->block_size; }
-bool is_k_quant(DType type) { return type == DType::kQ4_K || type == DType::kQ5_K || type == DType::kQ6_K; }
+bool is_k_quant(DType type) { return block_elements(type) == 256; }
 
 std::vector<uint8_t> random_matrix(DType type, int64_t n_out, int64_t n_in, std::mt19937& rng) {
   std::vector<uint8_t> w;
@@ -52,9 +52,10 @@ TEST(PackedKernels, PackingIsLossless) {
     const int64_t n_out = 48, n_in = 3 * block_elements(type);
     const std::vector<uint8_t> w = random_matrix(type, n_out, n_in, rng);
     const std::vector<uint8_t> p = packed_copy(type, w, n_out, n_in);
-    // As large as the original, except Q4_K and Q5_K, whose 6-bit scales are unpacked to bytes
-    // (64 more bytes per 16 super-blocks).
-    const size_t grown = type == DType::kQ4_K || type == DType::kQ5_K ? 64 * static_cast<size_t>(n_out / 16) * 3 : 0;
+    // As large as the original, except Q3_K, Q4_K and Q5_K, whose 6-bit scales are unpacked to
+    // bytes (64 more bytes per 16 super-blocks).
+    const bool bytes_scales = type == DType::kQ3_K || type == DType::kQ4_K || type == DType::kQ5_K;
+    const size_t grown = bytes_scales ? 64 * static_cast<size_t>(n_out / 16) * 3 : 0;
     EXPECT_EQ(p.size(), w.size() + grown) << dtype_name(type);
     const size_t row_bytes = dtype_row_bytes(type, n_in);
     std::vector<uint8_t> row(row_bytes);
@@ -67,7 +68,7 @@ TEST(PackedKernels, PackingIsLossless) {
       for (int64_t i = 0; i < n_in; ++i) ASSERT_EQ(fp32_to_bits(got[i]), fp32_to_bits(want[i])) << dtype_name(type);
     }
   }
-  EXPECT_FALSE(has_packed_layout(DType::kQ3_K));
+  EXPECT_FALSE(has_packed_layout(DType::kQ2_K));
 }
 
 // The packed product against the reference dot of the original rows, and each element equal to
@@ -83,10 +84,10 @@ TEST(PackedKernels, ProductMatchesTheReferenceAndIsTileInvariant) {
     const DType act_type = vec_dot_type(type);
     // {groups, tokens, blocks}: tile remainders in both directions, one block, odd counts.
     // Token counts past 8 cross every tile width (8, 6 and 4 tokens, then one at a time).
-    // {5, 17, 300}: the prefill paths of Q5_0 and Q6_K unpack a call's groups into a scratch of
-    // 256 KB at most: two groups at a time, then the fifth alone (Q5_0); one at a time (Q6_K).
-    // {3, 26, 2} and {2, 34, 1}: one-pass products that Q5_0 (24 tokens and more) and Q6_K (32
-    // and more) unpack as prefill does.
+    // {5, 17, 300}: the prefill paths of Q5_0, Q3_K and Q6_K unpack a call's groups into a
+    // scratch of 256 KB at most: two groups at a time, then the fifth alone (Q5_0); one at a time
+    // (Q3_K, Q6_K). {3, 26, 2} and {2, 34, 1}: one-pass products that Q5_0 (24 tokens and more),
+    // Q3_K and Q6_K (32 and more) unpack as prefill does.
     // Two or three tokens left after the wider tiles (7, 9, 10, 26, 34 for some width; 2 and 3
     // alone) go through 4-token tiles over a zero-padded copy, except where a row of 6 and the two
     // past it make two rows of 4 (8, 14 and 26 tokens for 6-token tiles). One-pass products of 2 to 8 rows of

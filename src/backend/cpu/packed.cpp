@@ -29,6 +29,9 @@ constexpr size_t kQ6KLow = kHalves + 16 * kPackRows;        // after d, sc
 constexpr size_t kQ6KHigh = kQ6KLow + kPackRows * kQKK / 2;  // after low
 constexpr size_t kPackedQ6KBytes = kQ6KHigh + kPackRows * kQKK / 4;
 static_assert(kPackedQ6KBytes == kPackRows * sizeof(BlockQ6_K));
+constexpr size_t kQ3KLow = kHalves + 16 * kPackRows;         // after d, sc (Q6_K's)
+constexpr size_t kQ3KHigh = kQ3KLow + kPackRows * kQKK / 4;   // after low
+constexpr size_t kPackedQ3KBytes = kQ3KHigh + kPackRows * kQKK / 8;
 
 // Inverse of unpack_q4_k_scales (quant_kernels.h): 8 + 8 six-bit values -> 12 bytes.
 void pack_q4_k_scales(const uint8_t* sc, const uint8_t* mn, uint8_t* packed) {
@@ -36,6 +39,16 @@ void pack_q4_k_scales(const uint8_t* sc, const uint8_t* mn, uint8_t* packed) {
     packed[k] = static_cast<uint8_t>(sc[k] | ((sc[k + 4] >> 4) << 6));
     packed[k + 4] = static_cast<uint8_t>(mn[k] | ((mn[k + 4] >> 4) << 6));
     packed[k + 8] = static_cast<uint8_t>((sc[k + 4] & 15) | ((mn[k + 4] & 15) << 4));
+  }
+}
+
+// Inverse of unpack_q3_k_scales (quant_kernels.h): 16 scales in [-32, 31] -> 12 bytes.
+void pack_q3_k_scales(const int8_t* sc, uint8_t* packed) {
+  std::memset(packed, 0, 12);
+  for (int k = 0; k < 16; ++k) {
+    const int v = sc[k] + 32;
+    packed[k % 8] = static_cast<uint8_t>(packed[k % 8] | (v & 15) << (k < 8 ? 0 : 4));
+    packed[8 + k % 4] = static_cast<uint8_t>(packed[8 + k % 4] | (v >> 4) << (2 * (k / 4)));
   }
 }
 
@@ -50,6 +63,7 @@ size_t packed_block_bytes(DType type) {
     case DType::kQ5_0: return kPackRows * sizeof(BlockQ5_0);
     case DType::kQ5_1: return kPackRows * sizeof(BlockQ5_1);
     case DType::kQ8_0: return kPackRows * sizeof(BlockQ8_0);
+    case DType::kQ3_K: return kPackedQ3KBytes;
     case DType::kQ4_K: return kPackedQ4KBytes;
     case DType::kQ5_K: return kPackedQ5KBytes;
     case DType::kQ6_K: return kPackedQ6KBytes;
@@ -59,17 +73,18 @@ size_t packed_block_bytes(DType type) {
 
 // Elements per block of a type with a packed layout.
 int64_t block_elements(DType type) {
-  return type == DType::kQ4_K || type == DType::kQ5_K || type == DType::kQ6_K ? kQKK : kQK;
+  return type == DType::kQ3_K || type == DType::kQ4_K || type == DType::kQ5_K || type == DType::kQ6_K ? kQKK : kQK;
 }
 
-// The stored block's bytes (a packed Q4_K or Q5_K block is larger than 16 stored ones: its 6-bit
-// scales are unpacked to bytes).
+// The stored block's bytes (a packed Q3_K, Q4_K or Q5_K block is larger than 16 stored ones: its
+// 6-bit scales are unpacked to bytes).
 size_t stored_block_bytes(DType type) {
+  if (type == DType::kQ3_K) return sizeof(BlockQ3_K);
   if (type == DType::kQ4_K) return sizeof(BlockQ4_K);
   if (type == DType::kQ5_K) return sizeof(BlockQ5_K);
   return packed_block_bytes(type) / kPackRows;
 }
-static_assert(sizeof(BlockQ4_K) <= kMaxStoredBlock && sizeof(BlockQ5_K) <= kMaxStoredBlock &&
+static_assert(sizeof(BlockQ3_K) <= kMaxStoredBlock && sizeof(BlockQ4_K) <= kMaxStoredBlock && sizeof(BlockQ5_K) <= kMaxStoredBlock &&
               sizeof(BlockQ8_0) <= kMaxStoredBlock);
 
 // n bytes between a stored block's field and its place in a packed block, in the direction
@@ -136,6 +151,39 @@ void move_q6_k(BlockQ6_K& b, uint8_t* pb, int j, bool to_packed) {
   }
 }
 
+// Q3_K (layout in packed.h): d[16], sc[16][16], low[16][64], high[8][64]. Element e of the
+// super-block is k-group G = e / 4, position b = e % 4: its low 2 bits are bits 2(G / 16).. of
+// low[G % 16][4j + b], its hmask bit is bit G / 8 of high[G % 8][4j + b]. In the stored block
+// (quant_blocks.h) e = 128h + 32s + l takes its low bits from bits 2s.. of qs[32h + l] and its
+// hmask bit from bit 4h + s of hmask[l].
+void move_q3_k(BlockQ3_K& b, uint8_t* pb, int j, bool to_packed) {
+  move_bytes(&b.d, pb + 2 * j, 2, to_packed);
+  int8_t sc[16];
+  if (to_packed) unpack_q3_k_scales(b.scales, sc);
+  for (int k = 0; k < 16; ++k) move_bytes(&sc[k], pb + kHalves + kPackRows * k + j, 1, to_packed);
+  if (!to_packed) pack_q3_k_scales(sc, b.scales);
+  uint8_t* low = pb + kQ3KLow;
+  uint8_t* high = pb + kQ3KHigh;
+  for (int e = 0; e < kQKK; ++e) {
+    const int h = e / 128, s = (e % 128) / 32, l = e % 32;
+    uint8_t& qs = b.qs[32 * h + l];
+    uint8_t& hm = b.hmask[l];
+    const int group = e / 4, pos = e % 4;
+    uint8_t& pl = low[64 * (group % 16) + 4 * j + pos];
+    uint8_t& ph = high[64 * (group % 8) + 4 * j + pos];
+    const int stored_low_shift = 2 * s, packed_low_shift = 2 * (group / 16);
+    const int stored_high_bit = 4 * h + s, packed_high_bit = group / 8;
+    // Both sides start zeroed (pack_matrix, unpack_row), so each field is or-ed in.
+    if (to_packed) {
+      pl = static_cast<uint8_t>(pl | ((qs >> stored_low_shift) & 3) << packed_low_shift);
+      ph = static_cast<uint8_t>(ph | ((hm >> stored_high_bit) & 1) << packed_high_bit);
+    } else {
+      qs = static_cast<uint8_t>(qs | ((pl >> packed_low_shift) & 3) << stored_low_shift);
+      hm = static_cast<uint8_t>(hm | ((ph >> packed_high_bit) & 1) << stored_high_bit);
+    }
+  }
+}
+
 // Offsets inside a packed block (layout in packed.h).
 constexpr size_t kMinOffset = kHalves;                      // Q4_1's m[16]
 // Element of a 32-element block that position b of k-group G holds (4-bit and 5-bit codes).
@@ -189,6 +237,7 @@ void move_4_or_5_bit(Block& b, uint8_t* pb, uint8_t* codes, int j, bool to_packe
 void move_block(DType type, uint8_t* block, uint8_t* pb, int j, bool to_packed) {
   uint8_t* codes = pb + codes_offset(type);
   switch (type) {
+    case DType::kQ3_K: return move_q3_k(*reinterpret_cast<BlockQ3_K*>(block), pb, j, to_packed);
     case DType::kQ4_K: return move_q4_k(*reinterpret_cast<BlockQ4_K*>(block), pb, j, to_packed);
     case DType::kQ5_K: return move_q5_k(*reinterpret_cast<BlockQ5_K*>(block), pb, j, to_packed);
     case DType::kQ6_K: return move_q6_k(*reinterpret_cast<BlockQ6_K*>(block), pb, j, to_packed);
@@ -262,7 +311,7 @@ void pack_matrix(DType type, const uint8_t* src, int64_t n_out, int64_t n_in, ui
   const size_t bbytes = stored_block_bytes(type);
   const size_t row_bytes = dtype_row_bytes(type, n_in);
   const int64_t nb = n_in / block_elements(type);
-  // Q5_0 and Q6_K or their bits in.
+  // Q5_0, Q3_K and Q6_K or their bits in.
   std::memset(dst, 0, packed_group_bytes(type, n_in) * static_cast<size_t>(n_out / kPackRows));
   alignas(8) uint8_t block[kMaxStoredBlock];
   for (int64_t g = 0; g < n_out / kPackRows; ++g) {

@@ -377,13 +377,16 @@ void tile_q4_k(const uint8_t* w, size_t group_stride, const uint8_t* a, size_t a
   }
 }
 
-// ---- Q6_K ----------------------------------------------------------------------------------------
-// Per super-block and sub-block s (16 elements, 4 k-groups): the 6-bit codes' integer sum with the
-// activations, started at -32 * bsums[s] so that it is the sum of (code - 32) * activation, times
-// the sub-block's signed scale; then one fma(dy * d, sum, acc), the reference's float operations
-// on the same integer, so results equal ref::vec_dot bit for bit.
-// Layout (packed.h): d[16] (half), sc[16][16] (int8), low[32][64], high[16][64].
-constexpr size_t kQ6KSc = 32, kQ6KLow = 288, kQ6KHigh = 288 + 2048, kQ6KBytes = 288 + 2048 + 1024;
+// ---- Q6_K and Q3_K ---------------------------------------------------------------------------------
+// Per super-block and sub-block s (16 elements, 4 k-groups): the unsigned codes' integer sum with
+// the activations, started at -kOffset * bsums[s] so that it is the sum of (code - kOffset) *
+// activation, times the sub-block's signed scale; then one fma(dy * d, sum, acc), the reference's
+// float operations on the same integer, so results equal ref::vec_dot bit for bit.
+// Layouts (packed.h): d[16] (half), sc[16][16] (int8), then Q6_K's low[32][64], high[16][64] or
+// Q3_K's low[16][64], high[8][64].
+constexpr size_t kK16Sc = 32, kK16Codes = 288;
+constexpr size_t kQ6KLow = kK16Codes, kQ6KHigh = kQ6KLow + 2048, kQ6KBytes = kQ6KHigh + 1024;
+constexpr size_t kQ3KLow = kK16Codes, kQ3KHigh = kQ3KLow + 1024, kQ3KBytes = kQ3KHigh + 512;
 
 // The 16 rows' codes (0..63) of k-group g: its low nibble from low[g % 32], its two high bits
 // moved from bits 2(g / 16).. of high[g % 16] to bits 4..5 (16-bit shifts: what crosses into
@@ -399,15 +402,49 @@ inline __m512i q6_k_code(const uint8_t* pb, int g) {
   return _mm512_and_si512(merged, _mm512_set1_epi8(0x3F));
 }
 
-// The layout a prefill call unpacks Q6_K groups into (packed_gemm_q6_k_fn): d[16] and sc[16][16]
-// as above, then codes[64][64], k-group g's 16 rows' codes (0..63) as q6_k_code gives them.
-constexpr size_t kQ6KUnpackedCodes = 288, kQ6KUnpackedBytes = 288 + 4096;
+// The 16 rows' codes (0..7) of k-group g: its low 2 bits from bits 2(g / 16).. of low[g % 16],
+// its third from bit g / 8 of high[g % 8] moved to bit 2 (16-bit shifts, as q6_k_code: a shift
+// of at most 2 to the left moves the other byte's bits to bits 0..1 only, which the merge drops).
+inline __m512i q3_k_code(const uint8_t* pb, int g) {
+  const __m512i lowv = load512(pb + kQ3KLow + 64 * (g & 15));
+  const int m = g >> 4;
+  const __m512i low = m == 0 ? lowv : _mm512_srli_epi16(lowv, 2 * m);
+  const __m512i hv = load512(pb + kQ3KHigh + 64 * (g & 7));
+  const int bit = g >> 3;
+  const __m512i hs = bit < 2 ? _mm512_slli_epi16(hv, 2 - bit) : (bit == 2 ? hv : _mm512_srli_epi16(hv, bit - 2));
+  // 0xE4: (low & 0x03) | (hs & ~0x03), then bits 3..7 cleared.
+  const __m512i merged = _mm512_ternarylogic_epi32(low, hs, _mm512_set1_epi8(0x03), 0xE4);
+  return _mm512_and_si512(merged, _mm512_set1_epi8(0x07));
+}
 
-// kUnpacked: the blocks are kQ6KUnpackedBytes apart and hold their codes as bytes.
-template <int R, int C, bool kUnpacked = false>
-void tile_q6_k(const uint8_t* w, size_t group_stride, const uint8_t* a, size_t a_stride, const PackedActInfo*,
-               int64_t nb, float* y, int64_t ldy, const Prefetch& prefetch) {
-  constexpr size_t kBlock = kUnpacked ? kQ6KUnpackedBytes : kQ6KBytes;
+// The layout a prefill call unpacks Q6_K and Q3_K groups into (packed_gemm_k16_fn): d[16] and
+// sc[16][16] as above, then codes[64][64], k-group g's 16 rows' codes as q6_k_code or q3_k_code
+// gives them.
+constexpr size_t kK16UnpackedBytes = kK16Codes + 4096;
+
+// The formats tile_k16 multiplies: where a block's k-group codes come from, and what the codes
+// are offset by.
+struct Q6KCodes {
+  static constexpr size_t kBytes = kQ6KBytes;
+  static constexpr int kOffset = 32;
+  static __m512i code(const uint8_t* pb, int g) { return q6_k_code(pb, g); }
+};
+struct Q3KCodes {
+  static constexpr size_t kBytes = kQ3KBytes;
+  static constexpr int kOffset = 4;
+  static __m512i code(const uint8_t* pb, int g) { return q3_k_code(pb, g); }
+};
+template <int kOffsetOf>
+struct K16ByteCodes {
+  static constexpr size_t kBytes = kK16UnpackedBytes;
+  static constexpr int kOffset = kOffsetOf;
+  static __m512i code(const uint8_t* pb, int g) { return load512(pb + kK16Codes + 64 * g); }
+};
+
+template <typename Codes, int R, int C>
+void tile_k16(const uint8_t* w, size_t group_stride, const uint8_t* a, size_t a_stride, const PackedActInfo*,
+              int64_t nb, float* y, int64_t ldy, const Prefetch& prefetch) {
+  constexpr size_t kBlock = Codes::kBytes;
   __m512 acc[R][C];
   for (int r = 0; r < R; ++r) {
     for (int c = 0; c < C; ++c) acc[r][c] = _mm512_setzero_ps();
@@ -422,19 +459,23 @@ void tile_q6_k(const uint8_t* w, size_t group_stride, const uint8_t* a, size_t a
     for (int r = 0; r < R; ++r) {
       for (int c = 0; c < C; ++c) isum[r][c] = _mm512_setzero_si512();
     }
+    // Unrolled, so that every k-group's shift counts are constants: rolled, GCC computed them
+    // and branched on them in the loop; one token by 8192 x 4096 Q3_K 0.58-0.60 -> 0.30 ms,
+    // Q6_K 0.49-0.56 -> 0.45-0.48 ms (both compute-bound there), and by 256 tokens no slower.
+#pragma GCC unroll 16
     for (int s = 0; s < 16; ++s) {
       if (prefetch.ahead) {  // two super-blocks ahead, a sub-block's share at a time
         for (int r = 0; r < R; ++r) prefetch_lines(pb[r] + 2 * kBlock + kBlock / 16 * s, kBlock / 16);
       }
       __m512i sub[R][C];
       for (int c = 0; c < C; ++c) {
-        const __m512i offset = _mm512_set1_epi32(-32 * ab[c]->bsums[s]);
+        const __m512i offset = _mm512_set1_epi32(-Codes::kOffset * ab[c]->bsums[s]);
         for (int r = 0; r < R; ++r) sub[r][c] = offset;
       }
       for (int q = 0; q < 4; ++q) {
         const int g = 4 * s + q;
         for (int r = 0; r < R; ++r) {
-          const __m512i code = kUnpacked ? load512(pb[r] + kQ6KUnpackedCodes + 64 * g) : q6_k_code(pb[r], g);
+          const __m512i code = Codes::code(pb[r], g);
           for (int c = 0; c < C; ++c) {
             const __m512i x = _mm512_set1_epi32(load_i32(ab[c]->qs + 4 * g));
             sub[r][c] = _mm512_dpbusd_epi32(sub[r][c], code, x);
@@ -443,7 +484,7 @@ void tile_q6_k(const uint8_t* w, size_t group_stride, const uint8_t* a, size_t a
       }
       for (int r = 0; r < R; ++r) {
         const __m512i sc =
-            _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(pb[r] + kQ6KSc + 16 * s)));
+            _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(pb[r] + kK16Sc + 16 * s)));
         for (int c = 0; c < C; ++c) isum[r][c] = _mm512_add_epi32(isum[r][c], _mm512_mullo_epi32(sub[r][c], sc));
       }
     }
@@ -732,34 +773,37 @@ void packed_gemm_q5_k_fn(const uint8_t* w, size_t group_stride, int64_t n_groups
       w, group_stride, n_groups, act, a_stride, infos, n_tok, n, y, ldy);
 }
 
-// Q6_K: one group by eight tokens. Its codes cost six instructions to unpack (two loads, two
-// shifts, a merge and a mask), which eight tokens share: 1 x 8 ran 1.5-2x faster than 1 x 4 on
-// Zen 4 (2048 x 2048 by 256 tokens); Q4_K, whose codes cost two, gained nothing from it.
-constexpr int kCQ6K = 8;
-constexpr PackedGemmFn packed_gemm_q6_k =
-    packed_gemm_tiles<tile_q6_k<1, kCQ6K>, tile_q6_k<1, kCQ6K>, tile_q6_k<1, 4>, tile_q6_k<1, 4>, tile_q6_k<1, 1>, 1,
-                      kCQ6K, kQKK>;
-constexpr PackedGemmFn packed_gemm_q6_k_unpacked =
-    packed_gemm_tiles<tile_q6_k<1, kCQ6K, true>, tile_q6_k<1, kCQ6K, true>, tile_q6_k<1, 4, true>,
-                      tile_q6_k<1, 4, true>, tile_q6_k<1, 1, true>, 1, kCQ6K, kQKK>;
+// Q6_K and Q3_K: one group by eight tokens. Their codes cost six instructions to unpack (two
+// loads, two shifts, a merge and a mask), which eight tokens share: Q6_K's 1 x 8 ran 1.5-2x faster
+// than 1 x 4 on Zen 4 (2048 x 2048 by 256 tokens); Q4_K, whose codes cost two, gained nothing
+// from it.
+constexpr int kCK16 = 8;
+template <typename Codes>
+constexpr PackedGemmFn packed_gemm_k16 =
+    packed_gemm_tiles<tile_k16<Codes, 1, kCK16>, tile_k16<Codes, 1, kCK16>, tile_k16<Codes, 1, 4>,
+                      tile_k16<Codes, 1, 4>, tile_k16<Codes, 1, 1>, 1, kCK16, kQKK>;
 
-// Q6_K passed over several times (prefill), as Q5_0: each call's groups unpacked to bytes once
-// (six instructions per k-group's codes, which an 8-token tile paid again in every tile row):
-// 2048x2048 by 256 tokens 5.2 -> 4.0-4.1 ms, Gemma 3's prefill at 512 3-6% faster. Decode
-// batches below four rows of tiles (32 tokens) keep the direct tiles; at 47 (Gemma 3 served at
-// 64 in flight) unpacking made the decode step 3% shorter (51.9 / 51.6 -> 50.0 / 50.2 ms).
-void unpack_q6_k(const uint8_t* src, uint8_t* dst) {
-  std::memcpy(dst, src, kQ6KUnpackedCodes);  // d[16], sc[16][16]
-  for (int g = 0; g < 64; ++g) _mm512_storeu_si512(dst + kQ6KUnpackedCodes + 64 * g, q6_k_code(src, g));
+// Q6_K and Q3_K passed over several times (prefill), as Q5_0: each call's groups unpacked to
+// bytes once (six instructions per k-group's codes, which an 8-token tile paid again in every
+// tile row): Q6_K 2048x2048 by 256 tokens 5.2 -> 4.0-4.1 ms, Gemma 3's prefill at 512 3-6%
+// faster. Decode batches below four rows of tiles (32 tokens) keep the direct tiles; at 47
+// (Gemma 3 served at 64 in flight) unpacking made the decode step 3% shorter (51.9 / 51.6 ->
+// 50.0 / 50.2 ms).
+template <typename Codes>
+void unpack_k16(const uint8_t* src, uint8_t* dst) {
+  std::memcpy(dst, src, kK16Codes);  // d[16], sc[16][16]
+  for (int g = 0; g < 64; ++g) _mm512_storeu_si512(dst + kK16Codes + 64 * g, Codes::code(src, g));
 }
 
-void packed_gemm_q6_k_fn(const uint8_t* w, size_t group_stride, int64_t n_groups, const void* act, size_t a_stride,
-                         const PackedActInfo* infos, int64_t n_tok, int64_t n, float* y, int64_t ldy, bool one_pass) {
-  if (n_tok < (one_pass ? 4 : 2) * kCQ6K) {
-    return packed_gemm_q6_k(w, group_stride, n_groups, act, a_stride, infos, n_tok, n, y, ldy, one_pass);
+template <typename Codes>
+void packed_gemm_k16_fn(const uint8_t* w, size_t group_stride, int64_t n_groups, const void* act, size_t a_stride,
+                        const PackedActInfo* infos, int64_t n_tok, int64_t n, float* y, int64_t ldy, bool one_pass) {
+  if (n_tok < (one_pass ? 4 : 2) * kCK16) {
+    return packed_gemm_k16<Codes>(w, group_stride, n_groups, act, a_stride, infos, n_tok, n, y, ldy, one_pass);
   }
-  unpacked_gemm<kQ6KBytes, kQ6KUnpackedBytes, kQKK, unpack_q6_k, packed_gemm_q6_k_unpacked, 1>(
-      w, group_stride, n_groups, act, a_stride, infos, n_tok, n, y, ldy);
+  unpacked_gemm<Codes::kBytes, kK16UnpackedBytes, kQKK, unpack_k16<Codes>,
+                packed_gemm_k16<K16ByteCodes<Codes::kOffset>>, 1>(w, group_stride, n_groups, act, a_stride, infos,
+                                                                   n_tok, n, y, ldy);
 }
 
 }  // namespace
@@ -777,7 +821,8 @@ PackedGemmFn packed_gemm_fn(DType weight_type) {
     case DType::kQ8_0: return packed_gemm<PackQ8_0, kC>;
     case DType::kQ4_K: return packed_gemm_q4_k;
     case DType::kQ5_K: return packed_gemm_q5_k_fn;
-    case DType::kQ6_K: return packed_gemm_q6_k_fn;
+    case DType::kQ3_K: return packed_gemm_k16_fn<Q3KCodes>;
+    case DType::kQ6_K: return packed_gemm_k16_fn<Q6KCodes>;
     default: break;
   }
 #endif
