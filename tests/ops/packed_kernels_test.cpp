@@ -25,7 +25,7 @@ using testing::random_floats;
 using testing::random_row;
 
 constexpr DType kPackedTypes[] = {DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1, DType::kQ8_0,
-                                  DType::kQ3_K, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K};
+                                  DType::kQ2_K, DType::kQ3_K, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K};
 
 int64_t block_elements(DType type) { return dtype_traits(type)->block_size; }
 bool is_k_quant(DType type) { return block_elements(type) == 256; }
@@ -68,7 +68,7 @@ TEST(PackedKernels, PackingIsLossless) {
       for (int64_t i = 0; i < n_in; ++i) ASSERT_EQ(fp32_to_bits(got[i]), fp32_to_bits(want[i])) << dtype_name(type);
     }
   }
-  EXPECT_FALSE(has_packed_layout(DType::kQ2_K));
+  EXPECT_FALSE(has_packed_layout(DType::kMXFP4));
 }
 
 // The packed product against the reference dot of the original rows, and each element equal to

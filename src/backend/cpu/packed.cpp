@@ -32,6 +32,10 @@ static_assert(kPackedQ6KBytes == kPackRows * sizeof(BlockQ6_K));
 constexpr size_t kQ3KLow = kHalves + 16 * kPackRows;         // after d, sc (Q6_K's)
 constexpr size_t kQ3KHigh = kQ3KLow + kPackRows * kQKK / 4;   // after low
 constexpr size_t kPackedQ3KBytes = kQ3KHigh + kPackRows * kQKK / 8;
+constexpr size_t kQ2KScales = 2 * kHalves;                   // after d, dmin
+constexpr size_t kQ2KLow = kQ2KScales + 16 * kPackRows;      // after scales
+constexpr size_t kPackedQ2KBytes = kQ2KLow + kPackRows * kQKK / 4;
+static_assert(kPackedQ2KBytes == kPackRows * sizeof(BlockQ2_K));
 
 // Inverse of unpack_q4_k_scales (quant_kernels.h): 8 + 8 six-bit values -> 12 bytes.
 void pack_q4_k_scales(const uint8_t* sc, const uint8_t* mn, uint8_t* packed) {
@@ -63,6 +67,7 @@ size_t packed_block_bytes(DType type) {
     case DType::kQ5_0: return kPackRows * sizeof(BlockQ5_0);
     case DType::kQ5_1: return kPackRows * sizeof(BlockQ5_1);
     case DType::kQ8_0: return kPackRows * sizeof(BlockQ8_0);
+    case DType::kQ2_K: return kPackedQ2KBytes;
     case DType::kQ3_K: return kPackedQ3KBytes;
     case DType::kQ4_K: return kPackedQ4KBytes;
     case DType::kQ5_K: return kPackedQ5KBytes;
@@ -73,7 +78,10 @@ size_t packed_block_bytes(DType type) {
 
 // Elements per block of a type with a packed layout.
 int64_t block_elements(DType type) {
-  return type == DType::kQ3_K || type == DType::kQ4_K || type == DType::kQ5_K || type == DType::kQ6_K ? kQKK : kQK;
+  return type == DType::kQ2_K || type == DType::kQ3_K || type == DType::kQ4_K || type == DType::kQ5_K ||
+                 type == DType::kQ6_K
+             ? kQKK
+             : kQK;
 }
 
 // The stored block's bytes (a packed Q3_K, Q4_K or Q5_K block is larger than 16 stored ones: its
@@ -184,6 +192,29 @@ void move_q3_k(BlockQ3_K& b, uint8_t* pb, int j, bool to_packed) {
   }
 }
 
+// Q2_K (layout in packed.h): d[16], dmin[16], scales[16][16], low[16][64]. Element e's code is
+// bits 2(G / 16).. of low[G % 16][4j + b] (k-group G = e / 4, b = e % 4); in the stored block
+// e = 128h + 32s + l takes it from bits 2s.. of qs[32h + l]. Scale bytes move as they are.
+void move_q2_k(BlockQ2_K& b, uint8_t* pb, int j, bool to_packed) {
+  move_bytes(&b.d, pb + 2 * j, 2, to_packed);
+  move_bytes(&b.dmin, pb + kHalves + 2 * j, 2, to_packed);
+  for (int k = 0; k < 16; ++k) move_bytes(&b.scales[k], pb + kQ2KScales + kPackRows * k + j, 1, to_packed);
+  uint8_t* low = pb + kQ2KLow;
+  for (int e = 0; e < kQKK; ++e) {
+    const int h = e / 128, s = (e % 128) / 32, l = e % 32;
+    uint8_t& qs = b.qs[32 * h + l];
+    const int group = e / 4, pos = e % 4;
+    uint8_t& pl = low[64 * (group % 16) + 4 * j + pos];
+    const int stored_shift = 2 * s, packed_shift = 2 * (group / 16);
+    // Both sides start zeroed (pack_matrix, unpack_row), so each field is or-ed in.
+    if (to_packed) {
+      pl = static_cast<uint8_t>(pl | ((qs >> stored_shift) & 3) << packed_shift);
+    } else {
+      qs = static_cast<uint8_t>(qs | ((pl >> packed_shift) & 3) << stored_shift);
+    }
+  }
+}
+
 // Offsets inside a packed block (layout in packed.h).
 constexpr size_t kMinOffset = kHalves;                      // Q4_1's m[16]
 // Element of a 32-element block that position b of k-group G holds (4-bit and 5-bit codes).
@@ -237,6 +268,7 @@ void move_4_or_5_bit(Block& b, uint8_t* pb, uint8_t* codes, int j, bool to_packe
 void move_block(DType type, uint8_t* block, uint8_t* pb, int j, bool to_packed) {
   uint8_t* codes = pb + codes_offset(type);
   switch (type) {
+    case DType::kQ2_K: return move_q2_k(*reinterpret_cast<BlockQ2_K*>(block), pb, j, to_packed);
     case DType::kQ3_K: return move_q3_k(*reinterpret_cast<BlockQ3_K*>(block), pb, j, to_packed);
     case DType::kQ4_K: return move_q4_k(*reinterpret_cast<BlockQ4_K*>(block), pb, j, to_packed);
     case DType::kQ5_K: return move_q5_k(*reinterpret_cast<BlockQ5_K*>(block), pb, j, to_packed);
@@ -311,7 +343,7 @@ void pack_matrix(DType type, const uint8_t* src, int64_t n_out, int64_t n_in, ui
   const size_t bbytes = stored_block_bytes(type);
   const size_t row_bytes = dtype_row_bytes(type, n_in);
   const int64_t nb = n_in / block_elements(type);
-  // Q5_0, Q3_K and Q6_K or their bits in.
+  // Q5_0 and Q2_K, Q3_K, Q6_K or their bits in.
   std::memset(dst, 0, packed_group_bytes(type, n_in) * static_cast<size_t>(n_out / kPackRows));
   alignas(8) uint8_t block[kMaxStoredBlock];
   for (int64_t g = 0; g < n_out / kPackRows; ++g) {

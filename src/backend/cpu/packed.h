@@ -18,6 +18,7 @@
 //   Q5_K  Q4_K's fields, then high[8][64]                                         2880 bytes
 //   Q6_K  d[16] (half), sc[16][16] (int8), low[32][64], high[16][64]              3360 bytes
 //   Q3_K  d[16] (half), sc[16][16] (int8), low[16][64], high[8][64]               1824 bytes
+//   Q2_K  d[16], dmin[16] (half), scales[16][16] (bytes), low[16][64]             1344 bytes
 //
 // 4-bit codes: byte 4j + b of codes[L] is byte 4L + b of row j's qs, so its low nibble is
 // element 4L + b and its high nibble element 16 + 4L + b ("k-group" L and 4 + L). Q5_0 and
@@ -34,10 +35,12 @@
 // high 2 bits of row j's element 4(H + 16m) + b. Q3_K as Q6_K with 3-bit codes: sc[s][j] is
 // row j's scale of sub-block s less 32 (as used); bits 2m, 2m + 1 of byte 4j + b of low[L] are
 // the low 2 bits of row j's element 4(L + 16m) + b, bit m of byte 4j + b of high[H] its element
-// 4(H + 8m) + b's hmask bit (set: code 4..7, value code - 4). Each packed block of the 32-element formats and
-// of Q6_K is exactly 16 stored blocks' bytes, so such a packed matrix is as large as the original
-// and a decode step reads as many bytes; Q4_K's unpacked scales add 64 bytes per 2304 (2.8%),
-// Q5_K's 64 per 2816 (2.3%), Q3_K's 64 per 1760 (3.6%).
+// 4(H + 8m) + b's hmask bit (set: code 4..7, value code - 4). Q2_K: scales[s][j] is row j's
+// stored byte of sub-block s (scale in the low nibble, min in the high); low as Q3_K's. Each
+// packed block of the 32-element formats and of Q6_K and Q2_K is exactly 16 stored blocks'
+// bytes, so such a packed matrix is as large as the original and a decode step reads as many
+// bytes; Q4_K's unpacked scales add 64 bytes per 2304 (2.8%), Q5_K's 64 per 2816 (2.3%), Q3_K's
+// 64 per 1760 (3.6%).
 #pragma once
 
 #include <cstddef>

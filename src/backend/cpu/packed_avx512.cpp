@@ -377,16 +377,19 @@ void tile_q4_k(const uint8_t* w, size_t group_stride, const uint8_t* a, size_t a
   }
 }
 
-// ---- Q6_K and Q3_K ---------------------------------------------------------------------------------
+// ---- Q6_K, Q3_K and Q2_K -----------------------------------------------------------------------------
 // Per super-block and sub-block s (16 elements, 4 k-groups): the unsigned codes' integer sum with
 // the activations, started at -kOffset * bsums[s] so that it is the sum of (code - kOffset) *
-// activation, times the sub-block's signed scale; then one fma(dy * d, sum, acc), the reference's
-// float operations on the same integer, so results equal ref::vec_dot bit for bit.
+// activation, times the sub-block's scale; Q2_K also sums its mins times bsums[s]. Then one
+// fma(dy * d, sum, acc) (and Q2_K's fma(-(dy * dmin), mins' sum, acc)), the reference's float
+// operations on the same integers, so results equal ref::vec_dot bit for bit.
 // Layouts (packed.h): d[16] (half), sc[16][16] (int8), then Q6_K's low[32][64], high[16][64] or
-// Q3_K's low[16][64], high[8][64].
+// Q3_K's low[16][64], high[8][64]; Q2_K: d[16], dmin[16] (half), scales[16][16] (the stored
+// bytes: scale in the low nibble, min in the high), low[16][64].
 constexpr size_t kK16Sc = 32, kK16Codes = 288;
 constexpr size_t kQ6KLow = kK16Codes, kQ6KHigh = kQ6KLow + 2048, kQ6KBytes = kQ6KHigh + 1024;
 constexpr size_t kQ3KLow = kK16Codes, kQ3KHigh = kQ3KLow + 1024, kQ3KBytes = kQ3KHigh + 512;
+constexpr size_t kQ2KDmin = 32, kQ2KSc = 64, kQ2KCodes = 320, kQ2KBytes = kQ2KCodes + 1024;
 
 // The 16 rows' codes (0..63) of k-group g: its low nibble from low[g % 32], its two high bits
 // moved from bits 2(g / 16).. of high[g % 16] to bits 4..5 (16-bit shifts: what crosses into
@@ -417,28 +420,52 @@ inline __m512i q3_k_code(const uint8_t* pb, int g) {
   return _mm512_and_si512(merged, _mm512_set1_epi8(0x07));
 }
 
-// The layout a prefill call unpacks Q6_K and Q3_K groups into (packed_gemm_k16_fn): d[16] and
-// sc[16][16] as above, then codes[64][64], k-group g's 16 rows' codes as q6_k_code or q3_k_code
-// gives them.
-constexpr size_t kK16UnpackedBytes = kK16Codes + 4096;
+// The 16 rows' codes (0..3) of k-group g: bits 2(g / 16).. of low[g % 16].
+inline __m512i q2_k_code(const uint8_t* pb, int g) {
+  const __m512i lowv = load512(pb + kQ2KCodes + 64 * (g & 15));
+  const int m = g >> 4;
+  return _mm512_and_si512(m == 0 ? lowv : _mm512_srli_epi16(lowv, 2 * m), _mm512_set1_epi8(0x03));
+}
 
-// The formats tile_k16 multiplies: where a block's k-group codes come from, and what the codes
-// are offset by.
-struct Q6KCodes {
+// The formats tile_k16 multiplies: where a block's k-group codes come from (after kHeader bytes
+// of scales), what the codes are offset by, the sub-blocks' scales and (kMins) mins as 16 int32.
+struct SignedScales {
+  static constexpr bool kMins = false;
+  static constexpr size_t kHeader = kK16Codes;
+  static __m512i scale(const uint8_t* pb, int s) {
+    return _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(pb + kK16Sc + 16 * s)));
+  }
+};
+struct Q6KCodes : SignedScales {
   static constexpr size_t kBytes = kQ6KBytes;
   static constexpr int kOffset = 32;
   static __m512i code(const uint8_t* pb, int g) { return q6_k_code(pb, g); }
 };
-struct Q3KCodes {
+struct Q3KCodes : SignedScales {
   static constexpr size_t kBytes = kQ3KBytes;
   static constexpr int kOffset = 4;
   static __m512i code(const uint8_t* pb, int g) { return q3_k_code(pb, g); }
 };
-template <int kOffsetOf>
-struct K16ByteCodes {
-  static constexpr size_t kBytes = kK16UnpackedBytes;
-  static constexpr int kOffset = kOffsetOf;
-  static __m512i code(const uint8_t* pb, int g) { return load512(pb + kK16Codes + 64 * g); }
+struct Q2KCodes {
+  static constexpr bool kMins = true;
+  static constexpr size_t kHeader = kQ2KCodes;
+  static constexpr size_t kBytes = kQ2KBytes;
+  static constexpr int kOffset = 0;
+  static __m512i code(const uint8_t* pb, int g) { return q2_k_code(pb, g); }
+  static __m512i scale_bytes(const uint8_t* pb, int s) {
+    return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(pb + kQ2KSc + 16 * s)));
+  }
+  static __m512i scale(const uint8_t* pb, int s) { return _mm512_and_si512(scale_bytes(pb, s), _mm512_set1_epi32(15)); }
+  static __m512i min(const uint8_t* pb, int s) { return _mm512_srli_epi32(scale_bytes(pb, s), 4); }
+};
+
+// The layout a prefill call unpacks a format's groups into (packed_gemm_k16_fn): its kHeader
+// bytes of scales as above, then codes[64][64], k-group g's 16 rows' codes as Packed::code
+// gives them.
+template <typename Packed>
+struct K16ByteCodes : Packed {
+  static constexpr size_t kBytes = Packed::kHeader + 4096;
+  static __m512i code(const uint8_t* pb, int g) { return load512(pb + Packed::kHeader + 64 * g); }
 };
 
 template <typename Codes, int R, int C>
@@ -455,9 +482,9 @@ void tile_k16(const uint8_t* w, size_t group_stride, const uint8_t* a, size_t a_
     const uint8_t* pb[R];
     for (int r = 0; r < R; ++r) pb[r] = w + r * group_stride + i * kBlock;
     prefetch.next_share(i);
-    __m512i isum[R][C];
+    __m512i isum[R][C], msum[R][C];
     for (int r = 0; r < R; ++r) {
-      for (int c = 0; c < C; ++c) isum[r][c] = _mm512_setzero_si512();
+      for (int c = 0; c < C; ++c) isum[r][c] = msum[r][c] = _mm512_setzero_si512();
     }
     // Unrolled, so that every k-group's shift counts are constants: rolled, GCC computed them
     // and branched on them in the loop; one token by 8192 x 4096 Q3_K 0.58-0.60 -> 0.30 ms,
@@ -483,9 +510,20 @@ void tile_k16(const uint8_t* w, size_t group_stride, const uint8_t* a, size_t a_
         }
       }
       for (int r = 0; r < R; ++r) {
-        const __m512i sc =
-            _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(pb[r] + kK16Sc + 16 * s)));
+        const __m512i sc = Codes::scale(pb[r], s);
         for (int c = 0; c < C; ++c) isum[r][c] = _mm512_add_epi32(isum[r][c], _mm512_mullo_epi32(sub[r][c], sc));
+      }
+    }
+    // The mins' sums after the codes' (their registers free again), two sub-blocks per vpdpwssd:
+    // each row's pair of mins (0..15) as 16-bit halves, by the pair of bsums (adjacent int16s).
+    if constexpr (Codes::kMins) {
+      for (int s = 0; s < 16; s += 2) {
+        for (int r = 0; r < R; ++r) {
+          const __m512i mins = _mm512_or_si512(Codes::min(pb[r], s), _mm512_slli_epi32(Codes::min(pb[r], s + 1), 16));
+          for (int c = 0; c < C; ++c) {
+            msum[r][c] = _mm512_dpwssd_epi32(msum[r][c], mins, _mm512_set1_epi32(load_i32(ab[c]->bsums + s)));
+          }
+        }
       }
     }
     for (int r = 0; r < R; ++r) {
@@ -493,6 +531,13 @@ void tile_k16(const uint8_t* w, size_t group_stride, const uint8_t* a, size_t a_
       for (int c = 0; c < C; ++c) {
         const __m512 dy = _mm512_set1_ps(ab[c]->d);
         acc[r][c] = _mm512_fmadd_ps(_mm512_mul_ps(dy, d), _mm512_cvtepi32_ps(isum[r][c]), acc[r][c]);
+      }
+      if constexpr (Codes::kMins) {
+        const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(pb[r] + kQ2KDmin)));
+        for (int c = 0; c < C; ++c) {
+          const __m512 dy = _mm512_set1_ps(ab[c]->d);
+          acc[r][c] = _mm512_fnmadd_ps(_mm512_mul_ps(dy, dmin), _mm512_cvtepi32_ps(msum[r][c]), acc[r][c]);
+        }
       }
     }
   }
@@ -791,8 +836,8 @@ constexpr PackedGemmFn packed_gemm_k16 =
 // 50.0 / 50.2 ms).
 template <typename Codes>
 void unpack_k16(const uint8_t* src, uint8_t* dst) {
-  std::memcpy(dst, src, kK16Codes);  // d[16], sc[16][16]
-  for (int g = 0; g < 64; ++g) _mm512_storeu_si512(dst + kK16Codes + 64 * g, Codes::code(src, g));
+  std::memcpy(dst, src, Codes::kHeader);  // d[16], (dmin[16],) the scales
+  for (int g = 0; g < 64; ++g) _mm512_storeu_si512(dst + Codes::kHeader + 64 * g, Codes::code(src, g));
 }
 
 template <typename Codes>
@@ -801,9 +846,9 @@ void packed_gemm_k16_fn(const uint8_t* w, size_t group_stride, int64_t n_groups,
   if (n_tok < (one_pass ? 4 : 2) * kCK16) {
     return packed_gemm_k16<Codes>(w, group_stride, n_groups, act, a_stride, infos, n_tok, n, y, ldy, one_pass);
   }
-  unpacked_gemm<Codes::kBytes, kK16UnpackedBytes, kQKK, unpack_k16<Codes>,
-                packed_gemm_k16<K16ByteCodes<Codes::kOffset>>, 1>(w, group_stride, n_groups, act, a_stride, infos,
-                                                                   n_tok, n, y, ldy);
+  unpacked_gemm<Codes::kBytes, K16ByteCodes<Codes>::kBytes, kQKK, unpack_k16<Codes>,
+                packed_gemm_k16<K16ByteCodes<Codes>>, 1>(w, group_stride, n_groups, act, a_stride, infos, n_tok, n, y,
+                                                         ldy);
 }
 
 }  // namespace
@@ -821,6 +866,7 @@ PackedGemmFn packed_gemm_fn(DType weight_type) {
     case DType::kQ8_0: return packed_gemm<PackQ8_0, kC>;
     case DType::kQ4_K: return packed_gemm_q4_k;
     case DType::kQ5_K: return packed_gemm_q5_k_fn;
+    case DType::kQ2_K: return packed_gemm_k16_fn<Q2KCodes>;
     case DType::kQ3_K: return packed_gemm_k16_fn<Q3KCodes>;
     case DType::kQ6_K: return packed_gemm_k16_fn<Q6KCodes>;
     default: break;
