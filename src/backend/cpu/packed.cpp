@@ -77,12 +77,7 @@ size_t packed_block_bytes(DType type) {
 }
 
 // Elements per block of a type with a packed layout.
-int64_t block_elements(DType type) {
-  return type == DType::kQ2_K || type == DType::kQ3_K || type == DType::kQ4_K || type == DType::kQ5_K ||
-                 type == DType::kQ6_K
-             ? kQKK
-             : kQK;
-}
+int64_t block_elements(DType type) { return dtype_traits(type)->block_size; }
 
 // The stored block's bytes (a packed Q3_K, Q4_K or Q5_K block is larger than 16 stored ones: its
 // 6-bit scales are unpacked to bytes).
@@ -92,8 +87,8 @@ size_t stored_block_bytes(DType type) {
   if (type == DType::kQ5_K) return sizeof(BlockQ5_K);
   return packed_block_bytes(type) / kPackRows;
 }
-static_assert(sizeof(BlockQ3_K) <= kMaxStoredBlock && sizeof(BlockQ4_K) <= kMaxStoredBlock && sizeof(BlockQ5_K) <= kMaxStoredBlock &&
-              sizeof(BlockQ8_0) <= kMaxStoredBlock);
+static_assert(sizeof(BlockQ3_K) <= kMaxStoredBlock && sizeof(BlockQ4_K) <= kMaxStoredBlock &&
+              sizeof(BlockQ5_K) <= kMaxStoredBlock && sizeof(BlockQ8_0) <= kMaxStoredBlock);
 
 // n bytes between a stored block's field and its place in a packed block, in the direction
 // to_packed picks, so packing and unpacking cannot disagree about the layout.
