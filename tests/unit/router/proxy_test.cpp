@@ -11,6 +11,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "router/router.h"
 #include "server/http_client.h"
@@ -20,11 +21,13 @@ namespace {
 
 using namespace std::chrono_literals;
 
-// Answers GET /health and /metrics with 200; a POST gets respond(request) written as is, then
-// the connection closes ("" closes it without a byte, as a killed process does).
+// Answers GET /health and /metrics with 200 (/metrics with metrics() where given); a POST gets
+// respond(request) written as is, then the connection closes ("" closes it without a byte, as a
+// killed process does).
 class FakeReplica {
  public:
-  explicit FakeReplica(std::function<std::string()> respond) : respond_(std::move(respond)) {
+  explicit FakeReplica(std::function<std::string()> respond, std::function<std::string()> metrics = {})
+      : respond_(std::move(respond)), metrics_(std::move(metrics)) {
     fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
@@ -61,7 +64,11 @@ class FakeReplica {
         head_end = in.find("\r\n\r\n");
       }
       std::string out;
-      if (in.rfind("GET ", 0) == 0) {
+      if (in.rfind("GET /metrics", 0) == 0 && metrics_) {
+        const std::string body = metrics_();
+        out = "HTTP/1.1 200 OK\r\nContent-Length: " + std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" +
+              body;
+      } else if (in.rfind("GET ", 0) == 0) {
         out = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok";
       } else {
         posts_.fetch_add(1);
@@ -73,6 +80,7 @@ class FakeReplica {
   }
 
   std::function<std::string()> respond_;
+  std::function<std::string()> metrics_;
   int fd_ = -1;
   uint16_t port_ = 0;
   std::atomic<bool> stop_{false};
@@ -242,6 +250,36 @@ TEST(ReplicaPool, PendingPrefillLastsUntilTheFirstByteOrTheEnd) {
   pool.release(*again);
   EXPECT_DOUBLE_EQ(pool.snapshot()[0].pending_prefill_tokens, 0.0);
   EXPECT_EQ(pool.snapshot()[0].in_flight, 0);
+}
+
+// A replica's scrape counts the router's own requests too: once they end, the scrape must not
+// keep the replica looking busy (least-load had sent requests to the busier replica that way),
+// while requests the scrape shows beyond the router's own (another router's) still count.
+TEST(ReplicaPool, AScrapeOfTheRoutersOwnRequestsDoesNotOutliveThem) {
+  std::atomic<int> a_running{3}, b_running{1};
+  auto metrics_of = [](std::atomic<int>& running) {
+    return [&running] { return "deepinfer:num_requests_running " + std::to_string(running.load()) + "\n"; };
+  };
+  FakeReplica a([] { return json_answer("{}"); }, metrics_of(a_running));
+  FakeReplica b([] { return json_answer("{}"); }, metrics_of(b_running));
+  ReplicaPool pool({*server::parse_http_url(a.url()), *server::parse_http_url(b.url())}, {a.url(), b.url()}, {});
+  pool.check_all();
+  std::vector<ReplicaPool::Lease> on_a;
+  for (int i = 0; i < 3; ++i) on_a.push_back(*pool.acquire(Policy::kLeastLoad, {}, {}, {1}));
+  auto on_b = pool.acquire(Policy::kLeastLoad, {}, {}, {0});
+  ASSERT_TRUE(on_b);
+  pool.check_all();  // a reports the router's 3, b its 1
+  for (auto& lease : on_a) pool.release(lease);
+  // a has drained; its last scrape still says 3.
+  auto next = pool.acquire(Policy::kLeastLoad, {}, {}, {});
+  ASSERT_TRUE(next);
+  EXPECT_EQ(next->index, 0u) << "a holds nothing now, b one request";
+  // Four requests on a that this router did not send: a is the busier one (1 + 4 against 1).
+  a_running = 5;
+  pool.check_all();
+  auto after = pool.acquire(Policy::kLeastLoad, {}, {}, {});
+  ASSERT_TRUE(after);
+  EXPECT_EQ(after->index, 1u);
 }
 
 TEST(ReplicaPool, ConversationFollowsItsReplica) {
