@@ -19,6 +19,9 @@ prefix hit rate (the replicas' own prefix_cache_hits / queries), each replica's 
 requests and its largest queue (num_requests_waiting, sampled every 0.2 s).
 
     python3 bench/router_policies.py --trace PATH/mooncake_conversation_trace.jsonl
+
+The replicas' and routers' logs go to a temporary directory that is removed at the end;
+ROUTER_BENCH_KEEP_LOGS=DIR writes them to DIR instead (to read a run's ejections or errors).
 """
 
 import argparse

@@ -178,6 +178,18 @@ void move_q6_k(BlockQ6_K& b, uint8_t* pb, int j, bool to_packed) {
   }
 }
 
+// low[16][64] of Q3_K and Q2_K from a row's codes as bytes (their low 2 bits): bits 2m.. of
+// byte 4j + pos of low[group] are element 4(group + 16m) + pos's.
+void pack_2bit_low(const uint8_t* q, uint8_t* low, int j) {
+  for (int group = 0; group < 16; ++group) {
+    for (int pos = 0; pos < 4; ++pos) {
+      int bits = 0;
+      for (int m = 0; m < 4; ++m) bits |= (q[4 * (group + 16 * m) + pos] & 3) << (2 * m);
+      low[64 * group + 4 * j + pos] = static_cast<uint8_t>(bits);
+    }
+  }
+}
+
 // Q3_K (layout in packed.h): d[16], sc[16][16], low[16][64], high[8][64]. Element e of the
 // super-block is k-group G = e / 4, position b = e % 4: its low 2 bits are bits 2(G / 16).. of
 // low[G % 16][4j + b], its hmask bit is bit G / 8 of high[G % 8][4j + b]. In the stored block
@@ -196,13 +208,7 @@ void pack_q3_k_codes(const BlockQ3_K& b, uint8_t* low, uint8_t* high, int j) {
       }
     }
   }
-  for (int group = 0; group < 16; ++group) {
-    for (int pos = 0; pos < 4; ++pos) {
-      int bits = 0;
-      for (int m = 0; m < 4; ++m) bits |= (q[4 * (group + 16 * m) + pos] & 3) << (2 * m);
-      low[64 * group + 4 * j + pos] = static_cast<uint8_t>(bits);
-    }
-  }
+  pack_2bit_low(q, low, j);
   for (int group = 0; group < 8; ++group) {
     for (int pos = 0; pos < 4; ++pos) {
       int bits = 0;
@@ -249,14 +255,7 @@ void move_q2_k(BlockQ2_K& b, uint8_t* pb, int j, bool to_packed) {
         }
       }
     }
-    for (int group = 0; group < 16; ++group) {
-      for (int pos = 0; pos < 4; ++pos) {
-        int bits = 0;
-        for (int m = 0; m < 4; ++m) bits |= q[4 * (group + 16 * m) + pos] << (2 * m);
-        low[64 * group + 4 * j + pos] = static_cast<uint8_t>(bits);
-      }
-    }
-    return;
+    return pack_2bit_low(q, low, j);
   }
   // Unpacking (a row lookup): the stored block starts zeroed (unpack_row), so each field is or-ed in.
   for (int e = 0; e < kQKK; ++e) {

@@ -428,7 +428,8 @@ inline __m512i q2_k_code(const uint8_t* pb, int g) {
 }
 
 // The formats tile_k16 multiplies: where a block's k-group codes come from (after kHeader bytes
-// of scales), what the codes are offset by, the sub-blocks' scales and (kMins) mins as 16 int32.
+// of scales), what the codes are offset by, the sub-blocks' scales and (kMins) mins as 16 int32
+// with the dmin[16] halves at kDminAt.
 struct SignedScales {
   static constexpr bool kMins = false;
   static constexpr size_t kHeader = kK16Codes;
@@ -448,6 +449,7 @@ struct Q3KCodes : SignedScales {
 };
 struct Q2KCodes {
   static constexpr bool kMins = true;
+  static constexpr size_t kDminAt = kQ2KDmin;
   static constexpr size_t kHeader = kQ2KCodes;
   static constexpr size_t kBytes = kQ2KBytes;
   static constexpr int kOffset = 0;
@@ -533,7 +535,7 @@ void tile_k16(const uint8_t* w, size_t group_stride, const uint8_t* a, size_t a_
         acc[r][c] = _mm512_fmadd_ps(_mm512_mul_ps(dy, d), _mm512_cvtepi32_ps(isum[r][c]), acc[r][c]);
       }
       if constexpr (Codes::kMins) {
-        const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(pb[r] + kQ2KDmin)));
+        const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(pb[r] + Codes::kDminAt)));
         for (int c = 0; c < C; ++c) {
           const __m512 dy = _mm512_set1_ps(ab[c]->d);
           acc[r][c] = _mm512_fnmadd_ps(_mm512_mul_ps(dy, dmin), _mm512_cvtepi32_ps(msum[r][c]), acc[r][c]);
@@ -818,8 +820,8 @@ void packed_gemm_q5_k_fn(const uint8_t* w, size_t group_stride, int64_t n_groups
       w, group_stride, n_groups, act, a_stride, infos, n_tok, n, y, ldy);
 }
 
-// Q6_K and Q3_K: one group by eight tokens. Their codes cost six instructions to unpack (two
-// loads, two shifts, a merge and a mask), which eight tokens share: Q6_K's 1 x 8 ran 1.5-2x faster
+// Q6_K, Q3_K and Q2_K: one group by eight tokens. Q6_K's and Q3_K's codes cost six instructions
+// to unpack (two loads, two shifts, a merge and a mask), which eight tokens share: Q6_K's 1 x 8 ran 1.5-2x faster
 // than 1 x 4 on Zen 4 (2048 x 2048 by 256 tokens); Q4_K, whose codes cost two, gained nothing
 // from it.
 constexpr int kCK16 = 8;
@@ -828,7 +830,7 @@ constexpr PackedGemmFn packed_gemm_k16 =
     packed_gemm_tiles<tile_k16<Codes, 1, kCK16>, tile_k16<Codes, 1, kCK16>, tile_k16<Codes, 1, 4>,
                       tile_k16<Codes, 1, 4>, tile_k16<Codes, 1, 1>, 1, kCK16, kQKK>;
 
-// Q6_K and Q3_K passed over several times (prefill), as Q5_0: each call's groups unpacked to
+// Q6_K, Q3_K and Q2_K passed over several times (prefill), as Q5_0: each call's groups unpacked to
 // bytes once (six instructions per k-group's codes, which an 8-token tile paid again in every
 // tile row): Q6_K 2048x2048 by 256 tokens 5.2 -> 4.0-4.1 ms, Gemma 3's prefill at 512 3-6%
 // faster. Decode batches below four rows of tiles (32 tokens) keep the direct tiles; at 47
