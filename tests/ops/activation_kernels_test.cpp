@@ -60,6 +60,13 @@ TEST(OpKernels, GatedActivationsOfEveryTierMatchTheFormulas) {
     check(avx512::gelu_tanh_mul_fn(), gelu_ref, gelu_arg, "avx512 gelu");
     checked += 2;
   }
+  if (cpu_has(Isa::kAvx2)) {
+    ASSERT_NE(avx2::silu_mul_fn(), nullptr);
+    ASSERT_NE(avx2::gelu_tanh_mul_fn(), nullptr);
+    check(avx2::silu_mul_fn(), silu_ref, silu_arg, "avx2 silu");
+    check(avx2::gelu_tanh_mul_fn(), gelu_ref, gelu_arg, "avx2 gelu");
+    checked += 2;
+  }
   // The dispatched public ops, whatever tier they run on.
   check(silu_mul, silu_ref, silu_arg, "silu_mul");
   check(gelu_tanh_mul, gelu_ref, gelu_arg, "gelu_tanh_mul");

@@ -71,15 +71,32 @@ TEST(PackedKernels, PackingIsLossless) {
   EXPECT_FALSE(has_packed_layout(DType::kMXFP4));
 }
 
+// The packed products of one instruction-set tier, by name.
+struct Tier {
+  Isa isa;
+  PackedGemmFn (*gemm_fn)(DType);
+  PackedActInfoFn (*info_fn)(DType);
+};
+constexpr Tier kTiers[] = {{Isa::kAvx512, avx512::packed_gemm_fn, avx512::packed_act_info_fn},
+                           {Isa::kAvx2, avx2::packed_gemm_fn, avx2::packed_act_info_fn}};
+
+bool runs_here(const Tier& tier) { return tier.gemm_fn(DType::kQ4_0) != nullptr && cpu_has(tier.isa); }
+
+class PackedTier : public ::testing::TestWithParam<Tier> {
+ protected:
+  void SetUp() override {
+    if (!runs_here(GetParam())) {
+      GTEST_SKIP() << "no " << isa_name(GetParam().isa) << " on this CPU (or compiler): its packed kernels do not run here";
+    }
+  }
+};
+
 // The packed product against the reference dot of the original rows, and each element equal to
 // its value computed alone (one group, one token) bit for bit.
-TEST(PackedKernels, ProductMatchesTheReferenceAndIsTileInvariant) {
-  if (avx512::packed_gemm_fn(DType::kQ4_0) == nullptr || !cpu_has(Isa::kAvx512)) {
-    GTEST_SKIP() << "no AVX-512 VNNI on this CPU (or compiler): the packed kernels do not run here";
-  }
+TEST_P(PackedTier, ProductMatchesTheReferenceAndIsTileInvariant) {
   std::mt19937 rng(11);
   for (DType type : kPackedTypes) {
-    const PackedGemmFn gemm = avx512::packed_gemm_fn(type);
+    const PackedGemmFn gemm = GetParam().gemm_fn(type);
     ASSERT_NE(gemm, nullptr) << dtype_name(type);
     const DType act_type = vec_dot_type(type);
     // {groups, tokens, blocks}: tile remainders in both directions, one block, odd counts.
@@ -121,7 +138,7 @@ TEST(PackedKernels, ProductMatchesTheReferenceAndIsTileInvariant) {
       const int64_t ldy = rows + 3;
       std::vector<float> y(toks * ldy, -1.0f), alone(kPackRows);
       // The infos are worked out once for every token; each one-token call below gets its row's.
-      const PackedActInfoFn info_fn = avx512::packed_act_info_fn(type);
+      const PackedActInfoFn info_fn = GetParam().info_fn(type);
       ASSERT_EQ(info_fn == nullptr, is_k_quant(type)) << dtype_name(type);
       const int64_t infos_per_row = n / kPackedActBlock;
       std::vector<PackedActInfo> infos(static_cast<size_t>(toks * infos_per_row));
@@ -159,6 +176,43 @@ TEST(PackedKernels, ProductMatchesTheReferenceAndIsTileInvariant) {
           }
           for (int64_t r = rows; r < ldy; ++r) EXPECT_EQ(y[t * ldy + r], -1.0f) << "padding written";
         }
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Tiers, PackedTier, ::testing::ValuesIn(kTiers),
+                         [](const ::testing::TestParamInfo<Tier>& info) { return std::string(isa_name(info.param.isa)); });
+
+// Where both tiers run (an AVX-512 VNNI CPU), the AVX2 tiles give the AVX-512 tiles' bits: the
+// same integer sums and the same float operations per lane, in every tile shape.
+TEST(PackedKernels, TheAvx2TilesGiveTheAvx512Bits) {
+  if (!runs_here(kTiers[0]) || !runs_here(kTiers[1])) {
+    GTEST_SKIP() << "needs both AVX-512 VNNI and AVX2 on this CPU";
+  }
+  std::mt19937 rng(5);
+  for (DType type : kPackedTypes) {
+    const DType act_type = vec_dot_type(type);
+    const int64_t groups = 3, toks = 41, n = 4 * block_elements(type), rows = groups * kPackRows;
+    const std::vector<uint8_t> w = random_matrix(type, rows, n, rng);
+    const std::vector<uint8_t> p = packed_copy(type, w, rows, n);
+    const size_t a_row = dtype_row_bytes(act_type, n);
+    std::vector<uint8_t> a(a_row * toks);
+    for (int64_t t = 0; t < toks; ++t) {
+      const std::vector<float> x = random_floats(n, rng, 2.0f);
+      ref::quantize_row(act_type, x.data(), a.data() + t * a_row, n);
+    }
+    std::vector<PackedActInfo> infos(static_cast<size_t>(toks * (n / kPackedActBlock)));
+    std::vector<float> y512(toks * rows), y2(toks * rows);
+    for (const bool one_pass : {false, true}) {
+      for (auto [tier, y] : {std::pair{kTiers[0], &y512}, std::pair{kTiers[1], &y2}}) {
+        const PackedActInfoFn info_fn = tier.info_fn(type);
+        if (info_fn != nullptr) info_fn(a.data(), a_row, toks, n, infos.data());
+        tier.gemm_fn(type)(p.data(), packed_group_bytes(type, n), groups, a.data(), a_row,
+                           info_fn != nullptr ? infos.data() : nullptr, toks, n, y->data(), rows, one_pass);
+      }
+      for (size_t e = 0; e < y2.size(); ++e) {
+        ASSERT_EQ(fp32_to_bits(y2[e]), fp32_to_bits(y512[e])) << dtype_name(type) << " element " << e;
       }
     }
   }

@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <numeric>
 #include <type_traits>
 #include <vector>
 
+#include "backend/cpu/exp_avx2.h"
 #include "backend/cpu/exp_avx512.h"
 #include "backend/cpu/quant_kernels.h"
 #include "backend/cpu/vec_f32.h"
@@ -22,6 +24,10 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
+#elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+// A build for a CPU without AVX-512 (-march=native there): the same tile kernels on 8 lanes.
+#define DI_ATTENTION_AVX2 1
+#include <immintrin.h>
 #endif
 
 namespace deepinfer::cpu {
@@ -72,6 +78,12 @@ inline void merge_state(HeadState& total, const HeadState& seg, int64_t d) {
   for (; i + 16 <= d; i += 16) {
     const __m512 earlier = _mm512_mul_ps(_mm512_loadu_ps(total.acc + i), va);
     _mm512_storeu_ps(total.acc + i, _mm512_fmadd_ps(_mm512_loadu_ps(seg.acc + i), vb, earlier));
+  }
+#elif defined(DI_ATTENTION_AVX2)
+  const __m256 va = _mm256_set1_ps(a), vb = _mm256_set1_ps(b);
+  for (; i + 8 <= d; i += 8) {
+    const __m256 earlier = _mm256_mul_ps(_mm256_loadu_ps(total.acc + i), va);
+    _mm256_storeu_ps(total.acc + i, _mm256_fmadd_ps(_mm256_loadu_ps(seg.acc + i), vb, earlier));
   }
 #endif
   for (; i < d; ++i) total.acc[i] = std::fma(seg.acc[i], b, total.acc[i] * a);
@@ -299,6 +311,191 @@ inline void accumulate_values(float* acc, const float* p, const T* v, const int6
 }
 #endif
 
+#if defined(DI_ATTENTION_AVX2)
+// The AVX2 forms of the tile kernels (a build for a CPU without AVX-512): 8 lanes per vector,
+// a chunk of up to 16 keys as two vectors. Per key and row the same arithmetic as above: a
+// score is score_scalar's two FMA chains, a value sum goes in j order, so scores and values
+// have the scalar path's bits. Partial vectors: float32 through lane masks, float16 (which
+// has no masked 16-bit load) through a zero-padded copy.
+inline __m256i lanes_below(int64_t n) {
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+inline __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
+inline __m256 load8(const uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+// The first n (1..8) elements of p, zeros after; mask = lanes_below(n).
+inline __m256 load8(const float* p, int64_t n, __m256i mask) { return n >= 8 ? load8(p) : _mm256_maskload_ps(p, mask); }
+inline __m256 load8(const uint16_t* p, int64_t n, __m256i) {
+  if (n >= 8) return load8(p);
+  alignas(16) uint16_t padded[8] = {};
+  std::memcpy(padded, p, static_cast<size_t>(n) * sizeof(uint16_t));
+  return _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(padded)));
+}
+
+inline float hmax8(__m256 v) {
+  __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+  return _mm_cvtss_f32(_mm_max_ss(m, _mm_movehdup_ps(m)));
+}
+inline float hsum8(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
+}
+
+// Scores of R query rows against one chunk (up to 16 keys: lanes 0..7, and 8..15 where kTwo),
+// row r's to s + r * kTile + chunk.j. Even and odd dimensions in two FMA chains per lane.
+template <int R, bool kTwo, typename T>
+inline void score_chunk(const float* const* q, int64_t d, const T* k, int64_t block_size, const KeyChunk& ch,
+                        float* s, LinePrefetcher& prefetch) {
+  const int64_t n_lo = std::min<int64_t>(ch.n, 8), n_hi = ch.n - 8;
+  const __m256i m_lo = lanes_below(n_lo), m_hi = lanes_below(n_hi);
+  const T* kp = k + ch.k;
+  __m256 e_lo[R], o_lo[R], e_hi[R], o_hi[R];
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r) e_lo[r] = o_lo[r] = e_hi[r] = o_hi[r] = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 1 < d; i += 2) {
+    prefetch.issue(1);
+    const __m256 a0 = load8(kp + i * block_size, n_lo, m_lo), a1 = load8(kp + (i + 1) * block_size, n_lo, m_lo);
+    __m256 b0, b1;
+    if constexpr (kTwo) {
+      b0 = load8(kp + i * block_size + 8, n_hi, m_hi);
+      b1 = load8(kp + (i + 1) * block_size + 8, n_hi, m_hi);
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
+      const __m256 q0 = _mm256_set1_ps(q[r][i]), q1 = _mm256_set1_ps(q[r][i + 1]);
+      e_lo[r] = _mm256_fmadd_ps(q0, a0, e_lo[r]);
+      o_lo[r] = _mm256_fmadd_ps(q1, a1, o_lo[r]);
+      if constexpr (kTwo) {
+        e_hi[r] = _mm256_fmadd_ps(q0, b0, e_hi[r]);
+        o_hi[r] = _mm256_fmadd_ps(q1, b1, o_hi[r]);
+      }
+    }
+  }
+  if (i < d) {  // odd head_dim: the last dimension is even
+    const __m256 a0 = load8(kp + i * block_size, n_lo, m_lo);
+    __m256 b0;
+    if constexpr (kTwo) b0 = load8(kp + i * block_size + 8, n_hi, m_hi);
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
+      const __m256 q0 = _mm256_set1_ps(q[r][i]);
+      e_lo[r] = _mm256_fmadd_ps(q0, a0, e_lo[r]);
+      if constexpr (kTwo) e_hi[r] = _mm256_fmadd_ps(q0, b0, e_hi[r]);
+    }
+  }
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r) {
+    float* sr = s + r * kTile + ch.j;
+    _mm256_maskstore_ps(sr, m_lo, _mm256_add_ps(e_lo[r], o_lo[r]));
+    if constexpr (kTwo) _mm256_maskstore_ps(sr + 8, m_hi, _mm256_add_ps(e_hi[r], o_hi[r]));
+  }
+}
+
+// Rows per register block of the AVX2 kernels: 2 rows of scores keep 8 accumulators, the four
+// key vectors of a dimension pair and two broadcasts in the 16 registers; 3 rows of values
+// keep 12 accumulators (3 x 32 columns).
+constexpr int kScoreRows = 2, kValueRows = 3;
+
+template <typename T>
+inline void score_tile(const float* const* q, int64_t n_rows, int64_t d, const T* k, int64_t block_size,
+                       const KeyChunk* chunks, int64_t n_chunks, float* s, LinePrefetcher& prefetch) {
+  for (int64_t r0 = 0; r0 < n_rows; r0 += kScoreRows) {
+    const bool pair = n_rows - r0 >= 2;
+    for (int64_t c = 0; c < n_chunks; ++c) {
+      const bool two = chunks[c].n > 8;
+      const float* const* qr = q + r0;
+      float* sr = s + r0 * kTile;
+      if (pair) {
+        two ? score_chunk<2, true>(qr, d, k, block_size, chunks[c], sr, prefetch)
+            : score_chunk<2, false>(qr, d, k, block_size, chunks[c], sr, prefetch);
+      } else {
+        two ? score_chunk<1, true>(qr, d, k, block_size, chunks[c], sr, prefetch)
+            : score_chunk<1, false>(qr, d, k, block_size, chunks[c], sr, prefetch);
+      }
+    }
+  }
+}
+
+// The online softmax step of R rows (as softmax_rows above: fixed-shape reductions, masked
+// lanes -inf for the max and 0 for the sum).
+template <int R>
+inline void softmax_rows(float* s, int64_t n, float scale, int64_t d, HeadState* hs) {
+  constexpr int kVecs = kTile / 8;
+  __m256i mask[kVecs];
+  for (int c = 0; c < kVecs; ++c) mask[c] = lanes_below(n - 8 * c);
+  const __m256 vscale = _mm256_set1_ps(scale);
+  const __m256 neg_inf = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
+  __m256 v[R][kVecs];
+  float m[R], rescale[R], sum[R];
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r) {
+    __m256 vmax = neg_inf;
+    for (int c = 0; c < kVecs; ++c) {
+      v[r][c] = _mm256_mul_ps(_mm256_maskload_ps(s + r * kTile + 8 * c, mask[c]), vscale);
+      vmax = _mm256_max_ps(vmax, _mm256_blendv_ps(neg_inf, v[r][c], _mm256_castsi256_ps(mask[c])));
+    }
+    m[r] = std::max(hs[r].m, hmax8(vmax));
+  }
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r) {
+    rescale[r] = m[r] == hs[r].m ? 1.0f : std::exp(hs[r].m - m[r]);
+    const __m256 vm = _mm256_set1_ps(m[r]);
+    __m256 vsum = _mm256_setzero_ps();
+    for (int c = 0; c < kVecs; ++c) {
+      const __m256 p = avx2::exp_ps(_mm256_sub_ps(v[r][c], vm));
+      _mm256_maskstore_ps(s + r * kTile + 8 * c, mask[c], p);
+      vsum = _mm256_add_ps(vsum, _mm256_and_ps(p, _mm256_castsi256_ps(mask[c])));
+    }
+    sum[r] = hsum8(vsum);
+  }
+  for (int r = 0; r < R; ++r) {
+    hs[r].l = std::fma(hs[r].l, rescale[r], sum[r]);
+    hs[r].m = m[r];
+    if (rescale[r] != 1.0f) {
+      const __m256 vr = _mm256_set1_ps(rescale[r]);
+      int64_t i = 0;
+      for (; i + 8 <= d; i += 8) _mm256_storeu_ps(hs[r].acc + i, _mm256_mul_ps(_mm256_loadu_ps(hs[r].acc + i), vr));
+      for (; i < d; ++i) hs[r].acc[i] *= rescale[r];
+    }
+  }
+}
+
+inline void softmax_tile(float* s, int64_t n, int64_t n_rows, float scale, int64_t d, ExpFn, HeadState* hs) {
+  int64_t x = 0;
+  for (; x + 2 <= n_rows; x += 2) softmax_rows<2>(s + x * kTile, n, scale, d, hs + x);
+  if (x < n_rows) softmax_rows<1>(s + x * kTile, n, scale, d, hs + x);
+}
+
+// heads[r].acc += sum over j < n of scores[r * kTile + j] * v(rows[j]) for R rows, head_dim a
+// multiple of 32, in slabs of 32 columns: each value row's slab loaded (and widened) once for
+// the R rows, R x 4 accumulators in registers through the keys; every element in j order.
+template <int R, typename T>
+inline void accumulate_values_run(HeadState* heads, const float* scores, const T* v, const int64_t* rows, int64_t n,
+                                  int64_t d, LinePrefetcher& prefetch) {
+  for (int64_t col = 0; col < d; col += 32) {
+    __m256 a[R][4];
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
+      for (int c = 0; c < 4; ++c) a[r][c] = _mm256_loadu_ps(heads[r].acc + col + 8 * c);
+    }
+    for (int64_t j = 0; j < n; ++j) {
+      prefetch.issue(1);
+#pragma GCC unroll 4
+      for (int c = 0; c < 4; ++c) {
+        const __m256 vj = load8(v + rows[j] + col + 8 * c);
+#pragma GCC unroll 4
+        for (int r = 0; r < R; ++r) a[r][c] = _mm256_fmadd_ps(_mm256_set1_ps(scores[r * kTile + j]), vj, a[r][c]);
+      }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
+      for (int c = 0; c < 4; ++c) _mm256_storeu_ps(heads[r].acc + col + 8 * c, a[r][c]);
+    }
+  }
+}
+#endif
+
 // One tile's step of the online softmax for one head: s[0..n) (n <= kTile) are the raw scores
 // q.k; they become the tile's probabilities exp(scale * s - m) against the new running max m, and
 // the head's sum and output are rescaled to that max. The tile's max and sum are vector
@@ -367,7 +564,7 @@ inline void softmax_tile(float* s, int64_t n, int64_t n_rows, float scale, int64
     }
   }
 }
-#else
+#elif !defined(DI_ATTENTION_AVX2)
 inline void softmax_row(float* s, int64_t n, float scale, int64_t d, ExpFn exp_tile, HeadState& hs) {
   float tile_max = -std::numeric_limits<float>::infinity();
   for (int64_t j = 0; j < n; ++j) {
@@ -397,6 +594,8 @@ inline void widen_row(const uint16_t* v, int64_t d, float* dst) {
   int64_t i = 0;
 #if defined(DI_ATTENTION_AVX512)
   for (; i + 16 <= d; i += 16) _mm512_storeu_ps(dst + i, load16(v + i));
+#elif defined(DI_ATTENTION_AVX2)
+  for (; i + 8 <= d; i += 8) _mm256_storeu_ps(dst + i, load8(v + i));
 #endif
   for (; i < d; ++i) dst[i] = fp16_to_fp32(v[i]);
 }
@@ -439,6 +638,16 @@ inline void values_tile(HeadState* heads, const float* p, const T* v, const int6
     for (int64_t x = 0; x < n_rows; ++x) accumulate_values(heads[x].acc, p + x * kTile, v, rows, n, d, prefetch);
     return;
   }
+#elif defined(DI_ATTENTION_AVX2)
+  if (d % 32 == 0) {
+    int64_t x = 0;
+    for (; x + kValueRows <= n_rows; x += kValueRows) {
+      accumulate_values_run<kValueRows>(heads + x, p + x * kTile, v, rows, n, d, prefetch);
+    }
+    if (n_rows - x == 2) accumulate_values_run<2>(heads + x, p + x * kTile, v, rows, n, d, prefetch);
+    if (n_rows - x == 1) accumulate_values_run<1>(heads + x, p + x * kTile, v, rows, n, d, prefetch);
+    return;
+  }
 #endif
   (void)prefetch;
   for (int64_t j = 0; j < n; ++j) {
@@ -456,6 +665,13 @@ inline void widen_chunk(const uint16_t* k, int64_t block_size, int64_t n, int64_
   for (int64_t i = 0; i < d; ++i) {
     if (i % 4 == 0) prefetch.issue(1);
     _mm512_mask_storeu_ps(dst + i * dst_stride, mask, load16(k + i * block_size, mask));
+  }
+#elif defined(DI_ATTENTION_AVX2)
+  const __m256i lo = lanes_below(n), hi = lanes_below(n - 8);
+  for (int64_t i = 0; i < d; ++i) {
+    if (i % 4 == 0) prefetch.issue(1);
+    _mm256_maskstore_ps(dst + i * dst_stride, lo, load8(k + i * block_size, std::min<int64_t>(n, 8), lo));
+    if (n > 8) _mm256_maskstore_ps(dst + i * dst_stride + 8, hi, load8(k + i * block_size + 8, n - 8, hi));
   }
 #else
   (void)prefetch;
@@ -616,7 +832,7 @@ void attend_items(const AttentionShape& shape, const float* q, std::span<const i
           // Rows x0 <= x < x1 against keys [k0, k0 + nk) of the tile.
           auto rows_pass = [&](int64_t x0, int64_t x1, int64_t k0, int64_t nk) {
             float* sx = scores + x0 * kTile;
-  #if defined(DI_ATTENTION_AVX512)
+  #if defined(DI_ATTENTION_AVX512) || defined(DI_ATTENTION_AVX2)
             score_tile(q_rows.data() + x0, x1 - x0, d, kp, bs, ch, nch, sx, prefetch);
   #else
             for (int64_t x = x0; x < x1; ++x) {

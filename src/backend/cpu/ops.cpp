@@ -28,7 +28,7 @@ constexpr int64_t kGemmTokens = 64;
 // call's.
 constexpr int64_t kPackedGemmRows = 16 * kPackRows;
 
-// Vector gated activations and soft cap where the kernel tier in use is AVX-512; null: the
+// Vector gated activations and soft cap of the kernel tier in use (AVX-512 or AVX2); null: the
 // scalar loops below.
 struct VectorKernels {
   GatedFn silu = nullptr;
@@ -43,6 +43,10 @@ const VectorKernels& vector_kernels() {
       v.silu = avx512::silu_mul_fn();
       v.gelu = avx512::gelu_tanh_mul_fn();
       v.soft_cap = avx512::soft_cap_fn();
+    } else if (std::string_view(kernel_isa()) == "avx2") {
+      v.silu = avx2::silu_mul_fn();
+      v.gelu = avx2::gelu_tanh_mul_fn();
+      v.soft_cap = avx2::soft_cap_fn();
     }
     return v;
   }();

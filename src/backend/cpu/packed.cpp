@@ -360,12 +360,16 @@ void move_block(DType type, uint8_t* block, uint8_t* pb, int j, bool to_packed) 
 PackedGemmFn packed_gemm_fn(DType weight_type) {
   // The tier of quant.h's table (DEEPINFER_ISA caps it), so packed and unpacked products are
   // never mixed tiers within a process.
-  static const bool use512 = std::string_view(kernel_isa()) == "avx512";
-  return use512 ? avx512::packed_gemm_fn(weight_type) : nullptr;
+  static const std::string_view isa = kernel_isa();
+  if (isa == "avx512") return avx512::packed_gemm_fn(weight_type);
+  if (isa == "avx2") return avx2::packed_gemm_fn(weight_type);
+  return nullptr;
 }
 
 PackedActInfoFn packed_act_info_fn(DType weight_type) {
-  return packed_gemm_fn(weight_type) != nullptr ? avx512::packed_act_info_fn(weight_type) : nullptr;
+  if (packed_gemm_fn(weight_type) == nullptr) return nullptr;
+  static const bool use512 = std::string_view(kernel_isa()) == "avx512";
+  return use512 ? avx512::packed_act_info_fn(weight_type) : avx2::packed_act_info_fn(weight_type);
 }
 
 bool weight_prefetch() {

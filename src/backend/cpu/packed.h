@@ -1,6 +1,7 @@
-// Weight matrices regrouped for the AVX-512 VNNI matrix products ("packed"): the blocks of 16
-// consecutive rows are interleaved so that one vpdpbusd multiplies 4 elements of each of the 16
-// rows with the same 4 activation bytes, and its 16 int32 lanes are the 16 rows' partial sums.
+// Weight matrices regrouped for the matrix products of the AVX-512 VNNI and AVX2 tiers
+// ("packed"): the blocks of 16 consecutive rows are interleaved so that one vpdpbusd multiplies
+// 4 elements of each of the 16 rows with the same 4 activation bytes, and its 16 int32 lanes are
+// the 16 rows' partial sums (on AVX2, vpmaddubsw and vpmaddwd over each 8-row half).
 // A block's integer dot product then needs no horizontal reduction, and its float scaling (one
 // conversion, one multiply, one fma) is shared by 16 rows instead of done per row. In the
 // row-major GGUF layout every block costs that float work per row and per token.
@@ -78,7 +79,7 @@ inline constexpr int64_t kPackedActBlock = 32;
 using PackedActInfoFn = void (*)(const void* a, size_t a_stride, int64_t n_tok, int64_t n, PackedActInfo* info);
 
 // The dispatched tier's packed product for a weight type, or nullptr (another type, or a CPU or
-// DEEPINFER_ISA cap below avx512).
+// DEEPINFER_ISA cap below avx2).
 PackedGemmFn packed_gemm_fn(DType weight_type);
 
 // The infos that type's packed product takes, or nullptr where it takes none (Q4_K, Q6_K) or
@@ -99,6 +100,13 @@ namespace avx512 {
 PackedGemmFn packed_gemm_fn(DType weight_type);
 PackedActInfoFn packed_act_info_fn(DType weight_type);
 }  // namespace avx512
+
+// The AVX2 kernels (packed_avx2.cpp), on the same layout: a group's code vectors taken as two
+// 32-byte halves. Same bits as the AVX-512 ones. Call only where cpu_has(kAvx2).
+namespace avx2 {
+PackedGemmFn packed_gemm_fn(DType weight_type);
+PackedActInfoFn packed_act_info_fn(DType weight_type);
+}  // namespace avx2
 
 // Whether a matrix of this type and shape is packed: a packed product exists for the type and
 // n_out is a multiple of kPackRows.

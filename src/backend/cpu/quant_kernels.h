@@ -65,6 +65,10 @@ namespace avx2 {
 QuantizeRowFn quantize_row_fn(DType type);
 VecDotFn vec_dot_fn(DType weight_type);
 VecDot4Fn vec_dot4_fn(DType weight_type);
+// ops.h's silu_mul, gelu_tanh_mul and soft_cap through avx2::exp_ps (act_avx2.cpp).
+GatedFn silu_mul_fn();
+GatedFn gelu_tanh_mul_fn();
+SoftCapFn soft_cap_fn();
 }  // namespace avx2
 
 // AVX-512 (F, BW, VL, VNNI): register-tiled matrix products with VNNI byte dots
