@@ -80,6 +80,8 @@ struct Tier {
 constexpr Tier kTiers[] = {{Isa::kAvx512, avx512::packed_gemm_fn, avx512::packed_act_info_fn},
                            {Isa::kAvx2, avx2::packed_gemm_fn, avx2::packed_act_info_fn}};
 
+void PrintTo(const Tier& tier, std::ostream* os) { *os << isa_name(tier.isa); }
+
 bool runs_here(const Tier& tier) { return tier.gemm_fn(DType::kQ4_0) != nullptr && cpu_has(tier.isa); }
 
 class PackedTier : public ::testing::TestWithParam<Tier> {

@@ -23,7 +23,8 @@ namespace {
 
 using avx2::exp_ps;
 
-// x[i] = step(x[i], y[i]) over n elements, 8 at a time; the last n % 8 through padded copies.
+// x[i] = step(x[i], y[i]) over n elements, 8 at a time; the last n % 8 through zero-padded
+// copies.
 template <typename Step>
 inline void map2(float* x, const float* y, int64_t n, Step step) {
   int64_t i = 0;
@@ -32,8 +33,22 @@ inline void map2(float* x, const float* y, int64_t n, Step step) {
     const auto left = static_cast<size_t>(n - i);
     alignas(32) float xs[8] = {}, ys[8] = {};
     std::memcpy(xs, x + i, left * sizeof(float));
-    if (y != nullptr) std::memcpy(ys, y + i, left * sizeof(float));
+    std::memcpy(ys, y + i, left * sizeof(float));
     _mm256_store_ps(xs, step(_mm256_load_ps(xs), _mm256_load_ps(ys)));
+    std::memcpy(x + i, xs, left * sizeof(float));
+  }
+}
+
+// x[i] = step(x[i]), as map2.
+template <typename Step>
+inline void map1(float* x, int64_t n, Step step) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, step(_mm256_loadu_ps(x + i)));
+  if (i < n) {
+    const auto left = static_cast<size_t>(n - i);
+    alignas(32) float xs[8] = {};
+    std::memcpy(xs, x + i, left * sizeof(float));
+    _mm256_store_ps(xs, step(_mm256_load_ps(xs)));
     std::memcpy(x + i, xs, left * sizeof(float));
   }
 }
@@ -81,7 +96,7 @@ inline __m256 tanh_ps(__m256 y) {
 void soft_cap(float* x, int64_t n, float cap) {
   const __m256 inv = _mm256_set1_ps(1.0f / cap);
   const __m256 c = _mm256_set1_ps(cap);
-  map2(x, nullptr, n, [&](__m256 v, __m256) { return _mm256_mul_ps(c, tanh_ps(_mm256_mul_ps(v, inv))); });
+  map1(x, n, [&](__m256 v) { return _mm256_mul_ps(c, tanh_ps(_mm256_mul_ps(v, inv))); });
 }
 
 }  // namespace
