@@ -18,6 +18,7 @@
 
 #include "../unit/backend/quant_test_util.h"
 #include "backend/cpu/ops.h"
+#include "backend/cpu/peak.h"
 #include "backend/cpu/quant.h"
 #include "backend/cpu/quant_kernels.h"
 
@@ -96,6 +97,20 @@ TEST(OpKernels, DispatchPicksTheHighestTierTheCpuRuns) {
   EXPECT_STREQ(kernel_isa(), want);
   // The tier the table holds is the one gemm_fn reaches.
   EXPECT_EQ(gemm_fn(DType::kQ4_1) != nullptr, cpu_has(Isa::kAvx512));
+}
+
+// The peak rates `bench ops` reads kernels against are measured for the tier the kernels run on:
+// positive on AVX2 and AVX-512 CPUs, and the int8 rate above the float one (a vpmaddubsw or
+// vpdpbusd does 4 times a vfmadd231ps's multiplies on the same width).
+TEST(OpKernels, PeakRatesAreMeasuredForTheTierInUse) {
+  ThreadPool pool(1);
+  const PeakRates p = measure_peak_rates(pool);
+  if (std::string(kernel_isa()) == "scalar") {
+    EXPECT_EQ(p.f32_gflops, 0.0);
+    GTEST_SKIP() << "no vector tier on this CPU: no peak is measured";
+  }
+  EXPECT_GT(p.f32_gflops, 1.0);
+  EXPECT_GT(p.int8_gops, p.f32_gflops);
 }
 
 TEST(OpKernels, VecDotOfEveryTierMatchesReference) {

@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <string_view>
 
+#include "backend/cpu/quant.h"
 #include "backend/cpu/quant_kernels.h"
 
 #if defined(__x86_64__)
@@ -50,7 +52,14 @@ PeakRates measure_peak_rates(ThreadPool& pool) {
     __cpuid_count(7, 1, eax, ebx, ecx, edx);
     bf16 = (eax >> 5) & 1;
   }
-  if (!cpu_has(Isa::kAvx512)) return p;  // the AVX-512 tier is the one whose peak is measured
+  // The peak of the tier the kernels run on (DEEPINFER_ISA caps it).
+  const std::string_view tier = kernel_isa();
+  if (tier == "avx2") {
+    p.f32_gflops = rate_on_all_threads(pool, avx2::peak_f32_fma) / 1e9;
+    p.int8_gops = rate_on_all_threads(pool, avx2::peak_int8_dot) / 1e9;
+    return p;
+  }
+  if (tier != "avx512") return p;
   p.f32_gflops = rate_on_all_threads(pool, avx512::peak_f32_fma) / 1e9;
   p.int8_gops = rate_on_all_threads(pool, avx512::peak_int8_dot) / 1e9;
   if (avx512::compiled_bf16() && bf16) {

@@ -9,7 +9,7 @@ namespace deepinfer::cpu {
 
 struct PeakRates {
   double f32_gflops = 0.0;   // vfmadd231ps on zmm (AVX-512) or ymm (AVX2): 2 flops per lane
-  double int8_gops = 0.0;    // vpdpbusd on zmm (AVX-512 VNNI): 2 ops per byte pair; 0 without it
+  double int8_gops = 0.0;    // vpdpbusd on zmm (AVX-512 VNNI) or vpmaddubsw on ymm (AVX2): 2 ops per byte pair
   double bf16_gflops = 0.0;  // vdpbf16ps on zmm (AVX512-BF16): 2 flops per pair; 0 without it
   bool amx = false;          // the CPU lists AMX tiles (AMX-INT8 and AMX-BF16); no kernel uses them yet
 };
@@ -25,5 +25,12 @@ double peak_int8_dot(long iterations);
 double peak_bf16_dot(long iterations);
 bool compiled_bf16();
 }  // namespace avx512
+
+// The AVX2 tier's (peak_avx2.cpp): vfmadd231ps and vpmaddubsw on ymm. Call only where
+// cpu_has(Isa::kAvx2).
+namespace avx2 {
+double peak_f32_fma(long iterations);
+double peak_int8_dot(long iterations);
+}  // namespace avx2
 
 }  // namespace deepinfer::cpu
