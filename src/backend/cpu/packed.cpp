@@ -1,4 +1,5 @@
 #include "backend/cpu/packed.h"
+#include "backend/cpu/packed_layout.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
@@ -20,22 +21,8 @@ namespace {
 
 constexpr int kGroups4 = 4;   // 64-byte code vectors of a 4-bit packed block
 constexpr int kGroups8 = 8;   // of a Q8_0 packed block
-constexpr size_t kHalves = 2 * kPackRows;  // bytes of d[16] (or m[16])
-constexpr size_t kQ4KCodes = 2 * kHalves + 16 * kPackRows;  // after d, dmin, sc, mn
-constexpr size_t kPackedQ4KBytes = kQ4KCodes + kPackRows * kQKK / 2;
-constexpr size_t kQ5KHigh = kPackedQ4KBytes;                    // Q5_K: Q4_K's fields, then high
-constexpr size_t kPackedQ5KBytes = kQ5KHigh + kPackRows * kQKK / 8;
-constexpr size_t kQ6KLow = kHalves + 16 * kPackRows;        // after d, sc
-constexpr size_t kQ6KHigh = kQ6KLow + kPackRows * kQKK / 2;  // after low
-constexpr size_t kPackedQ6KBytes = kQ6KHigh + kPackRows * kQKK / 4;
-static_assert(kPackedQ6KBytes == kPackRows * sizeof(BlockQ6_K));
-constexpr size_t kQ3KLow = kHalves + 16 * kPackRows;         // after d, sc (Q6_K's)
-constexpr size_t kQ3KHigh = kQ3KLow + kPackRows * kQKK / 4;   // after low
-constexpr size_t kPackedQ3KBytes = kQ3KHigh + kPackRows * kQKK / 8;
-constexpr size_t kQ2KScales = 2 * kHalves;                   // after d, dmin
-constexpr size_t kQ2KLow = kQ2KScales + 16 * kPackRows;      // after scales
-constexpr size_t kPackedQ2KBytes = kQ2KLow + kPackRows * kQKK / 4;
-static_assert(kPackedQ2KBytes == kPackRows * sizeof(BlockQ2_K));
+using namespace packed_layout;  // NOLINT(google-build-using-namespace): the layouts' offsets
+static_assert(kQ6KBytes == kPackRows * sizeof(BlockQ6_K) && kQ2KBytes == kPackRows * sizeof(BlockQ2_K));
 
 // Inverse of unpack_q4_k_scales (quant_kernels.h): 8 + 8 six-bit values -> 12 bytes.
 void pack_q4_k_scales(const uint8_t* sc, const uint8_t* mn, uint8_t* packed) {
@@ -67,11 +54,11 @@ size_t packed_block_bytes(DType type) {
     case DType::kQ5_0: return kPackRows * sizeof(BlockQ5_0);
     case DType::kQ5_1: return kPackRows * sizeof(BlockQ5_1);
     case DType::kQ8_0: return kPackRows * sizeof(BlockQ8_0);
-    case DType::kQ2_K: return kPackedQ2KBytes;
-    case DType::kQ3_K: return kPackedQ3KBytes;
-    case DType::kQ4_K: return kPackedQ4KBytes;
-    case DType::kQ5_K: return kPackedQ5KBytes;
-    case DType::kQ6_K: return kPackedQ6KBytes;
+    case DType::kQ2_K: return kQ2KBytes;
+    case DType::kQ3_K: return kQ3KBytes;
+    case DType::kQ4_K: return kQ4KBytes;
+    case DType::kQ5_K: return kQ5KBytes;
+    case DType::kQ6_K: return kQ6KBytes;
     default: return 0;
   }
 }
@@ -105,8 +92,8 @@ void move_q4_k(Block& b, uint8_t* pb, int j, bool to_packed) {
   uint8_t sc[8], mn[8];
   if (to_packed) unpack_q4_k_scales(b.scales, sc, mn);
   for (int s = 0; s < 8; ++s) {
-    move_bytes(&sc[s], pb + 2 * kHalves + kPackRows * s + j, 1, to_packed);
-    move_bytes(&mn[s], pb + 2 * kHalves + 8 * kPackRows + kPackRows * s + j, 1, to_packed);
+    move_bytes(&sc[s], pb + kQ4KSc + kPackRows * s + j, 1, to_packed);
+    move_bytes(&mn[s], pb + kQ4KMn + kPackRows * s + j, 1, to_packed);
   }
   if (!to_packed) pack_q4_k_scales(sc, mn, b.scales);
   uint8_t* codes = pb + kQ4KCodes;
@@ -161,7 +148,7 @@ void pack_q6_k_codes(const BlockQ6_K& b, uint8_t* low, uint8_t* high, int j) {
 
 void move_q6_k(BlockQ6_K& b, uint8_t* pb, int j, bool to_packed) {
   move_bytes(&b.d, pb + 2 * j, 2, to_packed);
-  for (int k = 0; k < 16; ++k) move_bytes(&b.scales[k], pb + kHalves + kPackRows * k + j, 1, to_packed);
+  for (int k = 0; k < 16; ++k) move_bytes(&b.scales[k], pb + kK16Sc + kPackRows * k + j, 1, to_packed);
   uint8_t* low = pb + kQ6KLow;
   uint8_t* high = pb + kQ6KHigh;
   if (to_packed) return pack_q6_k_codes(b, low, high, j);
@@ -222,7 +209,7 @@ void move_q3_k(BlockQ3_K& b, uint8_t* pb, int j, bool to_packed) {
   move_bytes(&b.d, pb + 2 * j, 2, to_packed);
   int8_t sc[16];
   if (to_packed) unpack_q3_k_scales(b.scales, sc);
-  for (int k = 0; k < 16; ++k) move_bytes(&sc[k], pb + kHalves + kPackRows * k + j, 1, to_packed);
+  for (int k = 0; k < 16; ++k) move_bytes(&sc[k], pb + kK16Sc + kPackRows * k + j, 1, to_packed);
   if (!to_packed) pack_q3_k_scales(sc, b.scales);
   uint8_t* low = pb + kQ3KLow;
   uint8_t* high = pb + kQ3KHigh;
@@ -244,8 +231,8 @@ void move_q3_k(BlockQ3_K& b, uint8_t* pb, int j, bool to_packed) {
 void move_q2_k(BlockQ2_K& b, uint8_t* pb, int j, bool to_packed) {
   move_bytes(&b.d, pb + 2 * j, 2, to_packed);
   move_bytes(&b.dmin, pb + kHalves + 2 * j, 2, to_packed);
-  for (int k = 0; k < 16; ++k) move_bytes(&b.scales[k], pb + kQ2KScales + kPackRows * k + j, 1, to_packed);
-  uint8_t* low = pb + kQ2KLow;
+  for (int k = 0; k < 16; ++k) move_bytes(&b.scales[k], pb + kQ2KSc + kPackRows * k + j, 1, to_packed);
+  uint8_t* low = pb + kQ2KCodes;
   if (to_packed) {  // each packed byte written once, from the codes as bytes (as Q6_K's)
     uint8_t q[kQKK];
     for (int h = 0; h < 2; ++h) {
@@ -271,10 +258,11 @@ constexpr size_t kMinOffset = kHalves;                      // Q4_1's m[16]
 
 size_t codes_offset(DType type) {
   switch (type) {
-    case DType::kQ4_1: return 2 * kHalves;
-    case DType::kQ5_0: return kHalves + 64;
-    case DType::kQ5_1: return 2 * kHalves + 64;
-    default: return kHalves;
+    case DType::kQ4_0: return kQ4_0Codes;
+    case DType::kQ4_1: return kQ4_1Codes;
+    case DType::kQ5_0: return kQ5_0Codes;
+    case DType::kQ5_1: return kQ5_1Codes;
+    default: return kQ8_0Codes;
   }
 }
 

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "backend/cpu/packed.h"
+#include "backend/cpu/packed_layout.h"
 #include "backend/cpu/quant_blocks.h"
 
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
@@ -40,6 +41,8 @@ namespace deepinfer::cpu {
 namespace {
 
 #include "backend/cpu/packed_tiles.inc"
+
+using namespace packed_layout;  // NOLINT(google-build-using-namespace): the layouts' offsets
 
 inline __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
 inline __m256i bcast32(const void* p) { return _mm256_set1_epi32(load_i32(p)); }
@@ -61,6 +64,7 @@ inline const T* opaque(const T* p) {
 // them at the end, spilling them (Q4_0's 1 x 4 tile: 152 of 486 instructions on the stack -> 62, the
 // float accumulators' load and store per block).
 inline void in_register(__m256i& v) { asm("" : "+x"(v)); }
+
 
 // 8 halves at p (rows 8h..8h+7 of a d[16] field: p + 16 h) as floats.
 inline __m256 halves8(const uint8_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
@@ -108,6 +112,26 @@ inline __m256i two_subblocks_i8(const uint8_t* a, const uint8_t* b, int h) {
   return _mm256_or_si256(_mm256_and_si256(lo, _mm256_set1_epi32(0xFFFF)), _mm256_slli_epi32(hi, 16));
 }
 
+// s16[c] = (first ? 0 : s16[c]) + the products of `code` (unsigned) with token c's 4 activation
+// bytes at qs[c] + at, for the C tokens of a tile.
+template <int C>
+inline void add_products(__m256i code, const int8_t* const* qs, int at, bool first, __m256i* s16) {
+  for (int c = 0; c < C; ++c) {
+    const __m256i p = maddubs(code, bcast32(qs[c] + at));
+    s16[c] = first ? p : _mm256_add_epi16(s16[c], p);
+    in_register(s16[c]);
+  }
+}
+
+// isum[c] += s16[c]'s int16 pairs times `scale`'s (vpmaddwd), for the C tokens.
+template <int C>
+inline void add_scaled(const __m256i* s16, __m256i scale, __m256i* isum) {
+  for (int c = 0; c < C; ++c) {
+    isum[c] = _mm256_add_epi32(isum[c], _mm256_madd_epi16(s16[c], scale));
+    in_register(isum[c]);
+  }
+}
+
 // ---- 32-element formats -------------------------------------------------------------------------
 
 // Half h of the 4-bit formats' code vector of k-group g: low nibbles of codes[g] for g < 4, high
@@ -135,18 +159,18 @@ struct NibbleCodes {
   static int act_offset(int g) { return g < 4 ? 4 * g : 16 + 4 * (g - 4); }
 };
 
-struct PackQ4_0 : NibbleCodes<32> {
+struct PackQ4_0 : NibbleCodes<kQ4_0Codes> {
   using ActBlock = BlockQ8_0;
   static constexpr int32_t kOffset = 8;
   static constexpr bool kMin = false;
-  static constexpr size_t kBytes = 288;
+  static constexpr size_t kBytes = kQ4_0Bytes;
 };
 
-struct PackQ4_1 : NibbleCodes<64> {
+struct PackQ4_1 : NibbleCodes<kQ4_1Codes> {
   using ActBlock = BlockQ8_1;
   static constexpr int32_t kOffset = 0;
   static constexpr bool kMin = true;
-  static constexpr size_t kBytes = 320;
+  static constexpr size_t kBytes = kQ4_1Bytes;
 };
 
 template <size_t kHighAt, size_t kCodesAt>
@@ -157,18 +181,18 @@ struct FiveBitCodes : NibbleCodes<kCodesAt> {
   }
 };
 
-struct PackQ5_0 : FiveBitCodes<32, 96> {
+struct PackQ5_0 : FiveBitCodes<kQ5_0High, kQ5_0Codes> {
   using ActBlock = BlockQ8_0;
   static constexpr int32_t kOffset = 16;
   static constexpr bool kMin = false;
-  static constexpr size_t kBytes = 352;
+  static constexpr size_t kBytes = kQ5_0Bytes;
 };
 
-struct PackQ5_1 : FiveBitCodes<64, 128> {
+struct PackQ5_1 : FiveBitCodes<kQ5_1High, kQ5_1Codes> {
   using ActBlock = BlockQ8_1;
   static constexpr int32_t kOffset = 0;
   static constexpr bool kMin = true;
-  static constexpr size_t kBytes = 384;
+  static constexpr size_t kBytes = kQ5_1Bytes;
 };
 
 // Q5_0 with its codes unpacked to bytes (k-group g's 64 bytes at 32 + 64 g, after d[16]), which
@@ -185,9 +209,9 @@ struct PackQ8_0 {
   static constexpr bool kMin = false;
   static constexpr int kChunk = 1;
   static constexpr bool kSigned = true;
-  static constexpr size_t kBytes = 544;
+  static constexpr size_t kBytes = kQ8_0Bytes;
   static __m256i code(const uint8_t* pb, int g, int h) {
-    return _mm256_xor_si256(load256(pb + 32 + 64 * g + 32 * h), bytes8(0x80));
+    return _mm256_xor_si256(load256(pb + kQ8_0Codes + 64 * g + 32 * h), bytes8(0x80));
   }
   static int act_offset(int g) { return 4 * g; }
 };
@@ -265,8 +289,6 @@ void tile(const uint8_t* w, size_t, const uint8_t* a, size_t a_stride, const Pac
 // sub-blocks; the mins' sum against the activation's sub-block sums in 16-bit pairs (as the
 // AVX-512 tile); then the reference's two fmas. Layout (packed.h): d[16], dmin[16] (half),
 // sc[8][16], mn[8][16] (bytes), codes[4][8][64], Q5_K's high[8][64] after.
-constexpr size_t kQ4KSc = 64, kQ4KMn = 192, kQ4KCodes = 320, kQ4KBytes = 320 + 2048;
-constexpr size_t kQ5KHigh = kQ4KBytes, kQ5KBytes = kQ4KBytes + 512;
 // The form a prefill call unpacks Q5_K groups into: d, dmin, sc and mn, then codes[8][8][64].
 constexpr size_t kQ5KUnpackedBytes = kQ4KCodes + 8 * 512;
 
@@ -328,16 +350,9 @@ void tile_q4_k(const uint8_t* w, size_t, const uint8_t* a, size_t a_stride, cons
             if constexpr (kCodes == KCodes::kFifthBit) {
               code = with_fifth_bit(code, load256(pb + kQ5KHigh + 64 * l + 32 * h), s);
             }
-            for (int c = 0; c < C; ++c) {
-              const __m256i p = maddubs(code, bcast32(qs[c] + 32 * s + 4 * l));
-              s16[c] = l == l0 ? p : _mm256_add_epi16(s16[c], p);
-              in_register(s16[c]);
-            }
+            add_products<C>(code, qs, 32 * s + 4 * l, l == l0, s16);
           }
-          for (int c = 0; c < C; ++c) {
-            isum[c] = _mm256_add_epi32(isum[c], _mm256_madd_epi16(s16[c], scale));
-            in_register(isum[c]);
-          }
+          add_scaled<C>(s16, scale, isum);
         }
       }
       __m256i msum[C];
@@ -367,10 +382,6 @@ void tile_q4_k(const uint8_t* w, size_t, const uint8_t* a, size_t a_stride, cons
 // sub-blocks per vpmaddwd. The same integers as the AVX-512 tile's, so the reference's bits.
 // Layouts (packed.h): d[16] (half), sc[16][16] (int8), then Q6_K's low[32][64], high[16][64] or
 // Q3_K's low[16][64], high[8][64]; Q2_K: d[16], dmin[16] (half), scales[16][16], low[16][64].
-constexpr size_t kK16Sc = 32, kK16Codes = 288;
-constexpr size_t kQ6KLow = kK16Codes, kQ6KHigh = kQ6KLow + 2048, kQ6KBytes = kQ6KHigh + 1024;
-constexpr size_t kQ3KLow = kK16Codes, kQ3KHigh = kQ3KLow + 1024, kQ3KBytes = kQ3KHigh + 512;
-constexpr size_t kQ2KDmin = 32, kQ2KSc = 64, kQ2KCodes = 320, kQ2KBytes = kQ2KCodes + 1024;
 
 // Half h of k-group g's codes (0..63): its low nibble from low[g % 32], its two high bits from
 // bits 2(g / 16).. of high[g % 16] moved to bits 4..5.
@@ -477,17 +488,9 @@ void tile_k16(const uint8_t* w, size_t, const uint8_t* a, size_t a_stride, const
 #pragma GCC unroll 4
           for (int q = q0; q < q0 + kChunk; ++q) {
             const int g = 4 * s + q;
-            const __m256i code = Codes::code(pb, g, h);
-            for (int c = 0; c < C; ++c) {
-              const __m256i p = maddubs(code, bcast32(qs[c] + 4 * g));
-              s16[c] = q == q0 ? p : _mm256_add_epi16(s16[c], p);
-              in_register(s16[c]);
-            }
+            add_products<C>(Codes::code(pb, g, h), qs, 4 * g, q == q0, s16);
           }
-          for (int c = 0; c < C; ++c) {
-            isum[c] = _mm256_add_epi32(isum[c], _mm256_madd_epi16(s16[c], scale));
-            in_register(isum[c]);
-          }
+          add_scaled<C>(s16, scale, isum);
         }
       }
       __m256i msum[C];

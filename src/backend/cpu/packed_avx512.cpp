@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "backend/cpu/packed.h"
+#include "backend/cpu/packed_layout.h"
 #include "backend/cpu/quant_blocks.h"
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512VNNI__) && \
@@ -36,6 +37,8 @@ namespace deepinfer::cpu {
 namespace {
 
 #include "backend/cpu/packed_tiles.inc"
+
+using namespace packed_layout;  // NOLINT(google-build-using-namespace): the layouts' offsets
 
 inline __m512i load512(const void* p) { return _mm512_loadu_si512(p); }
 
@@ -64,18 +67,18 @@ struct NibbleCodes {
   static int act_offset(int g) { return g < 4 ? 4 * g : 16 + 4 * (g - 4); }
 };
 
-struct PackQ4_0 : NibbleCodes<32> {
+struct PackQ4_0 : NibbleCodes<kQ4_0Codes> {
   using ActBlock = BlockQ8_0;
   static constexpr int32_t kOffset = 8;
   static constexpr bool kMin = false;
-  static constexpr size_t kBytes = 288;
+  static constexpr size_t kBytes = kQ4_0Bytes;
 };
 
-struct PackQ4_1 : NibbleCodes<64> {
+struct PackQ4_1 : NibbleCodes<kQ4_1Codes> {
   using ActBlock = BlockQ8_1;
   static constexpr int32_t kOffset = 0;
   static constexpr bool kMin = true;
-  static constexpr size_t kBytes = 320;
+  static constexpr size_t kBytes = kQ4_1Bytes;
 };
 
 // The 5-bit formats: the 4-bit ones' nibbles at kCodesAt with their fifth bits in high[64] at
@@ -87,19 +90,19 @@ struct FiveBitCodes : NibbleCodes<kCodesAt> {
   }
 };
 
-struct PackQ5_0 : FiveBitCodes<32, 96> {
+struct PackQ5_0 : FiveBitCodes<kQ5_0High, kQ5_0Codes> {
   using ActBlock = BlockQ8_0;
   static constexpr int32_t kOffset = 16;
   static constexpr bool kMin = false;
-  static constexpr size_t kBytes = 352;
+  static constexpr size_t kBytes = kQ5_0Bytes;
 };
 
 // Q5_1: Q4_1's d and m, then Q5_0's high bits and nibbles.
-struct PackQ5_1 : FiveBitCodes<64, 128> {
+struct PackQ5_1 : FiveBitCodes<kQ5_1High, kQ5_1Codes> {
   using ActBlock = BlockQ8_1;
   static constexpr int32_t kOffset = 0;
   static constexpr bool kMin = true;
-  static constexpr size_t kBytes = 384;
+  static constexpr size_t kBytes = kQ5_1Bytes;
 };
 
 // Q5_0 with its codes unpacked to bytes: k-group g's 64 bytes (in the order PackQ5_0::code gives
@@ -115,7 +118,7 @@ struct PackQ8_0 {
   using ActBlock = BlockQ8_0;
   static constexpr int32_t kOffset = 128;
   static constexpr bool kMin = false;
-  static constexpr size_t kBytes = 544, kCodes = 32;
+  static constexpr size_t kBytes = kQ8_0Bytes, kCodes = kQ8_0Codes;
   static __m512i code(const uint8_t* pb, int g) { return load512(pb + kCodes + 64 * g); }
   static int act_offset(int g) { return 4 * g; }
 };
@@ -202,8 +205,6 @@ void tile(const uint8_t* w, size_t group_stride, const uint8_t* a, size_t a_stri
 // Q5_K: the same fields, then high[8][64] (packed.h): its codes are Q4_K's nibbles with bit s of
 // high[l] (sub-block s, k-group l) moved to bit 4, as Q5_0's are. The same integer sums and
 // float operations as the reference's, so the same bits.
-constexpr size_t kQ4KSc = 64, kQ4KMn = 192, kQ4KCodes = 320, kQ4KBytes = 320 + 2048;
-constexpr size_t kQ5KHigh = kQ4KBytes, kQ5KBytes = kQ4KBytes + 512;
 // The form a prefill call unpacks Q5_K groups into (packed_gemm_q5_k_fn): the same d, dmin, sc
 // and mn, then codes[8][8][64], sub-block s's k-group l as the direct tile forms it.
 constexpr size_t kQ5KUnpackedBytes = kQ4KCodes + 8 * 512;
@@ -313,10 +314,6 @@ void tile_q4_k(const uint8_t* w, size_t group_stride, const uint8_t* a, size_t a
 // Layouts (packed.h): d[16] (half), sc[16][16] (int8), then Q6_K's low[32][64], high[16][64] or
 // Q3_K's low[16][64], high[8][64]; Q2_K: d[16], dmin[16] (half), scales[16][16] (the stored
 // bytes: scale in the low nibble, min in the high), low[16][64].
-constexpr size_t kK16Sc = 32, kK16Codes = 288;
-constexpr size_t kQ6KLow = kK16Codes, kQ6KHigh = kQ6KLow + 2048, kQ6KBytes = kQ6KHigh + 1024;
-constexpr size_t kQ3KLow = kK16Codes, kQ3KHigh = kQ3KLow + 1024, kQ3KBytes = kQ3KHigh + 512;
-constexpr size_t kQ2KDmin = 32, kQ2KSc = 64, kQ2KCodes = 320, kQ2KBytes = kQ2KCodes + 1024;
 
 // The 16 rows' codes (0..63) of k-group g: its low nibble from low[g % 32], its two high bits
 // moved from bits 2(g / 16).. of high[g % 16] to bits 4..5 (16-bit shifts: what crosses into
