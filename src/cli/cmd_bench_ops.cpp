@@ -26,7 +26,7 @@ const char* kBenchOpsUsage = R"(usage: deepinfer bench ops [--backend NAME] [--t
   GFLOP/s), batched decode attention (64 sequences x 320 keys, SmolLM2's heads, paged f16 KV:
   GB/s of KV read), prefill attention, and the elementwise, KV and MoE ops; after a line with
   the memory bandwidth measured by a triad and the arithmetic peak measured the same way (float32
-  FMA, int8 VNNI and bf16 dot rates on every thread). Each figure is the median of the
+  FMA, int8 and bf16 dot rates of the kernel tier on every thread). Each figure is the median of the
   repetitions; "of peak" reads it against the triad (memory-bound cases), the int8 rate
   (products of quantized weights) or the float32 rate (the rest).
   --backend NAME  the backend to time (default cpu; cpu-reference times the scalar oracle)

@@ -5,6 +5,8 @@
 // the adds and vpmaddwd the tiles need besides are not counted, as vpdpbusd's fused add is not.
 #include "backend/cpu/peak.h"
 
+#include <cstdint>
+
 #if defined(__AVX2__) && defined(__FMA__)
 #define DI_PEAK_AVX2 1
 #include <immintrin.h>
@@ -21,8 +23,9 @@ float hsum(__m256 v) {
   _mm256_store_ps(f, v);
   return f[0] + f[1] + f[2] + f[3] + f[4] + f[5] + f[6] + f[7];
 }
-int hsum(__m256i v) {
-  alignas(32) int32_t x[8];
+// The lanes' wrapping sum (the chains' values are meaningless; only their use counts).
+uint32_t hsum(__m256i v) {
+  alignas(32) uint32_t x[8];
   _mm256_store_si256(reinterpret_cast<__m256i*>(x), v);
   return x[0] + x[1] + x[2] + x[3] + x[4] + x[5] + x[6] + x[7];
 }
@@ -60,7 +63,7 @@ double peak_int8_dot(long iterations) {
     __asm__ volatile("" : "+x"(v));
   }
 #define DI_SUM(i) +hsum(a##i)
-  volatile int sink = 0 DI_PEAK_12(DI_SUM);
+  volatile uint32_t sink = 0u DI_PEAK_12(DI_SUM);
 #undef DI_SUM
   (void)sink;
   return static_cast<double>(iterations) * 12 * 32 * 2;
