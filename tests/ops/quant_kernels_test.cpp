@@ -184,14 +184,44 @@ TEST(OpKernels, GemmEqualsItsVecDotBitForBitOnOddShapes) {
   if (checked == 0) GTEST_SKIP() << "no matrix-product kernel on this CPU";
 }
 
+// Four activation rows at once (the dispatched vec_dot_x4) give each row exactly its one-row dot,
+// for every weight type, on lengths with a tail past the 32- and 8-element steps (float types).
+TEST(OpKernels, FourRowDotsEqualOneRowDotsBitForBit) {
+  std::mt19937 rng(13);
+  for (DType type : testing::kWeightTypes) {
+    const bool plain = block_size(type) == 1;
+    for (int64_t blocks : {1, 3, 9}) {
+      const int64_t n = plain ? 32 * blocks + 13 : block_size(type) * blocks;
+      const std::vector<uint8_t> w = random_row(type, n, rng);
+      const DType act_type = vec_dot_type(type);
+      std::vector<std::vector<uint8_t>> rows(4, std::vector<uint8_t>(dtype_row_bytes(act_type, n)));
+      const void* a[4];
+      for (int c = 0; c < 4; ++c) {
+        const std::vector<float> x = random_floats(n, rng);
+        if (act_type == DType::kF32) {
+          std::memcpy(rows[c].data(), x.data(), rows[c].size());
+        } else {
+          quantize_row(act_type, x.data(), rows[c].data(), n);
+        }
+        a[c] = rows[c].data();
+      }
+      float four[4];
+      vec_dot_x4(type, w.data(), a, n, four);
+      for (int c = 0; c < 4; ++c) {
+        ASSERT_EQ(fp32_to_bits(four[c]), fp32_to_bits(vec_dot(type, w.data(), a[c], n)))
+            << dtype_name(type) << " n=" << n << " row " << c;
+      }
+    }
+  }
+}
+
 // The public matmul on two threads: batch sizes that cross the token blocks and row counts that
 // split unevenly between threads give each token exactly its one-token result, plus the bias.
 TEST(OpKernels, MatmulIsBatchInvariantForEveryFormat) {
   std::mt19937 rng(5);
   ThreadPool pool(2);
   QuantScratch scratch;
-  for (DType type : {DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1, DType::kQ8_0, DType::kQ2_K,
-                     DType::kQ3_K, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K, DType::kF16}) {
+  for (DType type : testing::kWeightTypes) {
     const int64_t n_in = 2 * 256, n_out = 37, n_tok = 70;
     std::vector<uint8_t> w;
     for (int64_t o = 0; o < n_out; ++o) {

@@ -319,71 +319,93 @@ float vec_dot_q23_k(const void* w, const void* a, int64_t n) {
 
 // ---- plain weight types against float activations ---------------------------------------------
 
-// load8(i) gives weight elements i..i+7 as floats, scalar(i) element i. Four accumulators:
-// with fewer the loop waits on FMA latency rather than on loads.
-template <typename Load8, typename Scalar>
-inline float dot_plain(const float* y, int64_t n, Load8 load8, Scalar scalar) {
-  __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+// load8(i) gives weight elements i..i+7 as floats, scalar(i) element i; out[c] = the weight row
+// times activation row y[c], for C rows at once. Four accumulators per row: with fewer the loop
+// waits on FMA latency rather than on loads. Each row's arithmetic is the same whatever C is
+// (its four accumulators, its sum of them, its tail in order), so a token's result does not
+// depend on its batch; C rows share each weight load (and its widening), and 4C independent
+// FMA chains keep both FMA units busy where one row's four wait on their latency.
+template <int C, typename Load8, typename Scalar>
+inline void dot_plain(const float* const* y, int64_t n, Load8 load8, Scalar scalar, float* out) {
+  __m256 acc[C][4];
+  for (int c = 0; c < C; ++c) {
+    for (int k = 0; k < 4; ++k) acc[c][k] = _mm256_setzero_ps();
+  }
   int64_t i = 0;
   for (; i + 32 <= n; i += 32) {
-    for (int k = 0; k < 4; ++k) acc[k] = _mm256_fmadd_ps(load8(i + 8 * k), _mm256_loadu_ps(y + i + 8 * k), acc[k]);
+    for (int k = 0; k < 4; ++k) {
+      const __m256 w = load8(i + 8 * k);
+      for (int c = 0; c < C; ++c) acc[c][k] = _mm256_fmadd_ps(w, _mm256_loadu_ps(y[c] + i + 8 * k), acc[c][k]);
+    }
   }
-  for (; i + 8 <= n; i += 8) acc[0] = _mm256_fmadd_ps(load8(i), _mm256_loadu_ps(y + i), acc[0]);
-  float sum = hsum(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
-  for (; i < n; ++i) sum += scalar(i) * y[i];
-  return sum;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 w = load8(i);
+    for (int c = 0; c < C; ++c) acc[c][0] = _mm256_fmadd_ps(w, _mm256_loadu_ps(y[c] + i), acc[c][0]);
+  }
+  for (int c = 0; c < C; ++c) {
+    float sum = hsum(_mm256_add_ps(_mm256_add_ps(acc[c][0], acc[c][1]), _mm256_add_ps(acc[c][2], acc[c][3])));
+    for (int64_t j = i; j < n; ++j) sum = std::fma(scalar(j), y[c][j], sum);
+    out[c] = sum;
+  }
 }
 
-float vec_dot_f32(const void* w, const void* a, int64_t n) {
-  const auto* x = static_cast<const float*>(w);
-  return dot_plain(
-      static_cast<const float*>(a), n, [x](int64_t i) { return _mm256_loadu_ps(x + i); },
-      [x](int64_t i) { return x[i]; });
+// The plain weight types' element loaders: load8 (8 elements widened to floats) and scalar.
+struct F32Weights {
+  const float* x;
+  __m256 load8(int64_t i) const { return _mm256_loadu_ps(x + i); }
+  float scalar(int64_t i) const { return x[i]; }
+};
+struct F16Weights {
+  const uint16_t* x;
+  __m256 load8(int64_t i) const { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + i))); }
+  float scalar(int64_t i) const { return fp16_to_fp32(x[i]); }
+};
+struct BF16Weights {
+  const uint16_t* x;
+  __m256 load8(int64_t i) const {
+    const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + i)));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
+  }
+  float scalar(int64_t i) const { return bf16_to_fp32(x[i]); }
+};
+// MXFP4: each run of 8 weights decoded to floats (the doubled e2m1 values through a byte shuffle,
+// times the block's 2^(e - 128)), exact.
+struct Mxfp4Weights {
+  const BlockMXFP4* x;
+  __m256 load8(int64_t i) const {
+    const __m128i lut = _mm_setr_epi8(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12);
+    const BlockMXFP4& b = x[i / kQK];
+    const int o = static_cast<int>(i % kQK);  // 0, 8, 16 or 24: runs never straddle blocks
+    uint64_t bytes;
+    std::memcpy(&bytes, b.qs + (o & 15), 8);
+    if (o >= 16) bytes >>= 4;  // elements 16..31 are the high nibbles
+    const __m128i codes = _mm_and_si128(_mm_cvtsi64_si128(static_cast<int64_t>(bytes)), _mm_set1_epi8(0x0F));
+    const __m256 v = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_shuffle_epi8(lut, codes)));
+    return _mm256_mul_ps(v, _mm256_set1_ps(mxfp4_scale(b.e)));
+  }
+  float scalar(int64_t i) const {
+    const BlockMXFP4& b = x[i / kQK];
+    const int o = static_cast<int>(i % kQK);
+    const int code = o < 16 ? b.qs[o] & 15 : b.qs[o - 16] >> 4;
+    return static_cast<float>(kMxfp4Doubled[code]) * mxfp4_scale(b.e);
+  }
+};
+
+// C activation rows against one weight row of Weights' type (VecDotFn for C = 1, VecDot4Fn for 4).
+template <typename Weights, typename Elem, int C>
+void dot_plain_rows(const void* w, const void* const* a, int64_t n, float* out) {
+  const Weights weights{static_cast<const Elem*>(w)};
+  const float* y[C];
+  for (int c = 0; c < C; ++c) y[c] = static_cast<const float*>(a[c]);
+  dot_plain<C>(
+      y, n, [&](int64_t i) { return weights.load8(i); }, [&](int64_t i) { return weights.scalar(i); }, out);
 }
 
-float vec_dot_f16(const void* w, const void* a, int64_t n) {
-  const auto* x = static_cast<const uint16_t*>(w);
-  return dot_plain(
-      static_cast<const float*>(a), n,
-      [x](int64_t i) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + i))); },
-      [x](int64_t i) { return fp16_to_fp32(x[i]); });
-}
-
-float vec_dot_bf16(const void* w, const void* a, int64_t n) {
-  const auto* x = static_cast<const uint16_t*>(w);
-  return dot_plain(
-      static_cast<const float*>(a), n,
-      [x](int64_t i) {
-        const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + i)));
-        return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
-      },
-      [x](int64_t i) { return bf16_to_fp32(x[i]); });
-}
-
-// MXFP4 against float activations: each run of 8 weights decoded to floats (the doubled e2m1
-// values through a byte shuffle, times the block's 2^(e - 128)), exact, then the fma chains of
-// the plain types.
-float vec_dot_mxfp4(const void* w, const void* a, int64_t n) {
-  const auto* x = static_cast<const BlockMXFP4*>(w);
-  const __m128i lut = _mm_setr_epi8(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12);
-  return dot_plain(
-      static_cast<const float*>(a), n,
-      [x, lut](int64_t i) {
-        const BlockMXFP4& b = x[i / kQK];
-        const int o = static_cast<int>(i % kQK);  // 0, 8, 16 or 24: runs never straddle blocks
-        uint64_t bytes;
-        std::memcpy(&bytes, b.qs + (o & 15), 8);
-        if (o >= 16) bytes >>= 4;  // elements 16..31 are the high nibbles
-        const __m128i codes = _mm_and_si128(_mm_cvtsi64_si128(static_cast<int64_t>(bytes)), _mm_set1_epi8(0x0F));
-        const __m256 v = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_shuffle_epi8(lut, codes)));
-        return _mm256_mul_ps(v, _mm256_set1_ps(mxfp4_scale(b.e)));
-      },
-      [x](int64_t i) {
-        const BlockMXFP4& b = x[i / kQK];
-        const int o = static_cast<int>(i % kQK);
-        const int code = o < 16 ? b.qs[o] & 15 : b.qs[o - 16] >> 4;
-        return static_cast<float>(kMxfp4Doubled[code]) * mxfp4_scale(b.e);
-      });
+template <typename Weights, typename Elem>
+float vec_dot_plain(const void* w, const void* a, int64_t n) {
+  float out;
+  dot_plain_rows<Weights, Elem, 1>(w, &a, n, &out);
+  return out;
 }
 
 // ---- activation quantizers -------------------------------------------------------------------
@@ -509,10 +531,10 @@ QuantizeRowFn quantize_row_fn(DType type) {
 VecDotFn vec_dot_fn(DType weight_type) {
 #if defined(DI_QUANT_AVX2)
   switch (weight_type) {
-    case DType::kF32: return vec_dot_f32;
-    case DType::kF16: return vec_dot_f16;
-    case DType::kBF16: return vec_dot_bf16;
-    case DType::kMXFP4: return vec_dot_mxfp4;
+    case DType::kF32: return vec_dot_plain<F32Weights, float>;
+    case DType::kF16: return vec_dot_plain<F16Weights, uint16_t>;
+    case DType::kBF16: return vec_dot_plain<BF16Weights, uint16_t>;
+    case DType::kMXFP4: return vec_dot_plain<Mxfp4Weights, BlockMXFP4>;
     case DType::kQ4_0: return one_row<dot_q4_0<1, MaddubsDot>>;
     case DType::kQ4_1: return one_row<dot_q4_1<1, MaddubsDot>>;
     case DType::kQ5_0: return one_row<dot_q5_0<1, MaddubsDot>>;
@@ -537,6 +559,10 @@ VecDot4Fn vec_dot4_fn(DType weight_type) {
     case DType::kQ5_0: return dot_q5_0<4, MaddubsDot>;
     case DType::kQ5_1: return dot_q5_1<4, MaddubsDot>;
     case DType::kQ8_0: return dot_q8_0<4, MaddubsDot>;
+    case DType::kF32: return dot_plain_rows<F32Weights, float, 4>;
+    case DType::kF16: return dot_plain_rows<F16Weights, uint16_t, 4>;
+    case DType::kBF16: return dot_plain_rows<BF16Weights, uint16_t, 4>;
+    case DType::kMXFP4: return dot_plain_rows<Mxfp4Weights, BlockMXFP4, 4>;
     default: break;
   }
 #endif
