@@ -1,8 +1,10 @@
 // Op tests of the packed weight layout and its kernels (backend/cpu/packed.h): packing loses
 // nothing (unpacking gives the stored bytes back), the packed matrix product agrees with the
 // scalar reference on the original rows within the float-summation bound, every element is
-// the same bit for bit whatever tokens and groups share its tile, and models' matmul and row
-// lookups through a packed matrix equal or approximate the unpacked ones.
+// the same bit for bit whatever tokens and groups share its tile (for each instruction-set tier
+// this CPU runs: AVX-512 VNNI and AVX2 tiles read the same layout; where both run, their results
+// are the same bits), and models' matmul and row lookups through a packed matrix equal or
+// approximate the unpacked ones.
 #include <gtest/gtest.h>
 
 #include <cmath>
