@@ -543,7 +543,9 @@ constexpr int kC4 = 4, kC3 = 3;
 void unpack_q5_0(const uint8_t* src, uint8_t* dst) {
   std::memcpy(dst, src, 32);  // d[16]
   for (int g = 0; g < 8; ++g) {
-    for (int h = 0; h < 2; ++h) _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 32 + 64 * g + 32 * h), PackQ5_0::code(src, g, h));
+    for (int h = 0; h < 2; ++h) {
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 32 + 64 * g + 32 * h), PackQ5_0::code(src, g, h));
+    }
   }
 }
 
