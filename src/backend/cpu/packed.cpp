@@ -345,19 +345,35 @@ void move_block(DType type, uint8_t* block, uint8_t* pb, int j, bool to_packed) 
 
 }  // namespace
 
+namespace {
+
+// The packed products of the tier of quant.h's table (DEEPINFER_ISA caps it), so packed and
+// unpacked products are never mixed tiers within a process; both null below AVX2.
+struct PackedTier {
+  PackedGemmFn (*gemm)(DType) = nullptr;
+  PackedActInfoFn (*info)(DType) = nullptr;
+};
+
+const PackedTier& packed_tier() {
+  static const PackedTier tier = [] {
+    const std::string_view isa = kernel_isa();
+    if (isa == "avx512") return PackedTier{avx512::packed_gemm_fn, avx512::packed_act_info_fn};
+    if (isa == "avx2") return PackedTier{avx2::packed_gemm_fn, avx2::packed_act_info_fn};
+    return PackedTier{};
+  }();
+  return tier;
+}
+
+}  // namespace
+
 PackedGemmFn packed_gemm_fn(DType weight_type) {
-  // The tier of quant.h's table (DEEPINFER_ISA caps it), so packed and unpacked products are
-  // never mixed tiers within a process.
-  static const std::string_view isa = kernel_isa();
-  if (isa == "avx512") return avx512::packed_gemm_fn(weight_type);
-  if (isa == "avx2") return avx2::packed_gemm_fn(weight_type);
-  return nullptr;
+  const PackedTier& tier = packed_tier();
+  return tier.gemm != nullptr ? tier.gemm(weight_type) : nullptr;
 }
 
 PackedActInfoFn packed_act_info_fn(DType weight_type) {
-  if (packed_gemm_fn(weight_type) == nullptr) return nullptr;
-  static const bool use512 = std::string_view(kernel_isa()) == "avx512";
-  return use512 ? avx512::packed_act_info_fn(weight_type) : avx2::packed_act_info_fn(weight_type);
+  const PackedTier& tier = packed_tier();
+  return packed_gemm_fn(weight_type) != nullptr ? tier.info(weight_type) : nullptr;
 }
 
 bool weight_prefetch() {

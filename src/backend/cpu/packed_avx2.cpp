@@ -159,19 +159,9 @@ struct NibbleCodes {
   static int act_offset(int g) { return g < 4 ? 4 * g : 16 + 4 * (g - 4); }
 };
 
-struct PackQ4_0 : NibbleCodes<kQ4_0Codes> {
-  using ActBlock = BlockQ8_0;
-  static constexpr int32_t kOffset = 8;
-  static constexpr bool kMin = false;
-  static constexpr size_t kBytes = kQ4_0Bytes;
-};
+struct PackQ4_0 : Q4_0Format, NibbleCodes<kQ4_0Codes> {};
 
-struct PackQ4_1 : NibbleCodes<kQ4_1Codes> {
-  using ActBlock = BlockQ8_1;
-  static constexpr int32_t kOffset = 0;
-  static constexpr bool kMin = true;
-  static constexpr size_t kBytes = kQ4_1Bytes;
-};
+struct PackQ4_1 : Q4_1Format, NibbleCodes<kQ4_1Codes> {};
 
 template <size_t kHighAt, size_t kCodesAt>
 struct FiveBitCodes : NibbleCodes<kCodesAt> {
@@ -181,35 +171,22 @@ struct FiveBitCodes : NibbleCodes<kCodesAt> {
   }
 };
 
-struct PackQ5_0 : FiveBitCodes<kQ5_0High, kQ5_0Codes> {
-  using ActBlock = BlockQ8_0;
-  static constexpr int32_t kOffset = 16;
-  static constexpr bool kMin = false;
-  static constexpr size_t kBytes = kQ5_0Bytes;
-};
+struct PackQ5_0 : Q5_0Format, FiveBitCodes<kQ5_0High, kQ5_0Codes> {};
 
-struct PackQ5_1 : FiveBitCodes<kQ5_1High, kQ5_1Codes> {
-  using ActBlock = BlockQ8_1;
-  static constexpr int32_t kOffset = 0;
-  static constexpr bool kMin = true;
-  static constexpr size_t kBytes = kQ5_1Bytes;
-};
+struct PackQ5_1 : Q5_1Format, FiveBitCodes<kQ5_1High, kQ5_1Codes> {};
 
-// Q5_0 with its codes unpacked to bytes (k-group g's 64 bytes at 32 + 64 g, after d[16]), which
-// a prefill call forms once per call (packed_gemm_q5_0).
+// Q5_0 with its codes unpacked to bytes (packed_layout.h), which a prefill call forms once per
+// call (packed_gemm_q5_0).
 struct PackQ5_0Bytes : PackQ5_0 {
-  static constexpr size_t kBytes = 544;
-  static __m256i code(const uint8_t* pb, int g, int h) { return load256(pb + 32 + 64 * g + 32 * h); }
+  static constexpr size_t kBytes = kQ5_0ByteBytes;
+  static __m256i code(const uint8_t* pb, int g, int h) { return load256(pb + kQ5_0ByteCodes + 64 * g + 32 * h); }
 };
 
 // Q8_0: stored as code + 128; the integer sum is formed from the signed codes, so no offset.
-struct PackQ8_0 {
-  using ActBlock = BlockQ8_0;
+struct PackQ8_0 : Q8_0Format {
   static constexpr int32_t kOffset = 0;
-  static constexpr bool kMin = false;
   static constexpr int kChunk = 1;
   static constexpr bool kSigned = true;
-  static constexpr size_t kBytes = kQ8_0Bytes;
   static __m256i code(const uint8_t* pb, int g, int h) {
     return _mm256_xor_si256(load256(pb + kQ8_0Codes + 64 * g + 32 * h), bytes8(0x80));
   }
@@ -541,10 +518,10 @@ constexpr int kC4 = 4, kC3 = 3;
 // Q5_0 passed over several times (prefill): each call's codes formed once into bytes
 // (PackQ5_0Bytes), as the AVX-512 tier does.
 void unpack_q5_0(const uint8_t* src, uint8_t* dst) {
-  std::memcpy(dst, src, 32);  // d[16]
+  std::memcpy(dst, src, kQ5_0ByteCodes);  // d[16]
   for (int g = 0; g < 8; ++g) {
     for (int h = 0; h < 2; ++h) {
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 32 + 64 * g + 32 * h), PackQ5_0::code(src, g, h));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + kQ5_0ByteCodes + 64 * g + 32 * h), PackQ5_0::code(src, g, h));
     }
   }
 }

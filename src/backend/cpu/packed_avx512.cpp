@@ -67,19 +67,9 @@ struct NibbleCodes {
   static int act_offset(int g) { return g < 4 ? 4 * g : 16 + 4 * (g - 4); }
 };
 
-struct PackQ4_0 : NibbleCodes<kQ4_0Codes> {
-  using ActBlock = BlockQ8_0;
-  static constexpr int32_t kOffset = 8;
-  static constexpr bool kMin = false;
-  static constexpr size_t kBytes = kQ4_0Bytes;
-};
+struct PackQ4_0 : Q4_0Format, NibbleCodes<kQ4_0Codes> {};
 
-struct PackQ4_1 : NibbleCodes<kQ4_1Codes> {
-  using ActBlock = BlockQ8_1;
-  static constexpr int32_t kOffset = 0;
-  static constexpr bool kMin = true;
-  static constexpr size_t kBytes = kQ4_1Bytes;
-};
+struct PackQ4_1 : Q4_1Format, NibbleCodes<kQ4_1Codes> {};
 
 // The 5-bit formats: the 4-bit ones' nibbles at kCodesAt with their fifth bits in high[64] at
 // kHighAt.
@@ -90,35 +80,22 @@ struct FiveBitCodes : NibbleCodes<kCodesAt> {
   }
 };
 
-struct PackQ5_0 : FiveBitCodes<kQ5_0High, kQ5_0Codes> {
-  using ActBlock = BlockQ8_0;
-  static constexpr int32_t kOffset = 16;
-  static constexpr bool kMin = false;
-  static constexpr size_t kBytes = kQ5_0Bytes;
-};
+struct PackQ5_0 : Q5_0Format, FiveBitCodes<kQ5_0High, kQ5_0Codes> {};
 
 // Q5_1: Q4_1's d and m, then Q5_0's high bits and nibbles.
-struct PackQ5_1 : FiveBitCodes<kQ5_1High, kQ5_1Codes> {
-  using ActBlock = BlockQ8_1;
-  static constexpr int32_t kOffset = 0;
-  static constexpr bool kMin = true;
-  static constexpr size_t kBytes = kQ5_1Bytes;
-};
+struct PackQ5_1 : Q5_1Format, FiveBitCodes<kQ5_1High, kQ5_1Codes> {};
 
 // Q5_0 with its codes unpacked to bytes: k-group g's 64 bytes (in the order PackQ5_0::code gives
-// them) at 32 + 64 g, after the same d[16]. A prefill product unpacks each call's groups into
+// them) at kQ5_0ByteCodes + 64 g, after the same d[16] (packed_layout.h). A prefill product unpacks each call's groups into
 // this once (packed_gemm_q5_0) instead of once per token tile; the integer sums and the float
 // operations are the same, so are the results.
 struct PackQ5_0Bytes : PackQ5_0 {
-  static constexpr size_t kBytes = 544;
-  static __m512i code(const uint8_t* pb, int g) { return load512(pb + 32 + 64 * g); }
+  static constexpr size_t kBytes = kQ5_0ByteBytes;
+  static __m512i code(const uint8_t* pb, int g) { return load512(pb + kQ5_0ByteCodes + 64 * g); }
 };
 
-struct PackQ8_0 {
-  using ActBlock = BlockQ8_0;
-  static constexpr int32_t kOffset = 128;
-  static constexpr bool kMin = false;
-  static constexpr size_t kBytes = kQ8_0Bytes, kCodes = kQ8_0Codes;
+struct PackQ8_0 : Q8_0Format {
+  static constexpr size_t kCodes = kQ8_0Codes;
   static __m512i code(const uint8_t* pb, int g) { return load512(pb + kCodes + 64 * g); }
   static int act_offset(int g) { return 4 * g; }
 };
@@ -493,9 +470,9 @@ constexpr PackedGemmFn packed_gemm = packed_gemm_tiles<tile<F, kR, C>, tile<F, 1
 // a served step of 12-16 sequences 4% slower, and one of 24-30 no faster; at 47 (Gemma 3 served
 // at 64 in flight) it was 3% faster (decode step 50.1 / 50.5 -> 48.4 / 49.1 ms).
 void unpack_q5_0(const uint8_t* src, uint8_t* dst) {
-  std::memcpy(dst, src, 32);  // d[16]
+  std::memcpy(dst, src, kQ5_0ByteCodes);  // d[16]
 #pragma GCC unroll 8
-  for (int g = 0; g < 8; ++g) _mm512_storeu_si512(dst + 32 + 64 * g, PackQ5_0::code(src, g));
+  for (int g = 0; g < 8; ++g) _mm512_storeu_si512(dst + kQ5_0ByteCodes + 64 * g, PackQ5_0::code(src, g));
 }
 
 void packed_gemm_q5_0(const uint8_t* w, size_t group_stride, int64_t n_groups, const void* act, size_t a_stride,
