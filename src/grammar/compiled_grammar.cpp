@@ -225,7 +225,7 @@ namespace {
 class ClassWalk {
  public:
   ClassWalk(const Automaton& a, const TokenIndex& tokens, uint32_t max_depth, DfaStepTables& steps, bool shortcuts)
-      : accepted_bits(static_cast<size_t>(tokens.n_words()), 0), a_(a), tokens_(tokens), trie_(tokens.trie()),
+      : accepted_bits(static_cast<size_t>(tokens.n_words()), 0), tokens_(tokens), trie_(tokens.trie()),
         node_tokens_(tokens.node_tokens()), stacks_(&a, max_depth), steps_(steps), shortcuts_(shortcuts) {}
 
   void run(uint32_t start) {
@@ -392,7 +392,6 @@ class ClassWalk {
     }
   }
 
-  const Automaton& a_;
   const TokenIndex& tokens_;
   const std::vector<TokenIndex::TrieNode>& trie_;
   const std::vector<int32_t>& node_tokens_;

@@ -26,8 +26,10 @@
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512VNNI__) && \
     defined(__F16C__) && defined(__FMA__)
 #define DI_PACKED_AVX512 1
+#if defined(__GNUC__) && !defined(__clang__)  // GCC 12 only (clang has no -Wmaybe-uninitialized)
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <immintrin.h>
 #endif
 

@@ -36,8 +36,10 @@
 #define DI_GEMM_AVX512 1
 // GCC 12's AVX-512 headers build "undefined" vectors by self-initialisation, which its own
 // uninitialised-use warnings then report at every inlined cast and insert.
+#if defined(__GNUC__) && !defined(__clang__)  // GCC 12 only (clang has no -Wmaybe-uninitialized)
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <immintrin.h>
 #endif
 
