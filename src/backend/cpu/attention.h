@@ -12,6 +12,8 @@
 
 namespace deepinfer::cpu {
 
+enum class Isa;  // quant_kernels.h
+
 // Causal attention of n_tokens queries against their sequences' KV caches.
 // q:   [n_tokens, n_head, head_dim]  (already rotated and not yet scaled)
 // out: [n_tokens, n_head, head_dim]
@@ -81,6 +83,14 @@ struct SequenceKv {
 void attention(const AttentionShape& shape, const float* q, int64_t n_tokens, std::span<const int32_t> positions,
                std::span<const SequenceKv> sequences, std::span<const int32_t> token_seq, float* out,
                ThreadPool& pool);
+
+// The same on the tile kernels of an instruction-set tier that cpu_has() reports (those of the
+// next tier down where this build has none for it). The overload above runs the tier of the
+// other CPU kernels, kernel_tier(): cpuid's best, capped by DEEPINFER_ISA. Tests compare the
+// tiers on one machine with it.
+void attention(const AttentionShape& shape, const float* q, int64_t n_tokens, std::span<const int32_t> positions,
+               std::span<const SequenceKv> sequences, std::span<const int32_t> token_seq, float* out,
+               ThreadPool& pool, Isa tier);
 
 // The oracle: the same contract, one key at a time in plain order.
 void attention_reference(const AttentionShape& shape, const float* q, int64_t n_tokens,

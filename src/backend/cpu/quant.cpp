@@ -124,7 +124,9 @@ bool cpu_has(Isa isa) {
 #endif
 }
 
-const char* kernel_isa() { return isa_name(table().top); }
+Isa kernel_tier() { return table().top; }
+
+const char* kernel_isa() { return isa_name(kernel_tier()); }
 
 bool quant_supported(DType type) {
   const auto id = static_cast<size_t>(type);

@@ -41,6 +41,9 @@ enum class Isa { kScalar, kAvx2, kAvx512 };
 const char* isa_name(Isa isa);
 // Whether this CPU runs the tier's instructions and this build compiled its kernels.
 bool cpu_has(Isa isa);
+// The tier the kernels run on: the highest cpu_has() reports, capped by DEEPINFER_ISA
+// (quant.h's kernel_isa() names it).
+Isa kernel_tier();
 
 // The dispatched tier's matrix product for a weight type (the one quant.h's vec_dot agrees with
 // bit for bit), or nullptr where that tier has none.

@@ -12,11 +12,16 @@
 
 #include "backend/cpu/packed.h"
 #include "backend/cpu/quant.h"
+#include "backend/cpu/quant_kernels.h"
 #include "core/half.h"
 
 #include <cstring>
 
 namespace deepinfer::cpu {
+
+// Test parameters print as the tier's name (found by argument-dependent lookup, so here).
+inline void PrintTo(Isa isa, std::ostream* os) { *os << isa_name(isa); }
+
 namespace {
 
 std::vector<float> random_vector(size_t n, uint32_t seed, float scale = 1.0f) {
@@ -294,8 +299,16 @@ TEST(Ops, AttentionSeesNothingBelowTheSequencesMinPosition) {
 // and in the exponential, 2e-8 relative). Then batch invariance: a token's output is bitwise
 // the same alone (one head per work item) as in a large batch (whole GQA groups per item, runs
 // of consecutive positions in query blocks). Both
-// for a float32 and a float16 cache.
-TEST(Ops, TiledAttentionMatchesTheReferenceAndIsBatchInvariant) {
+// for a float32 and a float16 cache, on each instruction-set tier's tile kernels this CPU runs.
+class AttentionTier : public ::testing::TestWithParam<Isa> {
+ protected:
+  void SetUp() override {
+    if (!cpu_has(GetParam())) GTEST_SKIP() << "no " << isa_name(GetParam()) << " on this CPU: its attention tiles do not run here";
+  }
+};
+
+TEST_P(AttentionTier, TiledAttentionMatchesTheReferenceAndIsBatchInvariant) {
+  const Isa tier = GetParam();
   std::mt19937 rng(21);
   struct Case { int64_t n_head, n_head_kv, head_dim, block, window, min_pos; };
   const Case cases[] = {{9, 3, 64, 16, 0, 0}, {4, 1, 256, 16, 37, 0}, {6, 6, 17, 5, 0, 3},
@@ -344,14 +357,14 @@ TEST(Ops, TiledAttentionMatchesTheReferenceAndIsBatchInvariant) {
       auto q = random_vector(static_cast<size_t>(n_tokens * c.n_head * c.head_dim), 33, 2.0f);
       std::vector<float> tiled(q.size()), ref(q.size());
       ThreadPool pool(2);
-      attention(shape, q.data(), n_tokens, positions, seqs, token_seq, tiled.data(), pool);
+      attention(shape, q.data(), n_tokens, positions, seqs, token_seq, tiled.data(), pool, tier);
       attention_reference(shape, q.data(), n_tokens, positions, seqs, token_seq, ref.data(), pool);
       for (size_t i = 0; i < ref.size(); ++i) ASSERT_NEAR(tiled[i], ref[i], 2e-5f * (1.0f + std::abs(ref[i]))) << i;
       const int64_t row = c.n_head * c.head_dim;
       for (int64_t t = 0; t < n_tokens; ++t) {
         std::vector<float> alone(static_cast<size_t>(row));
         attention(shape, q.data() + t * row, 1, std::span(positions).subspan(static_cast<size_t>(t), 1), seqs,
-                  std::span(token_seq).subspan(static_cast<size_t>(t), 1), alone.data(), pool);
+                  std::span(token_seq).subspan(static_cast<size_t>(t), 1), alone.data(), pool, tier);
         ASSERT_EQ(0, std::memcmp(alone.data(), tiled.data() + t * row, alone.size() * sizeof(float))) << "token " << t;
       }
     }
@@ -362,7 +375,8 @@ TEST(Ops, TiledAttentionMatchesTheReferenceAndIsBatchInvariant) {
 // few heads is split over the threads by segment. A token's output is bitwise the same alone
 // (the split walk, on 1 or 2 threads) as in a batch with a prefill chunk across a segment edge
 // (the one-item walk), and near the per-key reference.
-TEST(Ops, LongContextAttentionIsTheSameSplitBySegmentOrNot) {
+TEST_P(AttentionTier, LongContextAttentionIsTheSameSplitBySegmentOrNot) {
+  const Isa tier = GetParam();
   std::mt19937 rng(5);
   struct Case { int64_t n_head, n_head_kv, head_dim, block, window, min_pos; };
   const Case cases[] = {{9, 3, 64, 16, 0, 0}, {4, 1, 256, 16, 0, 0}, {4, 1, 64, 7, 1500, 0}, {2, 2, 32, 16, 0, 900}};
@@ -392,7 +406,7 @@ TEST(Ops, LongContextAttentionIsTheSameSplitBySegmentOrNot) {
     auto q = random_vector(static_cast<size_t>(n_tokens * c.n_head * c.head_dim), 43, 2.0f);
     std::vector<float> batched(q.size()), ref(q.size());
     ThreadPool two(2), one(1);
-    attention(shape, q.data(), n_tokens, positions, std::span(&seq, 1), token_seq, batched.data(), two);
+    attention(shape, q.data(), n_tokens, positions, std::span(&seq, 1), token_seq, batched.data(), two, tier);
     attention_reference(shape, q.data(), n_tokens, positions, std::span(&seq, 1), token_seq, ref.data(), two);
     for (size_t i = 0; i < ref.size(); ++i) ASSERT_NEAR(batched[i], ref[i], 2e-5f * (1.0f + std::abs(ref[i]))) << i;
     const int64_t row = c.n_head * c.head_dim;
@@ -400,13 +414,16 @@ TEST(Ops, LongContextAttentionIsTheSameSplitBySegmentOrNot) {
       for (ThreadPool* pool : {&one, &two}) {
         std::vector<float> alone(static_cast<size_t>(row));
         attention(shape, q.data() + t * row, 1, std::span(positions).subspan(static_cast<size_t>(t), 1),
-                  std::span(&seq, 1), std::span(token_seq).subspan(0, 1), alone.data(), *pool);
+                  std::span(&seq, 1), std::span(token_seq).subspan(0, 1), alone.data(), *pool, tier);
         ASSERT_EQ(0, std::memcmp(alone.data(), batched.data() + t * row, alone.size() * sizeof(float)))
             << "position " << positions[static_cast<size_t>(t)] << ", " << pool->n_threads() << " threads";
       }
     }
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Tiers, AttentionTier, ::testing::Values(Isa::kScalar, Isa::kAvx2, Isa::kAvx512),
+                         [](const ::testing::TestParamInfo<Isa>& info) { return std::string(isa_name(info.param)); });
 
 // The paged layout written out by hand: blocks of 4 slots, 2 KV heads of 3. Slot 6 is block 1,
 // offset 2; block 1 starts at element 4 * 2 * 3 = 24 and head h's panel 12 elements later;
