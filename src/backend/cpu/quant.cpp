@@ -67,6 +67,7 @@ KernelTable build_table() {
     } else if (use2 && avx2::vec_dot_fn(*type)) {
       t.vec_dot[id] = avx2::vec_dot_fn(*type);
       t.vec_dot4[id] = avx2::vec_dot4_fn(*type);
+      t.gemm[id] = avx2::gemm_fn(*type);
     } else {
       t.vec_dot[id] = ref::vec_dot_fn(*type);
     }

@@ -408,6 +408,92 @@ float vec_dot_plain(const void* w, const void* a, int64_t n) {
   return out;
 }
 
+// The plain types' matrix product (GemmFn): tiles of kPlainRows weight rows x kPlainTokens
+// tokens. An output's arithmetic is dot_plain's: four FMA chains, chain q taking elements
+// i + 8q..i + 8q + 7 of every 32-element step i in order, then the remainder's 8-element steps on
+// chain 0, the same sum of the chains and the scalar tail in order; so each output has vec_dot's
+// bits whatever the tile. A full tile runs one chain at a time through a block of kPlainBlock
+// elements, so that chain's 12 accumulators stay in registers with the 3 weight vectors and an
+// activation vector (dot_plain<4> needs 16 accumulators and spilled), and parks them in memory
+// between blocks (exact); the block's weight and activation rows stay in L1 for its four chains.
+// Tokens short of a tile go through dot_plain<C>, row by row.
+constexpr int kPlainRows = 3, kPlainTokens = 4;
+constexpr int64_t kPlainBlock = 512;  // a tile's block: 6 KB of float32 weights, 8 KB of activations
+
+template <typename Weights>
+inline void plain_tile(const Weights* w, const float* const* y, int64_t n, float* out, int64_t ldy) {
+  constexpr int R = kPlainRows, C = kPlainTokens;
+  const int64_t n32 = n / 32 * 32;
+  alignas(32) float parked[4][R][C][8];
+  for (int64_t k0 = 0; k0 < n32; k0 += kPlainBlock) {
+    const int64_t k1 = std::min(n32, k0 + kPlainBlock);
+    for (int q = 0; q < 4; ++q) {
+      __m256 acc[R][C];
+      for (int r = 0; r < R; ++r) {
+        for (int c = 0; c < C; ++c) acc[r][c] = k0 == 0 ? _mm256_setzero_ps() : _mm256_load_ps(parked[q][r][c]);
+      }
+      for (int64_t i = k0 + 8 * q; i < k1; i += 32) {
+        const __m256 w0 = w[0].load8(i), w1 = w[1].load8(i), w2 = w[2].load8(i);
+        for (int c = 0; c < C; ++c) {
+          const __m256 yv = _mm256_loadu_ps(y[c] + i);
+          acc[0][c] = _mm256_fmadd_ps(w0, yv, acc[0][c]);
+          acc[1][c] = _mm256_fmadd_ps(w1, yv, acc[1][c]);
+          acc[2][c] = _mm256_fmadd_ps(w2, yv, acc[2][c]);
+        }
+      }
+      for (int r = 0; r < R; ++r) {
+        for (int c = 0; c < C; ++c) _mm256_store_ps(parked[q][r][c], acc[r][c]);
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    for (int c = 0; c < C; ++c) {
+      __m256 chain[4];
+      for (int q = 0; q < 4; ++q) chain[q] = n32 == 0 ? _mm256_setzero_ps() : _mm256_load_ps(parked[q][r][c]);
+      int64_t i = n32;
+      for (; i + 8 <= n; i += 8) chain[0] = _mm256_fmadd_ps(w[r].load8(i), _mm256_loadu_ps(y[c] + i), chain[0]);
+      float sum = hsum(_mm256_add_ps(_mm256_add_ps(chain[0], chain[1]), _mm256_add_ps(chain[2], chain[3])));
+      for (int64_t j = i; j < n; ++j) sum = std::fma(w[r].scalar(j), y[c][j], sum);
+      out[c * ldy + r] = sum;
+    }
+  }
+}
+
+template <typename Weights, typename Elem>
+void gemm_plain(const void* w, size_t w_stride, int64_t n_rows, const void* a, size_t a_stride, int64_t n_tok,
+                int64_t n, float* y, int64_t ldy) {
+  const auto* wb = static_cast<const uint8_t*>(w);
+  const auto* ab = static_cast<const uint8_t*>(a);
+  auto row = [&](int64_t r) { return Weights{reinterpret_cast<const Elem*>(wb + r * w_stride)}; };
+  for (int64_t t0 = 0; t0 < n_tok; t0 += kPlainTokens) {
+    const int nc = static_cast<int>(std::min<int64_t>(kPlainTokens, n_tok - t0));
+    const float* rows[kPlainTokens];
+    for (int c = 0; c < nc; ++c) rows[c] = reinterpret_cast<const float*>(ab + (t0 + c) * a_stride);
+    float* out = y + t0 * ldy;
+    int64_t r0 = 0;
+    if (nc == kPlainTokens) {
+      for (; r0 + kPlainRows <= n_rows; r0 += kPlainRows) {
+        const Weights ws[kPlainRows] = {row(r0), row(r0 + 1), row(r0 + 2)};
+        plain_tile(ws, rows, n, out + r0, ldy);
+      }
+    }
+    // The rows and tokens short of a tile: dot_plain's own C-token form, one weight row at a time.
+    for (; r0 < n_rows; ++r0) {
+      const Weights wr = row(r0);
+      auto load8 = [&](int64_t i) { return wr.load8(i); };
+      auto scalar = [&](int64_t i) { return wr.scalar(i); };
+      float o[kPlainTokens];
+      switch (nc) {
+        case 1: dot_plain<1>(rows, n, load8, scalar, o); break;
+        case 2: dot_plain<2>(rows, n, load8, scalar, o); break;
+        case 3: dot_plain<3>(rows, n, load8, scalar, o); break;
+        default: dot_plain<4>(rows, n, load8, scalar, o); break;
+      }
+      for (int c = 0; c < nc; ++c) out[c * ldy + r0] = o[c];
+    }
+  }
+}
+
 // ---- activation quantizers -------------------------------------------------------------------
 
 inline float hmax(__m256 v) {
@@ -545,6 +631,18 @@ VecDotFn vec_dot_fn(DType weight_type) {
     case DType::kQ6_K: return vec_dot_q6_k;
     case DType::kQ2_K: return vec_dot_q23_k<BlockQ2_K>;
     case DType::kQ3_K: return vec_dot_q23_k<BlockQ3_K>;
+    default: break;
+  }
+#endif
+  return nullptr;
+}
+
+GemmFn gemm_fn(DType weight_type) {
+#if defined(DI_QUANT_AVX2)
+  switch (weight_type) {
+    case DType::kF32: return gemm_plain<F32Weights, float>;
+    case DType::kF16: return gemm_plain<F16Weights, uint16_t>;
+    case DType::kBF16: return gemm_plain<BF16Weights, uint16_t>;
     default: break;
   }
 #endif
