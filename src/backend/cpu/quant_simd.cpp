@@ -412,42 +412,47 @@ float vec_dot_plain(const void* w, const void* a, int64_t n) {
 // tokens. An output's arithmetic is dot_plain's: four FMA chains, chain q taking elements
 // i + 8q..i + 8q + 7 of every 32-element step i in order, then the remainder's 8-element steps on
 // chain 0, the same sum of the chains and the scalar tail in order; so each output has vec_dot's
-// bits whatever the tile. A full tile runs one chain at a time through a block of kPlainBlock
+// bits whatever the tile. A tile runs one chain at a time through a block of kPlainBlock
 // elements, so that chain's 12 accumulators stay in registers with the 3 weight vectors and an
 // activation vector (dot_plain<4> needs 16 accumulators and spilled), and parks them in memory
-// between blocks (exact); the block's weight and activation rows stay in L1 for its four chains.
-// Tokens short of a tile go through dot_plain<C>, row by row.
+// between blocks (exact). Blocks are the outer loop over a band of up to kPlainBand rows: the 4
+// tokens' block of activations stays in L1 while the band's weights stream past it once.
+// Rows and tokens short of a tile go through dot_plain<C>, row by row.
 constexpr int kPlainRows = 3, kPlainTokens = 4;
-constexpr int64_t kPlainBlock = 512;  // a tile's block: 6 KB of float32 weights, 8 KB of activations
+constexpr int64_t kPlainBlock = 512;  // 4 tokens' block of activations: 8 KB
+constexpr int kPlainBandTiles = 11;   // 33 rows: ops.cpp's products come in 32
+using PlainChains = float[4][kPlainRows][kPlainTokens][8];  // a tile's parked chains
 
+// Chain q of a tile over elements [k0, k1) (32-element steps), from and back to `parked`.
 template <typename Weights>
-inline void plain_tile(const Weights* w, const float* const* y, int64_t n, float* out, int64_t ldy) {
+inline void plain_tile_block(const Weights* w, const float* const* y, int64_t k0, int64_t k1, PlainChains& parked) {
   constexpr int R = kPlainRows, C = kPlainTokens;
-  const int64_t n32 = n / 32 * 32;
-  alignas(32) float parked[4][R][C][8];
-  for (int64_t k0 = 0; k0 < n32; k0 += kPlainBlock) {
-    const int64_t k1 = std::min(n32, k0 + kPlainBlock);
-    for (int q = 0; q < 4; ++q) {
-      __m256 acc[R][C];
-      for (int r = 0; r < R; ++r) {
-        for (int c = 0; c < C; ++c) acc[r][c] = k0 == 0 ? _mm256_setzero_ps() : _mm256_load_ps(parked[q][r][c]);
-      }
-      for (int64_t i = k0 + 8 * q; i < k1; i += 32) {
-        const __m256 w0 = w[0].load8(i), w1 = w[1].load8(i), w2 = w[2].load8(i);
-        for (int c = 0; c < C; ++c) {
-          const __m256 yv = _mm256_loadu_ps(y[c] + i);
-          acc[0][c] = _mm256_fmadd_ps(w0, yv, acc[0][c]);
-          acc[1][c] = _mm256_fmadd_ps(w1, yv, acc[1][c]);
-          acc[2][c] = _mm256_fmadd_ps(w2, yv, acc[2][c]);
-        }
-      }
-      for (int r = 0; r < R; ++r) {
-        for (int c = 0; c < C; ++c) _mm256_store_ps(parked[q][r][c], acc[r][c]);
+  for (int q = 0; q < 4; ++q) {
+    __m256 acc[R][C];
+    for (int r = 0; r < R; ++r) {
+      for (int c = 0; c < C; ++c) acc[r][c] = k0 == 0 ? _mm256_setzero_ps() : _mm256_load_ps(parked[q][r][c]);
+    }
+    for (int64_t i = k0 + 8 * q; i < k1; i += 32) {
+      const __m256 w0 = w[0].load8(i), w1 = w[1].load8(i), w2 = w[2].load8(i);
+      for (int c = 0; c < C; ++c) {
+        const __m256 yv = _mm256_loadu_ps(y[c] + i);
+        acc[0][c] = _mm256_fmadd_ps(w0, yv, acc[0][c]);
+        acc[1][c] = _mm256_fmadd_ps(w1, yv, acc[1][c]);
+        acc[2][c] = _mm256_fmadd_ps(w2, yv, acc[2][c]);
       }
     }
+    for (int r = 0; r < R; ++r) {
+      for (int c = 0; c < C; ++c) _mm256_store_ps(parked[q][r][c], acc[r][c]);
+    }
   }
-  for (int r = 0; r < R; ++r) {
-    for (int c = 0; c < C; ++c) {
+}
+
+// A tile's outputs from its parked chains (n32 elements done): the remainder, the sum, the tail.
+template <typename Weights>
+inline void plain_tile_finish(const Weights* w, const float* const* y, int64_t n, int64_t n32,
+                              const PlainChains& parked, float* out, int64_t ldy) {
+  for (int r = 0; r < kPlainRows; ++r) {
+    for (int c = 0; c < kPlainTokens; ++c) {
       __m256 chain[4];
       for (int q = 0; q < 4; ++q) chain[q] = n32 == 0 ? _mm256_setzero_ps() : _mm256_load_ps(parked[q][r][c]);
       int64_t i = n32;
@@ -465,6 +470,8 @@ void gemm_plain(const void* w, size_t w_stride, int64_t n_rows, const void* a, s
   const auto* wb = static_cast<const uint8_t*>(w);
   const auto* ab = static_cast<const uint8_t*>(a);
   auto row = [&](int64_t r) { return Weights{reinterpret_cast<const Elem*>(wb + r * w_stride)}; };
+  const int64_t n32 = n / 32 * 32;
+  alignas(32) PlainChains parked[kPlainBandTiles];
   for (int64_t t0 = 0; t0 < n_tok; t0 += kPlainTokens) {
     const int nc = static_cast<int>(std::min<int64_t>(kPlainTokens, n_tok - t0));
     const float* rows[kPlainTokens];
@@ -472,10 +479,24 @@ void gemm_plain(const void* w, size_t w_stride, int64_t n_rows, const void* a, s
     float* out = y + t0 * ldy;
     int64_t r0 = 0;
     if (nc == kPlainTokens) {
-      for (; r0 + kPlainRows <= n_rows; r0 += kPlainRows) {
-        const Weights ws[kPlainRows] = {row(r0), row(r0 + 1), row(r0 + 2)};
-        plain_tile(ws, rows, n, out + r0, ldy);
+      const int64_t full = n_rows / kPlainRows * kPlainRows;
+      for (int64_t band = 0; band < full; band += kPlainBandTiles * kPlainRows) {
+        const int tiles = static_cast<int>(std::min<int64_t>(kPlainBandTiles, (full - band) / kPlainRows));
+        for (int64_t k0 = 0; k0 < n32; k0 += kPlainBlock) {
+          const int64_t k1 = std::min(n32, k0 + kPlainBlock);
+          for (int tile = 0; tile < tiles; ++tile) {
+            const int64_t r = band + tile * kPlainRows;
+            const Weights ws[kPlainRows] = {row(r), row(r + 1), row(r + 2)};
+            plain_tile_block(ws, rows, k0, k1, parked[tile]);
+          }
+        }
+        for (int tile = 0; tile < tiles; ++tile) {
+          const int64_t r = band + tile * kPlainRows;
+          const Weights ws[kPlainRows] = {row(r), row(r + 1), row(r + 2)};
+          plain_tile_finish(ws, rows, n, n32, parked[tile], out + r, ldy);
+        }
       }
+      r0 = full;
     }
     // The rows and tokens short of a tile: dot_plain's own C-token form, one weight row at a time.
     for (; r0 < n_rows; ++r0) {
