@@ -155,7 +155,8 @@ TEST(OpKernels, GemmEqualsItsVecDotBitForBitOnOddShapes) {
       ASSERT_NE(gemm, nullptr) << tier.name << " " << dtype_name(type);
       ASSERT_NE(dot, nullptr) << tier.name << " " << dtype_name(type);
       const int64_t bs = block_size(type);
-      const int64_t shapes[][3] = {{1, 1, 1}, {1, 5, 3}, {3, 1, 2}, {4, 4, 18}, {5, 7, 1}, {9, 6, 5}, {13, 11, 3}, {8, 9, 19}};
+      const int64_t shapes[][3] = {{1, 1, 1}, {1, 5, 3}, {3, 1, 2}, {4, 4, 18}, {5, 7, 1}, {9, 6, 5}, {13, 11, 3}, {8, 9, 19},
+                                      {37, 4, 19}};  // past a band of 33 rows (float tiles)
       for (const auto& s : shapes) {
         // Float types (block size 1): lengths with and without 32- and 8-element steps and tails, and
         // past the tiles' 512-element blocks (1029, 1087).
