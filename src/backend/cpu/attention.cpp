@@ -152,7 +152,6 @@ attn::AttendItemsFn attn::scalar_attend_items(DType cache_type) {
   return cache_type == DType::kF16 ? attend_items<uint16_t> : attend_items<float>;
 }
 
-
 // Tiled online softmax. A work item is a block of consecutive tokens of one sequence (a single
 // token in decode) and a run of query heads that share a KV head (all of the group when there are
 // enough items to keep the threads busy, else one head), so each key and value row is read once
