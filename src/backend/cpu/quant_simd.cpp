@@ -319,6 +319,15 @@ float vec_dot_q23_k(const void* w, const void* a, int64_t n) {
 
 // ---- plain weight types against float activations ---------------------------------------------
 
+// The end of one plain dot, shared by dot_plain and the float tiles so that both give the same
+// bits: its four chains summed in a fixed shape, then the scalar tail, elements i..n-1 in order.
+template <typename Scalar>
+inline float sum_chains(const __m256* chain, const float* y, int64_t i, int64_t n, Scalar scalar) {
+  float sum = hsum(_mm256_add_ps(_mm256_add_ps(chain[0], chain[1]), _mm256_add_ps(chain[2], chain[3])));
+  for (int64_t j = i; j < n; ++j) sum = std::fma(scalar(j), y[j], sum);
+  return sum;
+}
+
 // load8(i) gives weight elements i..i+7 as floats, scalar(i) element i; out[c] = the weight row
 // times activation row y[c], for C rows at once. Four accumulators per row: with fewer the loop
 // waits on FMA latency rather than on loads. Each row's arithmetic is the same whatever C is
@@ -342,11 +351,7 @@ inline void dot_plain(const float* const* y, int64_t n, Load8 load8, Scalar scal
     const __m256 w = load8(i);
     for (int c = 0; c < C; ++c) acc[c][0] = _mm256_fmadd_ps(w, _mm256_loadu_ps(y[c] + i), acc[c][0]);
   }
-  for (int c = 0; c < C; ++c) {
-    float sum = hsum(_mm256_add_ps(_mm256_add_ps(acc[c][0], acc[c][1]), _mm256_add_ps(acc[c][2], acc[c][3])));
-    for (int64_t j = i; j < n; ++j) sum = std::fma(scalar(j), y[c][j], sum);
-    out[c] = sum;
-  }
+  for (int c = 0; c < C; ++c) out[c] = sum_chains(acc[c], y[c], i, n, scalar);
 }
 
 // The plain weight types' element loaders: load8 (8 elements widened to floats) and scalar.
@@ -457,9 +462,7 @@ inline void plain_tile_finish(const Weights* w, const float* const* y, int64_t n
       for (int q = 0; q < 4; ++q) chain[q] = n32 == 0 ? _mm256_setzero_ps() : _mm256_load_ps(parked[q][r][c]);
       int64_t i = n32;
       for (; i + 8 <= n; i += 8) chain[0] = _mm256_fmadd_ps(w[r].load8(i), _mm256_loadu_ps(y[c] + i), chain[0]);
-      float sum = hsum(_mm256_add_ps(_mm256_add_ps(chain[0], chain[1]), _mm256_add_ps(chain[2], chain[3])));
-      for (int64_t j = i; j < n; ++j) sum = std::fma(w[r].scalar(j), y[c][j], sum);
-      out[c * ldy + r] = sum;
+      out[c * ldy + r] = sum_chains(chain, y[c], i, n, [&](int64_t j) { return w[r].scalar(j); });
     }
   }
 }
