@@ -27,10 +27,14 @@ using testing::random_floats;
 using testing::random_row;
 
 constexpr DType kPackedTypes[] = {DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1, DType::kQ8_0,
-                                  DType::kQ2_K, DType::kQ3_K, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K};
+                                  DType::kQ2_K, DType::kQ3_K, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K,
+                                  DType::kF32,  DType::kF16,  DType::kBF16};
 
 int64_t block_elements(DType type) { return dtype_traits(type)->block_size; }
 bool is_k_quant(DType type) { return block_elements(type) == 256; }
+bool is_float(DType type) { return block_elements(type) == 1; }
+// Whether a type's packed product takes PackedActInfo: the 32-element formats'.
+bool takes_infos(DType type) { return block_elements(type) == 32; }
 
 std::vector<uint8_t> random_matrix(DType type, int64_t n_out, int64_t n_in, std::mt19937& rng) {
   std::vector<uint8_t> w;
@@ -51,7 +55,8 @@ TEST(PackedKernels, PackingIsLossless) {
   std::mt19937 rng(3);
   for (DType type : kPackedTypes) {
     ASSERT_TRUE(has_packed_layout(type));
-    const int64_t n_out = 48, n_in = 3 * block_elements(type);
+    // Floats: past the packer's 64-element runs and the row lookup's 256-element ones.
+    const int64_t n_out = 48, n_in = is_float(type) ? 300 : 3 * block_elements(type);
     const std::vector<uint8_t> w = random_matrix(type, n_out, n_in, rng);
     const std::vector<uint8_t> p = packed_copy(type, w, n_out, n_in);
     // As large as the original, except Q3_K, Q4_K and Q5_K, whose 6-bit scales are unpacked to
@@ -119,8 +124,9 @@ TEST_P(PackedTier, ProductMatchesTheReferenceAndIsTileInvariant) {
                                  {2, 2, 3},  {3, 3, 2},   {5, 45, 1}, {3, 47, 2}, {2, 70, 1}, {3, 8, 2},
                                  {2, 14, 3}};
     for (const auto& s : shapes) {
-      // K-quant blocks are 8 times longer: fewer of them.
-      const int64_t blocks = is_k_quant(type) ? (s[2] + 3) / 4 : s[2];
+      // K-quant blocks are 8 times longer: fewer of them. Float blocks are one element: 32 times
+      // more of them, so that chains cross the float tiles' 256-element blocks.
+      const int64_t blocks = is_k_quant(type) ? (s[2] + 3) / 4 : is_float(type) ? 32 * s[2] + s[0] : s[2];
       const int64_t groups = s[0], toks = s[1], n = block_elements(type) * blocks, rows = groups * kPackRows;
       const std::vector<uint8_t> w = random_matrix(type, rows, n, rng);
       const std::vector<uint8_t> p = packed_copy(type, w, rows, n);
@@ -143,7 +149,7 @@ TEST_P(PackedTier, ProductMatchesTheReferenceAndIsTileInvariant) {
       std::vector<float> y(toks * ldy, -1.0f), alone(kPackRows);
       // The infos are worked out once for every token; each one-token call below gets its row's.
       const PackedActInfoFn info_fn = GetParam().info_fn(type);
-      ASSERT_EQ(info_fn == nullptr, is_k_quant(type)) << dtype_name(type);
+      ASSERT_EQ(info_fn != nullptr, takes_infos(type)) << dtype_name(type);
       const int64_t infos_per_row = n / kPackedActBlock;
       std::vector<PackedActInfo> infos(static_cast<size_t>(toks * infos_per_row));
       if (info_fn != nullptr) info_fn(a.data(), a_stride, toks, n, infos.data());
@@ -171,6 +177,10 @@ TEST_P(PackedTier, ProductMatchesTheReferenceAndIsTileInvariant) {
               if (is_k_quant(type)) {
                 // Exact integer sums scaled with the reference's float operations: the same bits.
                 ASSERT_EQ(fp32_to_bits(got), fp32_to_bits(want)) << where;
+              } else if (is_float(type)) {
+                // One chain of n roundings against the reference's own sum.
+                const double bound = (2.0 * n + 16) * 0x1p-24 * dot_double(w_f[r], a_f[t]).magnitude + 1e-30;
+                ASSERT_NEAR(got, want, bound) << where;
               } else {
                 // One rounding per block scaling (and min term) plus the reference's own.
                 const double bound = (2.0 * blocks + 16) * 0x1p-24 * dot_double(w_f[r], a_f[t]).magnitude + 1e-30;

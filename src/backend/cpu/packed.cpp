@@ -59,9 +59,14 @@ size_t packed_block_bytes(DType type) {
     case DType::kQ4_K: return kQ4KBytes;
     case DType::kQ5_K: return kQ5KBytes;
     case DType::kQ6_K: return kQ6KBytes;
+    case DType::kF32: return kPackRows * sizeof(float);
+    case DType::kF16:
+    case DType::kBF16: return kPackRows * sizeof(uint16_t);
     default: return 0;
   }
 }
+
+bool is_float(DType type) { return type == DType::kF32 || type == DType::kF16 || type == DType::kBF16; }
 
 // Elements per block of a type with a packed layout.
 int64_t block_elements(DType type) { return dtype_traits(type)->block_size; }
@@ -427,10 +432,30 @@ void pack_groups(DType type, const uint8_t* src, int64_t n_out, int64_t n_in, ui
   }
 }
 
+// pack_matrix for the float formats: element k of a group's 16 rows side by side. A row's run of
+// kRun elements is read at a time, so 16 short sequential reads meet one written span in L1.
+template <class T>
+void pack_float_groups(const uint8_t* src, int64_t n_out, int64_t n_in, uint8_t* dst) {
+  constexpr int64_t kRun = 64;
+  for (int64_t g = 0; g < n_out / kPackRows; ++g) {
+    const T* rows = reinterpret_cast<const T*>(src) + g * kPackRows * n_in;
+    T* group = reinterpret_cast<T*>(dst) + g * kPackRows * n_in;
+    for (int64_t k0 = 0; k0 < n_in; k0 += kRun) {
+      const int64_t k1 = std::min(n_in, k0 + kRun);
+      for (int64_t j = 0; j < kPackRows; ++j) {
+        const T* row = rows + j * n_in;
+        for (int64_t k = k0; k < k1; ++k) group[k * kPackRows + j] = row[k];
+      }
+    }
+  }
+}
+
 }  // namespace
 
 void pack_matrix(DType type, const uint8_t* src, int64_t n_out, int64_t n_in, uint8_t* dst) {
   DI_ICHECK(has_packed_layout(type) && n_out % kPackRows == 0 && n_in % block_elements(type) == 0);
+  if (type == DType::kF32) return pack_float_groups<uint32_t>(src, n_out, n_in, dst);
+  if (is_float(type)) return pack_float_groups<uint16_t>(src, n_out, n_in, dst);
   // Q5_0 and Q2_K, Q3_K, Q6_K or their bits in.
   std::memset(dst, 0, packed_group_bytes(type, n_in) * static_cast<size_t>(n_out / kPackRows));
   switch (type) {
@@ -454,6 +479,11 @@ void unpack_row(DType type, const uint8_t* packed, int64_t n_in, int64_t row, ui
   const int64_t nb = n_in / block_elements(type);
   const int64_t g = row / kPackRows;
   const int j = static_cast<int>(row % kPackRows);
+  if (is_float(type)) {  // element i of row j: bbytes bytes at j in packed block i
+    const uint8_t* group = packed + g * nb * pbytes + j * bbytes;
+    for (int64_t i = 0; i < nb; ++i) std::memcpy(dst + i * bbytes, group + i * pbytes, bbytes);
+    return;
+  }
   for (int64_t i = 0; i < nb; ++i) {
     // move_block only reads the packed block when unpacking.
     auto* pb = const_cast<uint8_t*>(packed + (g * nb + i) * pbytes);
@@ -471,6 +501,17 @@ void dequantize_packed_row(DType type, const uint8_t* packed, int64_t n_in, int6
   const int64_t nb = n_in / elems;
   const int64_t g = row / kPackRows;
   const int j = static_cast<int>(row % kPackRows);
+  if (is_float(type)) {  // a run of elements unpacked, then converted
+    constexpr int64_t kRun = 256;
+    alignas(8) uint8_t run[kRun * sizeof(float)];
+    for (int64_t i0 = 0; i0 < nb; i0 += kRun) {
+      const int64_t count = std::min(kRun, nb - i0);
+      const uint8_t* group = packed + (g * nb + i0) * pbytes + j * bbytes;
+      for (int64_t i = 0; i < count; ++i) std::memcpy(run + i * bbytes, group + i * pbytes, bbytes);
+      dequantize_row(type, run, dst + i0, count);
+    }
+    return;
+  }
   alignas(8) uint8_t block[kMaxStoredBlock];
   for (int64_t i = 0; i < nb; ++i) {
     auto* pb = const_cast<uint8_t*>(packed + (g * nb + i) * pbytes);

@@ -21,6 +21,13 @@
 //   Q3_K  d[16] (half), sc[16][16] (int8), low[16][64], high[8][64]               1824 bytes
 //   Q2_K  d[16], dmin[16] (half), scales[16][16] (bytes), low[16][64]             1344 bytes
 //
+//   F32   w[16] (float)    64 bytes      one element of 16 rows: a block is one element
+//   F16   w[16] (half)     32 bytes
+//   BF16  w[16] (bfloat)   32 bytes
+//
+// Float formats: packed block k holds element k of the group's rows 0..15 in row order, so one
+// 16-value load (two vectors) feeds 16 rows' chains (packed_float_avx2.cpp); as large as the
+// original.
 // 4-bit codes: byte 4j + b of codes[L] is byte 4L + b of row j's qs, so its low nibble is
 // element 4L + b and its high nibble element 16 + 4L + b ("k-group" L and 4 + L). Q5_0 and
 // Q5_1: bit G of high[4j + b] is bit 4 of row j's element of k-group G at position b. Q8_0: byte 4j + b of
@@ -109,6 +116,12 @@ PackedActInfoFn packed_act_info_fn(DType weight_type);
 namespace avx2 {
 PackedGemmFn packed_gemm_fn(DType weight_type);
 PackedActInfoFn packed_act_info_fn(DType weight_type);
+}  // namespace avx2
+
+// The float formats' products (f32, f16, bf16: packed_float_avx2.cpp), AVX2 code that both tiers
+// use; nullptr for other types. Call only where cpu_has(kAvx2).
+namespace avx2 {
+PackedGemmFn packed_float_gemm_fn(DType weight_type);
 }  // namespace avx2
 
 // Whether a matrix of this type and shape is packed: a packed product exists for the type and

@@ -576,7 +576,7 @@ PackedGemmFn packed_gemm_fn(DType weight_type) {
     case DType::kQ2_K: return packed_gemm_k16_fn<Q2KCodes>;
     case DType::kQ3_K: return packed_gemm_k16_fn<Q3KCodes>;
     case DType::kQ6_K: return packed_gemm_k16_fn<Q6KCodes>;
-    default: break;
+    default: return avx2::packed_float_gemm_fn(weight_type);  // float panels: AVX2 tiles on both tiers
   }
 #endif
   (void)weight_type;
