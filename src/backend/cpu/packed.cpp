@@ -59,6 +59,7 @@ size_t packed_block_bytes(DType type) {
     case DType::kQ4_K: return kQ4KBytes;
     case DType::kQ5_K: return kQ5KBytes;
     case DType::kQ6_K: return kQ6KBytes;
+    case DType::kMXFP4: return kMxfp4Bytes;
     case DType::kF32: return kPackRows * sizeof(float);
     case DType::kF16:
     case DType::kBF16: return kPackRows * sizeof(uint16_t);
@@ -344,6 +345,23 @@ void move_block(DType type, uint8_t* block, uint8_t* pb, int j, bool to_packed) 
       }
       return;
     }
+    case DType::kMXFP4: {  // element k's code: nibble j % 2 of byte 8k + j / 2 of the codes
+      auto& b = *reinterpret_cast<BlockMXFP4*>(block);
+      move_bytes(&b.e, pb + j, 1, to_packed);
+      uint8_t* mx = pb + kMxfp4Codes;
+      const int shift = 4 * (j % 2);
+      for (int k = 0; k < kQK; ++k) {
+        uint8_t& p = mx[8 * k + j / 2];
+        const int stored_shift = k < kQK / 2 ? 0 : 4;  // element k: nibble of qs[k % 16]
+        uint8_t& q = b.qs[k % (kQK / 2)];
+        if (to_packed) {
+          p = static_cast<uint8_t>(p | ((q >> stored_shift) & 15) << shift);
+        } else {
+          q = static_cast<uint8_t>(q | ((p >> shift) & 15) << stored_shift);
+        }
+      }
+      return;
+    }
     default: DI_ICHECK(false && "no packed layout for this type");
   }
 }
@@ -473,6 +491,7 @@ void pack_matrix(DType type, const uint8_t* src, int64_t n_out, int64_t n_in, ui
     case DType::kQ4_K: return pack_groups<sizeof(BlockQ4_K)>(type, src, n_out, n_in, dst);
     case DType::kQ5_K: return pack_groups<sizeof(BlockQ5_K)>(type, src, n_out, n_in, dst);
     case DType::kQ6_K: return pack_groups<sizeof(BlockQ6_K)>(type, src, n_out, n_in, dst);
+    case DType::kMXFP4: return pack_groups<sizeof(BlockMXFP4)>(type, src, n_out, n_in, dst);
     default: DI_ICHECK(false && "no packed layout for this type");
   }
 }

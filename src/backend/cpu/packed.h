@@ -21,13 +21,16 @@
 //   Q3_K  d[16] (half), sc[16][16] (int8), low[16][64], high[8][64]               1824 bytes
 //   Q2_K  d[16], dmin[16] (half), scales[16][16] (bytes), low[16][64]             1344 bytes
 //
+//   MXFP4 e[16] (bytes)                codes[32][8]   272 bytes
 //   F32   w[16] (float)    64 bytes      one element of 16 rows: a block is one element
 //   F16   w[16] (half)     32 bytes
 //   BF16  w[16] (bfloat)   32 bytes
 //
 // Float formats: packed block k holds element k of the group's rows 0..15 in row order, so one
 // 16-value load (two vectors) feeds 16 rows' chains (packed_float_avx2.cpp); as large as the
-// original.
+// original. MXFP4: e[j] is row j's scale byte; codes[k] holds element k's 16 codes, row j's in
+// bits 4(j % 8) of the little-endian word j / 8 (one shift per lane takes 8 rows' codes apart);
+// its products decode blocks into f32 panels and take the f32 chains.
 // 4-bit codes: byte 4j + b of codes[L] is byte 4L + b of row j's qs, so its low nibble is
 // element 4L + b and its high nibble element 16 + 4L + b ("k-group" L and 4 + L). Q5_0 and
 // Q5_1: bit G of high[4j + b] is bit 4 of row j's element of k-group G at position b. Q8_0: byte 4j + b of

@@ -74,6 +74,11 @@ inline constexpr size_t kQ3KBytes = kQ3KHigh + kPackRows * kQKK / 8;
 inline constexpr size_t kQ2KDmin = kHalves, kQ2KSc = 2 * kHalves, kQ2KCodes = kQ2KSc + 16 * kPackRows;
 inline constexpr size_t kQ2KBytes = kQ2KCodes + kPackRows * kQKK / 4;
 
+// MXFP4: e[16] (the rows' scale bytes), then per element k (0..31) 8 bytes: the 16 rows' 4-bit
+// codes, row j in bits 4(j % 8) of little-endian word j / 8.
+inline constexpr size_t kMxfp4Codes = kPackRows, kMxfp4Bytes = kMxfp4Codes + kQK * 8;
+
+static_assert(kMxfp4Bytes == kPackRows * sizeof(BlockMXFP4));
 static_assert(kQ4_0Bytes == 288 && kQ4_1Bytes == 320 && kQ5_0Bytes == 352 && kQ5_1Bytes == 384 && kQ8_0Bytes == 544 &&
               kQ5_0ByteBytes == 544);
 static_assert(kQ4KBytes == 2368 && kQ5KBytes == 2880 && kQ6KBytes == 3360 && kQ3KBytes == 1824 && kQ2KBytes == 1344);
