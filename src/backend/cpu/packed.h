@@ -121,8 +121,8 @@ PackedGemmFn packed_gemm_fn(DType weight_type);
 PackedActInfoFn packed_act_info_fn(DType weight_type);
 }  // namespace avx2
 
-// The float formats' products (f32, f16, bf16: packed_float_avx2.cpp), AVX2 code that both tiers
-// use; nullptr for other types. Call only where cpu_has(kAvx2).
+// The float formats' and MXFP4's products (f32, f16, bf16, MXFP4: packed_float_avx2.cpp), AVX2
+// code that both tiers use; nullptr for other types. Call only where cpu_has(kAvx2).
 namespace avx2 {
 PackedGemmFn packed_float_gemm_fn(DType weight_type);
 }  // namespace avx2

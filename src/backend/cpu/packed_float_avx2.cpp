@@ -1,6 +1,7 @@
-// The packed product of float weights (f32, f16, bf16) on the AVX2 tier (AVX2, FMA, F16C), on
-// packed.h's float layout: a group's 16 rows interleaved element by element, so that one
-// 16-value row of the group (two vectors) is element k of all 16 rows.
+// The packed products of float weights (f32, f16, bf16) and of MXFP4 on the AVX2 tier (AVX2, FMA,
+// F16C; the AVX-512 tier runs them too), on packed.h's float layout: a group's 16 rows
+// interleaved element by element, so that one 16-value row of the group (two vectors) is element
+// k of all 16 rows. MXFP4 is decoded block by block into that layout (f32), then multiplied alike.
 //
 // Order of operations: every output is one chain of fused multiply-adds over its elements in
 // order, acc = fma(w[k], a[k], acc) from k = 0 and acc = +0, in one vector lane. No tile shape,
