@@ -107,11 +107,6 @@ class WeightStore {
   virtual Result<Tensor> add_vector(std::span<const float> values) = 0;
   // Memory the store holds beyond the mapped files (packed or device copies).
   virtual size_t bytes() const = 0;
-  // The caller has done reading the matrices' sources (a model's fingerprint hashes them after
-  // loading): a backend that multiplies copies of its own (packed, on a device) may give the
-  // sources' pages back to the system. A hint: the sources stay valid, and pages of a mapped
-  // file come back from the file if touched.
-  virtual void release_sources() {}
 };
 
 // ---- KV memory ----

@@ -1630,7 +1630,6 @@ Result<std::unique_ptr<Engine>> create_engine(const EngineConfig& config, std::s
   parts.kv_config.enable_prefix_caching = config.enable_prefix_caching;
   parts.kv_config.model_fingerprint = model_fingerprint(parts.model->source(), *parts.pool) + "/" +
                                       std::string(dtype_name(kv_dtype)) + "/" + std::string(parts.kv->layout());
-  parts.model->release_weight_sources();  // the fingerprint was the last reader of the stored weights
   DI_RETURN_IF_ERROR(kv::KvCacheManager::validate(parts.kv_config));
   DI_ASSIGN_OR_RETURN(parts.store, open_kv_store(config, parts.kv_config));
   DI_ASSIGN_OR_RETURN(parts.draft, load_draft_model(config, parts, n_blocks * config.block_size));

@@ -79,12 +79,6 @@ class Model {
   virtual const TensorSource& source() const = 0;
   virtual backend::Backend& backend() const = 0;
 
-  // Nothing reads the weights' stored bytes from here on but the backend's products (the
-  // engine calls it after model_fingerprint): the backend may give the pages of those it holds
-  // copies of back to the system (backend::WeightStore::release_sources). The model's results
-  // and source() are unchanged.
-  virtual void release_weight_sources() const {}
-
   // The KV groups the forward pass reads and writes, in the order BatchSequence::block_tables
   // follows: name, kind, layers, row shape and window. Element type, block size and pool sizes
   // are left for whoever sizes the cache (new_kv_cache).

@@ -52,10 +52,6 @@ class CpuWeightStore final : public backend::WeightStore {
 
   size_t bytes() const override { return packs_.bytes() + vector_bytes_; }
 
-  void release_sources() override {
-    for (const WeightMatrix& m : matrices_) release_packed_source(m);
-  }
-
  private:
   KernelChoice choice_;
   PackedWeights packs_;

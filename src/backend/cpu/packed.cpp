@@ -5,9 +5,6 @@
 #include <cpuid.h>
 #endif
 
-#include <sys/mman.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -545,29 +542,6 @@ void dequantize_packed_row(DType type, const uint8_t* packed, int64_t n_in, int6
     move_block(type, block, pb, j, false);
     dequantize_row(type, block, dst + i * elems, elems);
   }
-}
-
-namespace {
-
-// The pages wholly inside [data, data + bytes) given back to the kernel now (MADV_PAGEOUT). Safe
-// whatever the memory is: pages of a file map (a GGUF or safetensors file) are dropped and read
-// again from the file if ever touched, anonymous ones go to swap or, without swap, stay.
-void release_pages(const uint8_t* data, size_t bytes) {
-#if defined(MADV_PAGEOUT)
-  const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
-  const uintptr_t begin = (reinterpret_cast<uintptr_t>(data) + page - 1) / page * page;
-  const uintptr_t end = (reinterpret_cast<uintptr_t>(data) + bytes) / page * page;
-  if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_PAGEOUT);  // a hint: errors ignored
-#else
-  (void)data;
-  (void)bytes;
-#endif
-}
-
-}  // namespace
-
-void release_packed_source(const WeightMatrix& m) {
-  if (m.packed != nullptr) release_pages(m.data, m.row_bytes() * static_cast<size_t>(m.n_out));
 }
 
 void PackedWeights::pack(WeightMatrix& m) {

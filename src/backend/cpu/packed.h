@@ -145,12 +145,6 @@ void unpack_row(DType type, const uint8_t* packed, int64_t n_in, int64_t row, ui
 // Dequantizes row `row` of a packed matrix into dst[0..n_in), block by block (no allocation).
 void dequantize_packed_row(DType type, const uint8_t* packed, int64_t n_in, int64_t row, float* dst);
 
-// Gives the pages of a packed matrix's original rows back to the system (a hint: they stay
-// readable; a mapped file's pages come back from the file if touched). Products read the packed
-// copy, so once nothing else reads the original (backend::WeightStore::release_sources) a model
-// need not hold both: the F16 Llama-1B shape held its file's 2.5 GB beside the 2.5 GB copy.
-void release_packed_source(const WeightMatrix& m);
-
 // Owns the packed copies of a model's matrices. pack() gives a matrix its packed copy when
 // packable (and otherwise leaves it as it is); the copy lives as long as this object. Every
 // product and row lookup of a packed matrix reads the copy, never the original.

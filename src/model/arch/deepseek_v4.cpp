@@ -305,7 +305,6 @@ class V4Model final : public Model {
 
   const ModelConfig& config() const override { return c_; }
   const TensorSource& source() const override { return *source_; }
-  void release_weight_sources() const override { weights_->release_sources(); }
   backend::Backend& backend() const override { return backend_; }
   std::vector<KvGroupSpec> kv_groups() const override;
   std::unique_ptr<BatchRunner> new_batch_runner() const override { return std::make_unique<V4Runner>(*this); }
